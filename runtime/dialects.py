@@ -1,0 +1,142 @@
+"""The one dialect table: what differs between the engines, read by the generator and the runtime.
+
+Pure data and the standard library only, so the runtime imports it without Jinja2 or sqlglot.
+Everything a template or the runtime needs to know about an engine that is not SQL text lives
+here; the SQL text that differs lives in ``templates/<dialect>/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One target engine: how to quote, how parameters are written, what it can do."""
+
+    name: str
+    #: the sqlglot dialect that parses this one (MariaDB is read as MySQL plus our own rules)
+    sqlglot: str
+    #: the quote character for identifiers
+    quote: str
+    #: the driver's parameter style: "pyformat" writes %(name)s, "named" writes :name
+    paramstyle: str
+    #: the claim forms this engine can run
+    forms: tuple[str, ...]
+    #: the oldest server this runs on, as (major, minor, patch)
+    floor: tuple[int, int, int]
+    #: a person's name for the engine and its floor, for errors
+    floor_text: str
+    #: engines whose servers accept files rendered for this dialect
+    runs_on: tuple[str, ...]
+    #: URL schemes that connect to it
+    schemes: tuple[str, ...]
+    #: UPDATE/DELETE … RETURNING, INSERT … RETURNING
+    update_returning: bool
+    delete_returning: bool
+    insert_returning: bool
+    #: FOR UPDATE SKIP LOCKED
+    skip_locked: bool
+    #: WITH x AS (DELETE … RETURNING …) INSERT …
+    data_modifying_cte: bool
+    #: partial indexes (CREATE INDEX … WHERE …)
+    partial_index: bool
+    #: the advisory lock keys live in the database (False: in the consumer's process)
+    server_advisory: bool
+
+    def quote_ident(self, name: str) -> str:
+        """Quote an already-validated identifier, e.g. ``quote_ident("order")`` → ``"order"``."""
+        q = self.quote
+        return f"{q}{name.replace(q, q + q)}{q}"
+
+    def placeholder(self, name: str) -> str:
+        """The driver's spelling of a named parameter: ``%(id)s`` or ``:id``."""
+        return f"%({name})s" if self.paramstyle == "pyformat" else f":{name}"
+
+
+FORMS = ("row_lock", "lease", "advisory")
+
+DIALECTS: dict[str, Dialect] = {
+    "postgres": Dialect(
+        name="postgres",
+        sqlglot="postgres",
+        quote='"',
+        paramstyle="pyformat",
+        forms=FORMS,
+        floor=(11, 0, 0),
+        floor_text="PostgreSQL 11",
+        runs_on=("postgres",),
+        schemes=("postgresql", "postgres"),
+        update_returning=True,
+        delete_returning=True,
+        insert_returning=True,
+        skip_locked=True,
+        data_modifying_cte=True,
+        partial_index=True,
+        server_advisory=True,
+    ),
+    "mysql": Dialect(
+        name="mysql",
+        sqlglot="mysql",
+        quote="`",
+        paramstyle="pyformat",
+        forms=FORMS,
+        floor=(8, 0, 1),
+        floor_text="MySQL 8.0.1",
+        # MariaDB 10.6+ accepts what MySQL 8 accepts for the constructs we render.
+        runs_on=("mysql", "mariadb"),
+        schemes=("mysql",),
+        update_returning=False,
+        delete_returning=False,
+        insert_returning=False,
+        skip_locked=True,
+        data_modifying_cte=False,
+        partial_index=False,
+        server_advisory=True,
+    ),
+    "mariadb": Dialect(
+        name="mariadb",
+        sqlglot="mysql",
+        quote="`",
+        paramstyle="pyformat",
+        forms=FORMS,
+        floor=(10, 6, 0),
+        floor_text="MariaDB 10.6",
+        runs_on=("mariadb",),
+        schemes=("mariadb",),
+        update_returning=False,
+        delete_returning=True,
+        insert_returning=True,
+        skip_locked=True,
+        data_modifying_cte=False,
+        partial_index=False,
+        server_advisory=True,
+    ),
+    "sqlite": Dialect(
+        name="sqlite",
+        sqlglot="sqlite",
+        quote='"',
+        paramstyle="named",
+        forms=FORMS,
+        floor=(3, 35, 0),
+        floor_text="SQLite 3.35",
+        runs_on=("sqlite",),
+        schemes=("sqlite",),
+        update_returning=True,
+        delete_returning=True,
+        insert_returning=True,
+        skip_locked=False,
+        data_modifying_cte=False,
+        partial_index=True,
+        server_advisory=False,
+    ),
+}
+
+
+def dialect_for_scheme(scheme: str) -> Dialect | None:
+    """The dialect a URL scheme names (``postgresql`` → postgres), or None."""
+    base = scheme.split("+", 1)[0].lower()
+    for d in DIALECTS.values():
+        if base in d.schemes:
+            return d
+    return None

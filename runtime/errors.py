@@ -1,0 +1,35 @@
+"""The runtime's error types: every failure a service may catch is a BrokerError."""
+
+from __future__ import annotations
+
+
+class BrokerError(Exception):
+    """Base of every error the runtime raises on purpose."""
+
+
+class LeaseLost(BrokerError):
+    """A lease settlement found another token: the row belongs to the claim that took it since."""
+
+
+class ServerTooOld(BrokerError):
+    """The server is older than the dialect's floor (named with the version found)."""
+
+
+class DialectMismatch(BrokerError):
+    """A rendered file was used on a database of another dialect."""
+
+
+class RenderedFileError(BrokerError):
+    """A rendered file could not be read: missing, hand-edited or from another format."""
+
+
+class ConnectionLost(BrokerError):
+    """The connection to the database dropped; nothing was settled on it after the drop."""
+
+
+class UnknownCustomEvent(BrokerError):
+    """A handler returned custom(name) for an event the rendered file does not declare."""
+
+
+class ConfigurationError(BrokerError):
+    """A URL, driver or argument the runtime cannot use (names what is wrong and the fix)."""
