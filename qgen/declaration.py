@@ -1,0 +1,388 @@
+"""qgen.toml → typed declarations; every mistake becomes one DeclarationError naming file, queue, key and fix."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime.dialects import DIALECTS, FORMS
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+QUEUE_COLUMNS = ("id", "payload", "group", "attempt", "retry_after", "locked_until", "processed_at")
+OUTBOX_COLUMNS = ("id", "payload", "topic", "key", "created_at", "processed_at")
+QUEUE_OUTCOMES = ("ack", "drop", "retry", "retry_after", "dead_letter")
+OUTBOX_OUTCOMES = ("mark",)
+
+TOP_KEYS = ("dialects", "out", "queues", "outbox")
+QUEUE_KEYS = (
+    "table",
+    "form",
+    "lease_s",
+    "max_attempts",
+    "dead_letter",
+    "default_group",
+    "columns",
+    "statements",
+    "custom",
+)
+OUTBOX_KEYS = ("table", "columns", "statements", "custom")
+
+
+class DeclarationError(Exception):
+    """A declaration that cannot be rendered: says where (file, queue, key), what, and the fix."""
+
+    def __init__(self, file: str | Path, where: str, key: str, problem: str, fix: str) -> None:
+        self.file, self.where, self.key, self.problem, self.fix = str(file), where, key, problem, fix
+        super().__init__(f"{file}: {where}, key '{key}': {problem}; fix: {fix}")
+
+
+@dataclass(frozen=True)
+class Sql:
+    """A service's own SQL for one step: one or more statements, per dialect (``default`` for the rest)."""
+
+    by_dialect: Mapping[str, tuple[str, ...]]
+
+    def for_dialect(self, dialect: str) -> tuple[str, ...]:
+        return self.by_dialect.get(dialect) or self.by_dialect.get("default") or ()
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    group: str | None = None
+    table: str | None = None
+
+    def describe(self) -> str:
+        return f"group {self.group}" if self.group is not None else f"table {self.table}"
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    table: str
+    form: str
+    columns: Mapping[str, str]  # logical name → the table's real column name
+    lease_s: float | None = None
+    max_attempts: int | None = None
+    dead_letter: DeadLetter | None = None
+    default_group: str | None = None
+    statements: Mapping[str, Sql] = field(default_factory=dict)
+    custom: Mapping[str, Sql] = field(default_factory=dict)
+    kind: str = "queue"
+
+    def has(self, column: str) -> bool:
+        return column in self.columns
+
+
+@dataclass(frozen=True)
+class Outbox:
+    name: str
+    table: str
+    columns: Mapping[str, str]
+    statements: Mapping[str, Sql] = field(default_factory=dict)
+    custom: Mapping[str, Sql] = field(default_factory=dict)
+    kind: str = "outbox"
+
+    def has(self, column: str) -> bool:
+        return column in self.columns
+
+
+@dataclass(frozen=True)
+class Declaration:
+    path: Path
+    dialects: tuple[str, ...]
+    out: str
+    queues: Mapping[str, Queue]
+    outbox: Outbox | None = None
+
+
+def _suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"did you mean '{close[0]}'? " if close else ""
+
+
+class _Reader:
+    """Reads one file; every error names the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, key: str, problem: str, fix: str) -> DeclarationError:
+        return DeclarationError(self.path, where, key, problem, fix)
+
+    def keys(self, where: str, table: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+        for key in table:
+            if key not in allowed:
+                raise self.fail(
+                    where,
+                    key,
+                    "unknown key",
+                    f"{_suggest(key, allowed)}the keys here are: {', '.join(allowed)}",
+                )
+
+    def identifier(self, where: str, key: str, value: Any) -> str:
+        if not isinstance(value, str) or not IDENTIFIER.match(value):
+            raise self.fail(
+                where,
+                key,
+                f"{value!r} is not an identifier",
+                "use letters, digits and underscores, starting with a letter or underscore, "
+                "at most 63 characters",
+            )
+        return value
+
+    def table(self, where: str, key: str, value: Any) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, key, f"expected a table, found {type(value).__name__}",
+                            f"write it as [{key}] or {key} = {{ ... }}")
+        return value
+
+    def sql(self, where: str, key: str, value: Any, dialects: tuple[str, ...]) -> Sql:
+        """A string, a list of strings, or a table of those per dialect (``default`` for the rest)."""
+
+        def statements(k: str, v: Any) -> tuple[str, ...]:
+            if isinstance(v, str):
+                v = [v]
+            if (
+                not isinstance(v, list)
+                or not v
+                or not all(isinstance(s, str) and s.strip() for s in v)
+            ):
+                raise self.fail(where, k, "expected SQL text or a list of SQL statements",
+                                'write key = "UPDATE …" or key = ["INSERT …", "DELETE …"]')
+            return tuple(s.strip().rstrip(";").strip() for s in v)
+
+        if isinstance(value, dict):
+            allowed = ("default", *DIALECTS)
+            out: dict[str, tuple[str, ...]] = {}
+            for d, v in value.items():
+                if d not in allowed:
+                    raise self.fail(where, f"{key}.{d}", "unknown dialect",
+                                    f"{_suggest(d, allowed)}use default or one of "
+                                    f"{', '.join(DIALECTS)}")
+                out[d] = statements(f"{key}.{d}", v)
+            missing = [d for d in dialects if d not in out and "default" not in out]
+            if missing:
+                raise self.fail(where, key, f"no SQL for {', '.join(missing)}",
+                                f"add default = \"…\" or {missing[0]} = \"…\"")
+            return Sql(out)
+        return Sql({"default": statements(key, value)})
+
+
+def load_declaration(path: str | Path) -> Declaration:
+    """Read and check a qgen.toml, e.g. ``load_declaration("qgen.toml").queues["orders"].form``."""
+    path = Path(path)
+    r = _Reader(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise r.fail("file", "-", "not found", "run `qgen init` to write a starter qgen.toml, "
+                     "or pass --config PATH") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise r.fail("file", "-", f"not valid TOML ({exc})", "correct the TOML syntax there") from None
+    return parse_declaration(raw, path)
+
+
+def parse_declaration(raw: Mapping[str, Any], path: str | Path = "qgen.toml") -> Declaration:
+    """Check an already-parsed TOML document (what load_declaration does after reading)."""
+    path = Path(path)
+    r = _Reader(path)
+    r.keys("top level", raw, TOP_KEYS)
+
+    dialects_raw = raw.get("dialects", list(DIALECTS))
+    if not isinstance(dialects_raw, list) or not dialects_raw:
+        raise r.fail("top level", "dialects", "expected a non-empty list",
+                     f'write dialects = ["{", ".join(DIALECTS)}"]')
+    for d in dialects_raw:
+        if d not in DIALECTS:
+            raise r.fail("top level", "dialects", f"unknown dialect {d!r}",
+                         f"{_suggest(str(d), tuple(DIALECTS))}use any of {', '.join(DIALECTS)}")
+    dialects = tuple(dict.fromkeys(dialects_raw))
+
+    out = raw.get("out", "sql")
+    if not isinstance(out, str) or not out:
+        raise r.fail("top level", "out", "expected a folder name", 'write out = "sql"')
+
+    queues_raw = r.table("top level", "queues", raw.get("queues", {}))
+    queues = {name: _queue(r, name, q, dialects) for name, q in queues_raw.items()}
+    outbox = _outbox(r, raw["outbox"], dialects) if "outbox" in raw else None
+    if not queues and outbox is None:
+        raise r.fail("top level", "queues", "no queue is declared",
+                     'add [queues.NAME] with table = "…" and form = "lease"')
+    tables: dict[str, str] = {}
+    for q in [*queues.values(), *([outbox] if outbox else [])]:
+        owned = [q.table]
+        if isinstance(q, Queue) and q.dead_letter and q.dead_letter.table:
+            owned.append(q.dead_letter.table)
+        for t in owned:
+            if t in tables and tables[t] != q.name:
+                raise r.fail(f"queue '{q.name}'", "table",
+                             f"table {t!r} is already used by '{tables[t]}'",
+                             "give each queue and dead letter a table of its own "
+                             "(queues may share one only through a group column)")
+            tables[t] = q.name
+    return Declaration(path=path, dialects=dialects, out=out, queues=queues, outbox=outbox)
+
+
+def _columns(
+    r: _Reader, where: str, raw: Any, known: tuple[str, ...], default: dict[str, str]
+) -> dict[str, str]:
+    if raw is None:
+        return default
+    cols = r.table(where, "columns", raw)
+    r.keys(where, {f"columns.{k}": v for k, v in cols.items()}, tuple(f"columns.{k}" for k in known))
+    out = {k: r.identifier(where, f"columns.{k}", v) for k, v in cols.items()}
+    for needed in ("id", "payload"):
+        if needed not in out:
+            raise r.fail(where, f"columns.{needed}", "missing",
+                         f'name the table\'s {needed} column: {needed} = "…"')
+    physical = list(out.values())
+    for k, v in out.items():
+        if physical.count(v) > 1:
+            raise r.fail(where, f"columns.{k}", f"column {v!r} is mapped twice",
+                         "map each role to a column of its own")
+    return out
+
+
+def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
+    where = f"queue '{name}'"
+    r.identifier(where, "name", name)
+    q = r.table(where, f"queues.{name}", raw)
+    r.keys(where, q, QUEUE_KEYS)
+    if "table" not in q:
+        raise r.fail(where, "table", "missing", f'write table = "{name}_queue"')
+    table = r.identifier(where, "table", q["table"])
+
+    form = q.get("form", "lease")
+    if form not in FORMS:
+        raise r.fail(where, "form", f"unknown form {form!r}",
+                     f"{_suggest(str(form), FORMS)}use one of {', '.join(FORMS)}")
+    for d in dialects:
+        if form not in DIALECTS[d].forms:
+            raise r.fail(where, "form", f"the {d} dialect cannot run the {form} form",
+                         f"use one of {', '.join(DIALECTS[d].forms)} or drop {d} from dialects")
+
+    dead_letter = None
+    if "dead_letter" in q:
+        dl = r.table(where, "dead_letter", q["dead_letter"])
+        r.keys(where, {f"dead_letter.{k}": v for k, v in dl.items()},
+               ("dead_letter.group", "dead_letter.table"))
+        if len(dl) != 1:
+            raise r.fail(where, "dead_letter", "give exactly one of group or table",
+                         'write dead_letter = { group = "NAME_dead" } or { table = "NAME_dead" }')
+        if "group" in dl:
+            if not isinstance(dl["group"], str) or not dl["group"]:
+                raise r.fail(where, "dead_letter.group", "expected a group name",
+                             'write dead_letter = { group = "orders_dead" }')
+            dead_letter = DeadLetter(group=dl["group"])
+        else:
+            dead_letter = DeadLetter(table=r.identifier(where, "dead_letter.table", dl["table"]))
+            if dead_letter.table == table:
+                raise r.fail(where, "dead_letter.table", "the dead-letter table is the queue's own",
+                             f'name another table, e.g. "{table}_dead"')
+
+    default_cols = {"id": "id", "payload": "payload", "attempt": "attempt",
+                    "retry_after": "retry_after"}
+    if form == "lease":
+        default_cols["locked_until"] = "locked_until"
+    if dead_letter and dead_letter.group is not None:
+        default_cols["group"] = "queue"
+    columns = _columns(r, where, q.get("columns"), QUEUE_COLUMNS, default_cols)
+
+    lease_s = None
+    if form == "lease":
+        if "locked_until" not in columns:
+            raise r.fail(where, "columns.locked_until", "the lease form needs a lease column",
+                         'add locked_until = "locked_until" under columns, or use form = "row_lock"')
+        lease_s = q.get("lease_s", 30)
+        if isinstance(lease_s, bool) or not isinstance(lease_s, int | float) or lease_s <= 0:
+            raise r.fail(where, "lease_s", f"{lease_s!r} is not a positive number of seconds",
+                         "write lease_s = 30")
+        lease_s = float(lease_s)
+    elif "lease_s" in q:
+        raise r.fail(where, "lease_s", f"lease_s applies to the lease form only, not {form}",
+                     "remove lease_s, or use form = \"lease\"")
+
+    max_attempts = q.get("max_attempts")
+    if max_attempts is not None:
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise r.fail(where, "max_attempts", f"{max_attempts!r} is not a whole number ≥ 1",
+                         "write max_attempts = 5")
+        if dead_letter is None:
+            raise r.fail(where, "max_attempts", "max_attempts without dead_letter",
+                         'add dead_letter = { group = "…" } or { table = "…" }, or remove '
+                         "max_attempts")
+        if "attempt" not in columns:
+            raise r.fail(where, "max_attempts", "max_attempts needs an attempt column",
+                         'add attempt = "attempt" under columns, or remove max_attempts')
+    elif dead_letter is not None:
+        raise r.fail(where, "dead_letter", "dead_letter without max_attempts",
+                     "add max_attempts = 5, or remove dead_letter")
+    if dead_letter and dead_letter.group is not None and "group" not in columns:
+        raise r.fail(where, "dead_letter.group", "a dead-letter group needs a group column",
+                     'add group = "queue" under columns, or use dead_letter = { table = "…" }')
+
+    default_group = q.get("default_group", name if "group" in columns else None)
+    if "default_group" in q:
+        if "group" not in columns:
+            raise r.fail(where, "default_group", "default_group needs a group column",
+                         'add group = "queue" under columns, or remove default_group')
+        if not isinstance(default_group, str) or not default_group:
+            raise r.fail(where, "default_group", "expected a group name", f'write default_group = "{name}"')
+    if dead_letter and dead_letter.group is not None and dead_letter.group == default_group:
+        raise r.fail(where, "dead_letter.group", "the dead-letter group is the queue's own group",
+                     f'name another group, e.g. "{default_group}_dead"')
+
+    statements = {}
+    if "statements" in q:
+        st = r.table(where, "statements", q["statements"])
+        r.keys(where, {f"statements.{k}": v for k, v in st.items()},
+               tuple(f"statements.{k}" for k in QUEUE_OUTCOMES))
+        statements = {k: r.sql(where, f"statements.{k}", v, dialects) for k, v in st.items()}
+        if "dead_letter" in statements and dead_letter is None:
+            raise r.fail(where, "statements.dead_letter", "an override for a dead letter the queue does not have",
+                         "declare max_attempts and dead_letter, or remove the override")
+    custom = {}
+    if "custom" in q:
+        cu = r.table(where, "custom", q["custom"])
+        for k, v in cu.items():
+            r.identifier(where, f"custom.{k}", k)
+            custom[k] = r.sql(where, f"custom.{k}", v, dialects)
+
+    return Queue(
+        name=name, table=table, form=form, columns=columns, lease_s=lease_s,
+        max_attempts=max_attempts, dead_letter=dead_letter, default_group=default_group,
+        statements=statements, custom=custom,
+    )
+
+
+def _outbox(r: _Reader, raw: Any, dialects: tuple[str, ...]) -> Outbox:
+    where = "outbox"
+    o = r.table(where, "outbox", raw)
+    r.keys(where, o, OUTBOX_KEYS)
+    table = r.identifier(where, "table", o.get("table", "outbox"))
+    default_cols = {"id": "id", "payload": "payload", "topic": "topic", "key": "key",
+                    "created_at": "created_at", "processed_at": "processed_at"}
+    columns = _columns(r, where, o.get("columns"), OUTBOX_COLUMNS, default_cols)
+    if "processed_at" not in columns:
+        raise r.fail(where, "columns.processed_at", "the outbox marks records it handed on",
+                     'add processed_at = "processed_at" under columns')
+    statements = {}
+    if "statements" in o:
+        st = r.table(where, "statements", o["statements"])
+        r.keys(where, {f"statements.{k}": v for k, v in st.items()},
+               tuple(f"statements.{k}" for k in OUTBOX_OUTCOMES))
+        statements = {k: r.sql(where, f"statements.{k}", v, dialects) for k, v in st.items()}
+    custom = {}
+    if "custom" in o:
+        cu = r.table(where, "custom", o["custom"])
+        for k, v in cu.items():
+            r.identifier(where, f"custom.{k}", k)
+            custom[k] = r.sql(where, f"custom.{k}", v, dialects)
+    return Outbox(name="outbox", table=table, columns=columns, statements=statements, custom=custom)

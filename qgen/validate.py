@@ -1,0 +1,141 @@
+"""Validation in layers: sqlglot parses each statement, our per-dialect rules catch what it accepts wrongly, then the column and parameter checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from qgen.declaration import DeclarationError, Queue
+from qgen.render import Rendered, Statement
+from runtime.sqltext import driver_params, to_named
+from runtime.dialects import Dialect
+
+# what the runtime binds for each kind of step; a service's SQL may use any of these
+PARAMS = {
+    "queue": {"id", "token", "group", "attempt", "dead_group", "payload", "delay_s", "lease_s"},
+    "outbox": {"id", "payload", "topic", "key", "limit", "age_s", "after_id"},
+}
+PG_LOCK_FUNCS = {
+    "pg_try_advisory_lock", "pg_advisory_lock", "pg_advisory_unlock", "pg_try_advisory_xact_lock",
+    "pg_advisory_xact_lock", "pg_advisory_unlock_all", "hashtextextended",
+}
+MYSQL_LOCK_FUNCS = {"get_lock", "release_lock", "is_free_lock", "is_used_lock", "release_all_locks"}
+
+
+def _fail(path: Path | str, rendered: Rendered, st: Statement, problem: str, fix: str) -> DeclarationError:
+    unit = rendered.queue
+    where = f"queue '{unit.name}'" if isinstance(unit, Queue) else "outbox"
+    key = st.origin if st.origin != "template" else f"(rendered {st.name})"
+    return DeclarationError(path, where, key, f"{problem} [{rendered.dialect.name}]", fix)
+
+
+def parse(sql: str, dialect: Dialect) -> exp.Expression:
+    """Parse one driver-style statement in the dialect (placeholders read as :name)."""
+    trees = [t for t in sqlglot.parse(to_named(sql), read=dialect.sqlglot) if t is not None]
+    if len(trees) != 1:
+        raise ParseError(f"expected one statement, found {len(trees)}")
+    return trees[0]
+
+
+def dialect_rules(tree: exp.Expression, d: Dialect) -> str | None:
+    """Constructs sqlglot reads in every dialect but the engine rejects; the first problem, or None."""
+    for node in tree.walk():
+        if isinstance(node, exp.Returning) or (isinstance(node, exp.Expression) and node.args.get("returning")):
+            parent = node.parent if isinstance(node, exp.Returning) else node
+            kinds = {exp.Update: d.update_returning, exp.Delete: d.delete_returning,
+                     exp.Insert: d.insert_returning}
+            for kind, ok in kinds.items():
+                if isinstance(parent, kind) and not ok:
+                    return f"{kind.__name__.upper()} … RETURNING is not accepted by {d.floor_text}"
+        if isinstance(node, exp.Lock):
+            if not d.skip_locked:
+                return f"locking clauses (FOR UPDATE/SKIP LOCKED) are not accepted by {d.floor_text}"
+            if not node.args.get("update") and d.sqlglot == "mysql":
+                return "FOR SHARE is not accepted by MariaDB; use LOCK IN SHARE MODE or FOR UPDATE"
+        if isinstance(node, exp.CTE) and isinstance(node.this, exp.Insert | exp.Update | exp.Delete):
+            if not d.data_modifying_cte:
+                return f"a data-modifying WITH (… DELETE/UPDATE/INSERT …) is not accepted by {d.floor_text}"
+        if isinstance(node, exp.Func):
+            name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+            if name in PG_LOCK_FUNCS and d.name != "postgres":
+                return f"{name}() exists only on PostgreSQL"
+            if name in MYSQL_LOCK_FUNCS and d.sqlglot != "mysql":
+                return f"{name}() exists only on MySQL and MariaDB"
+        if isinstance(node, exp.Update | exp.Delete) and node.args.get("limit") and d.name in ("postgres", "sqlite"):
+            return f"{type(node).__name__.upper()} … LIMIT is not accepted by {d.floor_text}; use WHERE id IN (SELECT … LIMIT n)"
+        if isinstance(node, exp.Update | exp.Delete) and d.sqlglot == "mysql":
+            target = node.this.name if isinstance(node.this, exp.Table) else None
+            for sub in node.find_all(exp.Select):
+                if sub.args.get("limit") and target and any(
+                    t.name == target for t in sub.find_all(exp.Table)
+                ):
+                    return ("MySQL rejects a LIMIT subquery on the table being changed; "
+                            "select the ids first (FOR UPDATE SKIP LOCKED), then change them")
+    return None
+
+
+def _targets(tree: exp.Expression) -> set[str]:
+    """The tables a statement reads or writes by name."""
+    return {t.name for t in tree.find_all(exp.Table) if t.name}
+
+
+def column_problem(tree: exp.Expression, allowed: set[str], tables: set[str]) -> str | None:
+    """A column of the queue's own table(s) that the declaration does not name, or None."""
+    if not (_targets(tree) & tables):
+        return None  # another table of the service's: its columns are not ours to know
+    aliases = {a.alias for a in tree.find_all(exp.Alias)}
+    aliases |= {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    other_aliases = {
+        t.alias for t in tree.find_all(exp.Table) if t.alias and t.name not in tables
+    } | {t.alias for t in tree.find_all(exp.TableAlias) if not isinstance(t.parent, exp.Table)}
+    names: list[str] = []
+    for col in tree.find_all(exp.Column):
+        if col.table and col.table not in tables:
+            continue  # qualified by another table or an alias of ours: checked through its name
+        names.append(col.name)
+    for schema in tree.find_all(exp.Schema):  # INSERT INTO t (a, b)
+        if isinstance(schema.this, exp.Table) and schema.this.name in tables:
+            names += [i.name for i in schema.expressions if isinstance(i, exp.Identifier)]
+    for name in names:
+        if name not in allowed and name not in aliases and name not in other_aliases:
+            return f"column {name!r} is not declared for this table"
+    return None
+
+
+def validate_rendered(rendered: Rendered, path: Path | str = "qgen.toml") -> None:
+    """Check every statement of a rendered file; raise DeclarationError for the first problem."""
+    unit, d = rendered.queue, rendered.dialect
+    kind = "queue" if isinstance(unit, Queue) else "outbox"
+    tables = {unit.table}
+    if isinstance(unit, Queue) and unit.dead_letter and unit.dead_letter.table:
+        tables.add(unit.dead_letter.table)
+    allowed_cols = set(unit.columns.values())
+    for st in rendered.statements:
+        if not st.sql:
+            continue
+        for sql in st.sql:
+            try:
+                tree = parse(sql, d)
+            except (ParseError, TokenError) as exc:
+                msg = str(exc).splitlines()[0][:200]
+                raise _fail(path, rendered, st, f"SQL does not parse ({msg})",
+                            f"write SQL that {d.floor_text} accepts") from None
+            problem = dialect_rules(tree, d)
+            if problem:
+                raise _fail(path, rendered, st, problem, f"give {d.name} its own SQL ({st.origin.split('.')[0]}.{d.name} = \"…\")")
+            problem = column_problem(tree, allowed_cols, tables)
+            if problem:
+                raise _fail(path, rendered, st, problem,
+                            f"use one of {', '.join(sorted(allowed_cols))}, or declare it under columns")
+            if st.origin != "template":
+                unknown = [n for n in driver_params(sql) if n not in PARAMS[kind]]
+                if unknown:
+                    raise _fail(path, rendered, st, f"unknown parameter :{unknown[0]}",
+                                f"the runtime binds only :{', :'.join(sorted(PARAMS[kind]))}")
+        if st.origin != "template" and isinstance(unit, Queue) and unit.form == "lease":
+            if "token" not in driver_params(st.sql[0]):
+                raise _fail(path, rendered, st, "a lease-form statement without the token guard",
+                            f"add AND {unit.columns['locked_until']} = :token to its first statement's WHERE")

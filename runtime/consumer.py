@@ -1,0 +1,244 @@
+"""The consumer loop: workers claim batches, run the handler, and settle each delivery by its outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from runtime.connect import connect
+from runtime.delivery import Ctx, Delivery, Message
+from runtime.drivers.base import Connection
+from runtime.errors import BrokerError, ConnectionLost, LeaseLost, UnknownCustomEvent
+from runtime.forms import LeaseForm, form_for
+from runtime.outcomes import Outcome, retry
+from runtime.queue import Queue, check_dialect
+from runtime.settle import decide
+
+log = logging.getLogger("runtime")
+
+Handler = Callable[[Message, Ctx], Awaitable[Outcome]]
+
+
+class Consumer:
+    """Claims and settles a queue's messages with ``concurrency`` workers, ``batch`` rows a claim.
+
+    ``counts = await Consumer(url, queue, handle).drain()`` runs until nothing is claimable;
+    ``run()`` runs until ``stop()``, which lets in-flight deliveries settle and gives back
+    the rows it claimed but did not start.
+    """
+
+    def __init__(
+        self,
+        db_url: str,
+        queue: Queue,
+        handle: Handler,
+        group: str | None = None,
+        transactional: bool = False,
+        concurrency: int = 4,
+        batch: int = 10,
+        poll_interval: float = 0.05,
+        max_poll_interval: float = 2.0,
+        handler_timeout: float | None = None,
+    ) -> None:
+        if concurrency < 1 or batch < 1:
+            raise ValueError("concurrency and batch must be at least 1")
+        self.db_url = db_url
+        self.queue = queue
+        self.handle = handle
+        self.group = group
+        self.form = form_for(queue, transactional=transactional, keyspace=db_url)
+        self.concurrency = concurrency
+        self.batch = batch
+        self.poll_interval = poll_interval
+        self.max_poll_interval = max_poll_interval
+        self.handler_timeout = handler_timeout
+        self.counts: Counter[str] = Counter()
+        self._stopping = asyncio.Event()
+        self._held: set[Delivery] = set()  # claimed, not yet settled (lease extension)
+
+    def stop(self) -> None:
+        """Ask the workers to finish: in-flight deliveries settle, unstarted rows are given back."""
+        self._stopping.set()
+
+    async def drain(self) -> dict[str, int]:
+        """Run until nothing is claimable; return counts per outcome."""
+        return await self._run(until_empty=True)
+
+    async def run(self) -> dict[str, int]:
+        """Run until ``stop()``; return counts per outcome."""
+        return await self._run(until_empty=False)
+
+    async def _run(self, until_empty: bool) -> dict[str, int]:
+        self._stopping.clear()
+        extender = None
+        if isinstance(self.form, LeaseForm):
+            extender = asyncio.create_task(self._extend_leases())
+        try:
+            await asyncio.gather(*(self._worker(until_empty) for _ in range(self.concurrency)))
+        finally:
+            if extender is not None:
+                extender.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await extender
+        return dict(self.counts)
+
+    async def _connect(self) -> Connection:
+        conn = await connect(self.db_url)
+        try:
+            check_dialect(self.queue.rendered, conn)
+        except BrokerError:
+            await conn.close()
+            raise
+        return conn
+
+    async def _worker(self, until_empty: bool) -> None:
+        conn: Connection | None = None
+        idle = self.poll_interval
+        try:
+            while not self._stopping.is_set():
+                if conn is None or conn.closed:
+                    conn = await self._connect()
+                try:
+                    claimed = await self.form.claim(conn, self.batch, self.group)
+                except ConnectionLost as exc:
+                    log.warning("queue %s: connection lost while claiming (%s); reconnecting",
+                                self.queue.name, exc)
+                    await conn.close()
+                    await asyncio.sleep(idle)
+                    continue
+                if not claimed:
+                    if until_empty:
+                        return
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._stopping.wait(), idle)
+                    idle = min(idle * 2, self.max_poll_interval)
+                    continue
+                idle = self.poll_interval
+                await self._deliver_batch(conn, claimed)
+        finally:
+            if conn is not None:
+                await conn.close()
+
+    async def _deliver_batch(self, conn: Connection, claimed: list[Delivery]) -> None:
+        self._held.update(claimed)
+        pending = list(claimed)
+        try:
+            while pending:
+                d = pending.pop(0)
+                if self._stopping.is_set():
+                    pending.insert(0, d)
+                    break
+                taken = await self.form.acquire(conn, d, self.group)
+                if taken is None:
+                    self._held.discard(d)
+                    continue
+                if taken is not d:
+                    self._held.discard(d)
+                    self._held.add(taken)
+                await self._deliver(conn, taken)
+                self._held.discard(taken)
+            await self._give_back_all(conn, pending)
+            await self.form.end_batch(conn)
+        except ConnectionLost as exc:
+            log.warning("queue %s: connection lost mid-batch (%s); its unsettled rows return "
+                        "(row lock: rolled back; lease: released; advisory: unlocked)",
+                        self.queue.name, exc)
+            self.counts["connection_lost"] += 1
+            await self._release_elsewhere([d for d in pending if not d.settled])
+            await conn.close()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.form.abort_batch(conn)
+            await self._release_elsewhere([d for d in claimed if not d.settled])
+            raise
+        finally:
+            self._held.difference_update(claimed)
+
+    async def _give_back_all(self, conn: Connection, pending: list[Delivery]) -> None:
+        for d in pending:
+            if isinstance(self.form, LeaseForm):  # only leases were written at the claim
+                await self.form.give_back(conn, d)
+                self.counts["released"] += 1
+
+    async def _release_elsewhere(self, deliveries: list[Delivery]) -> None:
+        """Give back leases on a fresh connection when the worker's own one is gone."""
+        if not deliveries or not isinstance(self.form, LeaseForm):
+            return
+        try:
+            async with await connect(self.db_url) as other:
+                for d in deliveries:
+                    await self.form.give_back(other, d)
+                    self.counts["released"] += 1
+        except BrokerError as exc:
+            log.warning("queue %s: could not release %d leases (%s); they return when they "
+                        "expire", self.queue.name, len(deliveries), exc)
+
+    async def _call_handler(self, d: Delivery, ctx: Ctx) -> Outcome:
+        try:
+            result = self.handle(d.message, ctx)
+            outcome = await asyncio.wait_for(result, self.handler_timeout)
+        except asyncio.TimeoutError:
+            log.error("queue %s: handler for message %s ran past %ss: taken as retry()",
+                      self.queue.name, d.message.id, self.handler_timeout)
+            return retry()
+        except Exception:
+            log.exception("queue %s: handler for message %s raised: taken as retry()",
+                          self.queue.name, d.message.id)
+            return retry()
+        if not isinstance(outcome, Outcome):
+            log.error("queue %s: handler for message %s returned %r, not an outcome "
+                      "(runtime.ack(), …): taken as retry()", self.queue.name, d.message.id,
+                      outcome)
+            return retry()
+        return outcome
+
+    async def _deliver(self, conn: Connection, d: Delivery) -> None:
+        ctx = Ctx(attempt=d.attempt, db=conn if self.form.transactional else None,
+                  queue=self.queue.name)
+        await self.form.begin_handler(conn, d)
+        try:
+            outcome = await self._call_handler(d, ctx)
+        except asyncio.CancelledError:
+            await self.form.give_back(conn, d)
+            raise
+        try:
+            decision = decide(self.queue, d, outcome)
+        except UnknownCustomEvent as exc:
+            log.error("%s: taken as retry()", exc)
+            self.counts["unknown_custom"] += 1
+            decision = decide(self.queue, d, retry())
+        try:
+            await self.form.settle(conn, d, decision)
+        except LeaseLost as exc:
+            log.warning("%s", exc)
+            self.counts["lease_lost"] += 1
+            return
+        self.counts[decision.label] += 1
+
+    async def _extend_leases(self) -> None:
+        assert isinstance(self.form, LeaseForm)
+        every = max((self.queue.lease_s or 30.0) / 3, 0.05)
+        conn: Connection | None = None
+        try:
+            while True:
+                await asyncio.sleep(every)
+                if not self._held:
+                    continue
+                try:
+                    if conn is None or conn.closed:
+                        conn = await connect(self.db_url)
+                    for d in list(self._held):
+                        if await self.form.extend(conn, d):
+                            self.counts["extended"] += 1
+                except BrokerError as exc:
+                    log.warning("queue %s: lease extension failed (%s); retrying",
+                                self.queue.name, exc)
+        finally:
+            if conn is not None:
+                await conn.close()
+
+

@@ -1,0 +1,42 @@
+"""A delivery: one claimed row as the handler sees it (Message, Ctx) and as a form holds it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.drivers.base import Connection
+
+
+@dataclass(frozen=True)
+class Message:
+    """What a handler receives: ``message.id``, ``message.payload``, ``message.group``."""
+
+    id: int
+    payload: Any
+    group: str | None = None
+
+
+@dataclass
+class Ctx:
+    """The handler's context: ``ctx.attempt`` (1 on the first delivery; None without the column)
+    and, in transactional mode, ``ctx.db``: writes there commit with an ack and only with it."""
+
+    attempt: int | None
+    db: Any = None
+    queue: str = ""
+
+
+@dataclass
+class Delivery:
+    """A claimed row and what holds it: the lease token, or the advisory key's connection."""
+
+    message: Message
+    attempt: int | None
+    token: Any = None
+    settled: bool = False
+    lost: bool = False
+    #: serialises the lease extension with the settlement, so neither sees a stale token
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    conn: Connection | None = None

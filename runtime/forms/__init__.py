@@ -1,0 +1,23 @@
+"""Claim and settle per claim form: row_lock.py, lease.py, advisory.py, one job each."""
+
+from __future__ import annotations
+
+from runtime.forms.advisory import AdvisoryForm
+from runtime.forms.base import Form
+from runtime.forms.lease import LeaseForm
+from runtime.forms.row_lock import RowLockForm
+from runtime.queue import Queue
+
+FORMS: dict[str, type[Form]] = {
+    "row_lock": RowLockForm,
+    "lease": LeaseForm,
+    "advisory": AdvisoryForm,
+}
+
+
+def form_for(queue: Queue, transactional: bool = False, keyspace: str = "") -> Form:
+    """The form object that claims and settles this queue's rows."""
+    return FORMS[queue.form](queue, transactional=transactional, keyspace=keyspace)
+
+
+__all__ = ["FORMS", "AdvisoryForm", "Form", "LeaseForm", "RowLockForm", "form_for"]

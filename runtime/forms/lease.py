@@ -1,0 +1,72 @@
+"""Lease: the claim writes an expiry that is the delivery's token; every settlement carries it."""
+
+from __future__ import annotations
+
+import logging
+
+from runtime.delivery import Delivery
+from runtime.drivers.base import Connection
+from runtime.errors import LeaseLost
+from runtime.forms.base import Form
+from runtime.settle import Decision
+
+log = logging.getLogger("runtime")
+
+
+class LeaseForm(Form):
+    """``locked_until`` guards the row; zero rows touched means another claim holds it now."""
+
+    async def claim(self, conn: Connection, limit: int, group: str | None) -> list[Delivery]:
+        result = await self.run(conn, "claim", self.claim_params(limit, group))
+        return [self.delivery(row, token=row["token"]) for row in result.rows]
+
+    def _lost(self, d: Delivery, what: str) -> LeaseLost:
+        d.lost = True
+        return LeaseLost(
+            f"queue '{self.queue.name}': message {d.message.id} is no longer held by this "
+            f"delivery ({what} touched no row): its lease expired and another claim took it"
+        )
+
+    async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
+        async with d.lock:
+            d.settled = True  # no extension after this point
+            params = {**decision.params, "token": d.token}
+            in_tx = self.transactional and conn.in_transaction
+            if in_tx and not decision.commits_handler_writes:
+                await conn.rollback()
+                in_tx = False
+            try:
+                result = await self.run(conn, decision.step or "retry", params)
+                if not result.rowcount:
+                    raise self._lost(d, decision.label)
+            except BaseException:
+                if in_tx and not conn.closed:
+                    await conn.rollback()
+                raise
+            if in_tx:
+                await conn.commit()
+
+    async def extend(self, conn: Connection, d: Delivery) -> bool:
+        """Move the lease forward while the handler runs; False once it is lost or settled."""
+        async with d.lock:
+            if d.settled or d.lost:
+                return False
+            result = await self.run(conn, "extend", {"id": d.message.id, "token": d.token,
+                                                     "lease_s": self.queue.lease_s})
+            if not result.rowcount:
+                d.lost = True
+                log.warning("queue %s: the lease of message %s was lost before it could be "
+                            "extended", self.queue.name, d.message.id)
+                return False
+            d.token = result.rows[0]["new_token"]
+            return True
+
+    async def give_back(self, conn: Connection | None, d: Delivery) -> None:
+        async with d.lock:
+            if d.settled or d.lost or conn is None or conn.closed:
+                d.settled = True
+                return
+            d.settled = True
+            if conn.in_transaction:
+                await conn.rollback()
+            await self.run(conn, "release", {"id": d.message.id, "token": d.token})

@@ -1,0 +1,133 @@
+"""A loaded queue: its rendered statements, what its header declares, and enqueue."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from runtime.dialects import Dialect
+from runtime.drivers.base import Connection
+from runtime.errors import ConfigurationError, DialectMismatch
+from runtime.rendered import RenderedFile
+from runtime.steps import run_step
+
+
+def encode_payload(payload: Any) -> str:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_payload(value: Any) -> Any:
+    """Payloads are JSON: PostgreSQL's driver hands back objects, the others text."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        value = bytes(value).decode()
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def delay_seconds(delay: float | timedelta | None) -> float | None:
+    if delay is None:
+        return None
+    seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+    return round(max(seconds, 0.0), 3)
+
+
+def check_dialect(rendered: RenderedFile, conn: Connection) -> None:
+    """A file rendered for one dialect runs only on the engines that accept it."""
+    d = rendered.dialect
+    if conn.dialect.name not in d.runs_on:
+        raise DialectMismatch(
+            f"{rendered.path} was rendered for {d.name} but the connection reaches "
+            f"{conn.dialect.name}; load sql/{conn.dialect.name}/… instead "
+            f"(render it with `qgen render --dialect {conn.dialect.name}`)"
+        )
+
+
+@dataclass
+class Queue:
+    """A queue loaded from its rendered file: ``queue = runtime.load("sql/sqlite/orders.sql")``."""
+
+    rendered: RenderedFile
+
+    @property
+    def name(self) -> str:
+        return self.rendered.header["queue"]
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.rendered.dialect
+
+    @property
+    def form(self) -> str:
+        return self.rendered.header["form"]
+
+    @property
+    def table(self) -> str:
+        return self.rendered.header["table"]
+
+    @property
+    def max_attempts(self) -> int | None:
+        v = self.rendered.header.get("max_attempts", "none")
+        return None if v == "none" else int(v)
+
+    @property
+    def dead_group(self) -> str | None:
+        v = self.rendered.header.get("dead_letter", "none")
+        return v.split(" ", 1)[1] if v.startswith("group ") else None
+
+    @property
+    def default_group(self) -> str | None:
+        return self.rendered.header.get("default_group")
+
+    @property
+    def lease_s(self) -> float | None:
+        v = self.rendered.header.get("lease_s")
+        return float(v) if v else None
+
+    @property
+    def columns(self) -> dict[str, str]:
+        return self.rendered.columns
+
+    def _enqueue_params(
+        self, payload: Any, delay: float | timedelta | None, group: str | None
+    ) -> dict[str, Any]:
+        cols = self.columns
+        if group is not None and "group" not in cols:
+            raise ConfigurationError(
+                f"queue '{self.name}' has no group column: enqueue without group=, or declare "
+                "columns.group and render again"
+            )
+        if delay is not None and "retry_after" not in cols:
+            raise ConfigurationError(
+                f"queue '{self.name}' has no retry_after column, so it cannot delay a message: "
+                "enqueue without delay=, or declare columns.retry_after and render again"
+            )
+        return {
+            "payload": encode_payload(payload),
+            "group": group if group is not None else self.default_group,
+            "delay_s": delay_seconds(delay),
+        }
+
+    async def enqueue(
+        self, db: Connection, payload: Any, delay: float | timedelta | None = None,
+        group: str | None = None,
+    ) -> int | None:
+        """Add one message, inside the caller's transaction if one is open; returns its id where
+        the engine reports it. ``await queue.enqueue(db, {"order": 7}, delay=30)``"""
+        check_dialect(self.rendered, db)
+        result = await run_step(db, self.rendered.require("enqueue"),
+                                self._enqueue_params(payload, delay, group))
+        return result.rows[0]["id"] if result.rows else None
+
+    async def enqueue_many(
+        self, db: Connection, payloads: Iterable[Any], delay: float | timedelta | None = None,
+        group: str | None = None,
+    ) -> int:
+        """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``"""
+        check_dialect(self.rendered, db)
+        (sql,) = self.rendered.require("enqueue")
+        params = [self._enqueue_params(p, delay, group) for p in payloads]
+        if params:
+            await db.executemany(sql, params)
+        return len(params)

@@ -1,0 +1,67 @@
+"""Which statement settles an outcome: the cap, the missing-column fallback and custom events, decided once for every form."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.delivery import Delivery
+from runtime.errors import UnknownCustomEvent
+from runtime.outcomes import Outcome
+from runtime.queue import Queue
+
+log = logging.getLogger("runtime")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The step to run (None: no statement, e.g. a row-lock retry without an attempt column)
+    and the label the counts report."""
+
+    label: str
+    step: str | None
+    params: dict[str, Any]
+    commits_handler_writes: bool
+
+
+def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
+    """Turn a handler's outcome into the statement that settles it."""
+    r = queue.rendered
+    kind = outcome.kind
+    params: dict[str, Any] = {
+        "id": delivery.message.id,
+        "token": delivery.token,
+        "group": delivery.message.group,
+        "attempt": delivery.attempt,
+        "dead_group": queue.dead_group,
+        "lease_s": queue.lease_s,
+        "delay_s": outcome.delay_s,
+    }
+    if kind == "custom":
+        name = f"custom.{outcome.name}"
+        if not r.get(name):
+            known = ", ".join(n.removeprefix("custom.") for n in r.statements if n.startswith("custom."))
+            raise UnknownCustomEvent(
+                f"queue '{queue.name}' declares no custom event {outcome.name!r} "
+                f"(declared: {known or 'none'}); add [queues.{queue.name}.custom.{outcome.name}] "
+                "to qgen.toml and render again"
+            )
+        return Decision(name, name, params, commits_handler_writes=False)
+    if kind == "retry_after" and not r.get("retry_after"):
+        log.warning(
+            "queue %s: retry_after(%s) on a table without a retry_after column is taken as "
+            "retry() (message %s)", queue.name, outcome.delay_s, delivery.message.id,
+        )
+        kind = "retry"
+    if kind in ("retry", "retry_after"):
+        cap = queue.max_attempts
+        if cap is not None and delivery.attempt is not None and delivery.attempt >= cap:
+            log.warning(
+                "queue %s: message %s failed delivery %s of max_attempts %s: moving it to the "
+                "dead letter (%s)", queue.name, delivery.message.id, delivery.attempt, cap,
+                r.header.get("dead_letter"),
+            )
+            return Decision("dead_letter", "dead_letter", params, commits_handler_writes=False)
+    return Decision(kind, kind if r.get(kind) else None, params,
+                    commits_handler_writes=kind == "ack")

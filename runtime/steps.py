@@ -1,0 +1,74 @@
+"""The one place statements run: a named step of a rendered file, bound to its parameters."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.drivers.base import Connection
+
+_SELECT = re.compile(r"^\s*(SELECT|WITH\s+\w+\s+AS\s*\(\s*SELECT)\b", re.I)
+_RETURNING = re.compile(r"\bRETURNING\b", re.I)
+
+
+@dataclass
+class StepResult:
+    """Rows of the step's last row-returning statement; rowcount of its first statement that changes rows."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    rowcount: int | None = None
+
+
+def _returns_rows(sql: str) -> bool:
+    return bool(_SELECT.match(sql) or _RETURNING.search(sql))
+
+
+async def run_step(
+    conn: Connection, statements: tuple[str, ...], params: Mapping[str, Any]
+) -> StepResult:
+    """Run a step's statements in order, in one transaction when there are several.
+
+    A statement that returns rows hands its first row's columns, and ``ids`` (a JSON array
+    of every row's id), to the statements after it; a SELECT that finds nothing ends the
+    step, since the statements after it act on what it found. Example::
+
+        await run_step(conn, rendered.require("ack"), {"id": 7, "token": token})
+    """
+    if len(statements) == 1:
+        return await _run_one(conn, statements[0], dict(params), StepResult())
+    own_tx = not conn.in_transaction
+    if own_tx:
+        await conn.begin()
+    try:
+        result, bound = StepResult(), dict(params)
+        for sql in statements:
+            result = await _run_one(conn, sql, bound, result)
+            if _SELECT.match(sql):
+                if not result.rows:
+                    break
+                bound.update(result.rows[0])
+                bound["ids"] = json.dumps([r["id"] for r in result.rows if "id" in r])
+        if own_tx:
+            await conn.commit()
+        return result
+    except BaseException:
+        if own_tx and not conn.closed:
+            await conn.rollback()
+        raise
+
+
+async def _run_one(
+    conn: Connection, sql: str, params: dict[str, Any], result: StepResult
+) -> StepResult:
+    if _returns_rows(sql):
+        rows = await conn.fetchall(sql, params)
+        changed = not _SELECT.match(sql)
+        return StepResult(
+            rows=rows,
+            rowcount=result.rowcount if result.rowcount is not None or not changed else len(rows),
+        )
+    count = await conn.execute(sql, params)
+    return StepResult(rows=result.rows, rowcount=result.rowcount if result.rowcount is not None else count)
