@@ -149,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"qgen: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a bug of qgen's own: one line, never a traceback
+        print(f"qgen: internal error ({type(exc).__name__}: {exc}); please report it with "
+              "the qgen.toml that caused it", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

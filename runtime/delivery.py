@@ -28,7 +28,7 @@ class Ctx:
     queue: str = ""
 
 
-@dataclass
+@dataclass(eq=False)
 class Delivery:
     """A claimed row and what holds it: the lease token, or the advisory key's connection."""
 

@@ -1,0 +1,73 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: exports
+-- dialect: mariadb
+-- form: advisory
+-- table: exports_queue
+-- columns: id=id payload=payload group=lane attempt=attempt retry_after=retry_after
+-- max_attempts: 2
+-- dead_letter: group exports_dead
+-- default_group: exports
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS `exports_queue` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `lane` VARCHAR(191) NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  INDEX `exports_queue_claim` (`lane`, `id`)
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO `exports_queue` (`payload`, `lane`, `retry_after`)
+VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+
+-- name: claim
+-- Lists up to limit ready rows as candidates; nothing is held until lock succeeds.
+SELECT `id` AS id
+FROM `exports_queue`
+WHERE `lane` = %(group)s
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: lock
+-- Tries the row's named lock without waiting; 1 means this session holds it until unlock.
+SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s), 0) AS locked;
+
+-- name: take
+-- Under the key: reads the row if it is still claimable (no row: skip it and unlock), then counts the attempt.
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`
+FROM `exports_queue`
+WHERE `lane` = %(group)s
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND `id` = %(id)s;
+UPDATE `exports_queue`
+SET `attempt` = `attempt` + 1
+WHERE `id` = %(id)s;
+
+-- name: ack
+-- Finishes the row: deletes it.
+DELETE FROM `exports_queue`
+WHERE `id` = %(id)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+DELETE FROM `exports_queue`
+WHERE `id` = %(id)s;
+
+-- name: retry_after
+-- The table's own statement for retry_after (declared in statements.retry_after).
+UPDATE exports_queue SET retry_after = UTC_TIMESTAMP(6) + INTERVAL (%(delay_s)s * 2) SECOND WHERE id = %(id)s;
+
+-- name: dead_letter
+-- At the cap: sets the row's group to the dead-letter group.
+UPDATE `exports_queue`
+SET `lane` = %(dead_group)s
+WHERE `id` = %(id)s;
+
+-- name: unlock
+-- Releases the row's named lock held by this session.
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s)) AS unlocked;

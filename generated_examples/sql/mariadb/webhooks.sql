@@ -1,0 +1,86 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: webhooks
+-- dialect: mariadb
+-- form: advisory
+-- table: webhooks_queue
+-- columns: id=id payload=payload attempt=attempt retry_after=retry_after processed_at=processed_at
+-- max_attempts: 3
+-- dead_letter: table webhooks_dead
+
+-- name: schema
+-- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS `webhooks_queue` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `processed_at` DATETIME(6) NULL,
+  INDEX `webhooks_queue_claim` (`processed_at`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `webhooks_dead` (
+  `id` BIGINT NOT NULL PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `processed_at` DATETIME(6) NULL
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO `webhooks_queue` (`payload`, `retry_after`)
+VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+
+-- name: claim
+-- Lists up to limit ready rows as candidates; nothing is held until lock succeeds.
+SELECT `id` AS id
+FROM `webhooks_queue`
+WHERE `processed_at` IS NULL
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: lock
+-- Tries the row's named lock without waiting; 1 means this session holds it until unlock.
+SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', %(id)s), 0) AS locked;
+
+-- name: take
+-- Under the key: reads the row if it is still claimable (no row: skip it and unlock), then counts the attempt.
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `webhooks_queue`
+WHERE `processed_at` IS NULL
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND `id` = %(id)s;
+UPDATE `webhooks_queue`
+SET `attempt` = `attempt` + 1
+WHERE `id` = %(id)s;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+UPDATE `webhooks_queue`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+UPDATE `webhooks_queue`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now (the take already counted the attempt); then unlock.
+UPDATE `webhooks_queue`
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND
+WHERE `id` = %(id)s;
+
+-- name: dead_letter
+-- At the cap: moves the row into webhooks_dead, payload and count kept (a copy, then a delete, in one transaction).
+INSERT INTO `webhooks_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
+SELECT `id`, `payload`, `attempt`, `retry_after`, `processed_at`
+FROM `webhooks_queue`
+WHERE `id` = %(id)s;
+DELETE FROM `webhooks_queue`
+WHERE `id` = %(id)s;
+
+-- name: unlock
+-- Releases the row's named lock held by this session.
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', %(id)s)) AS unlocked;

@@ -1,0 +1,88 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: emails
+-- dialect: mysql
+-- form: lease
+-- table: emails_queue
+-- columns: id=id payload=payload attempt=attempt retry_after=retry_after locked_until=locked_until
+-- max_attempts: 3
+-- dead_letter: table emails_dead
+-- lease_s: 60
+
+-- name: schema
+-- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS `emails_queue` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `locked_until` DATETIME(6) NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `emails_dead` (
+  `id` BIGINT NOT NULL PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `locked_until` DATETIME(6) NULL
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO `emails_queue` (`payload`, `retry_after`)
+VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+
+-- name: claim
+-- Locks up to limit ready rows (free or expired; locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to those rows (ids: their ids as a JSON array), counting the attempt. One transaction.
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
+FROM `emails_queue`
+WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+ORDER BY `id`
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+UPDATE `emails_queue`
+SET `locked_until` = %(token)s, `attempt` = `attempt` + 1
+WHERE `id` IN (SELECT j.id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j);
+
+-- name: extend
+-- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
+UPDATE `emails_queue`
+SET `locked_until` = %(new_token)s
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack
+-- Finishes the row: deletes it.
+DELETE FROM `emails_queue`
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+DELETE FROM `emails_queue`
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: retry
+-- Returns the row at once by clearing its lease (the claim already counted the attempt).
+UPDATE `emails_queue`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now and clears its lease.
+UPDATE `emails_queue`
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: dead_letter
+-- At the cap: moves the row into emails_dead, payload and count kept (a copy, then a delete, in one transaction), lease cleared.
+INSERT INTO `emails_dead` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`)
+SELECT `id`, `payload`, `attempt`, `retry_after`, NULL
+FROM `emails_queue`
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+DELETE FROM `emails_queue`
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+UPDATE `emails_queue`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;

@@ -1,0 +1,74 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: invoices
+-- dialect: mysql
+-- form: row_lock
+-- table: invoices_queue
+-- columns: id=id payload=payload attempt=attempt retry_after=retry_after processed_at=processed_at
+-- max_attempts: 4
+-- dead_letter: table invoices_dead
+
+-- name: schema
+-- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS `invoices_queue` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `processed_at` DATETIME(6) NULL,
+  INDEX `invoices_queue_claim` (`processed_at`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `invoices_dead` (
+  `id` BIGINT NOT NULL PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `processed_at` DATETIME(6) NULL
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO `invoices_queue` (`payload`, `retry_after`)
+VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+
+-- name: claim
+-- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `invoices_queue`
+WHERE `processed_at` IS NULL
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+ORDER BY `id`
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+UPDATE `invoices_queue`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+UPDATE `invoices_queue`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;
+
+-- name: retry
+-- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+UPDATE `invoices_queue`
+SET `attempt` = `attempt` + 1
+WHERE `id` = %(id)s;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now, counting the attempt.
+UPDATE `invoices_queue`
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1
+WHERE `id` = %(id)s;
+
+-- name: dead_letter
+-- At the cap: moves the row into invoices_dead, payload and count kept (a copy, then a delete, in one transaction).
+INSERT INTO `invoices_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
+SELECT `id`, `payload`, `attempt` + 1, `retry_after`, `processed_at`
+FROM `invoices_queue`
+WHERE `id` = %(id)s;
+DELETE FROM `invoices_queue`
+WHERE `id` = %(id)s;

@@ -1,0 +1,68 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: reports
+-- dialect: mysql
+-- form: row_lock
+-- table: reports_queue
+-- columns: id=id payload=payload group=grp attempt=attempt retry_after=retry_after
+-- max_attempts: 2
+-- dead_letter: group reports_dead
+-- default_group: reports
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS `reports_queue` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `grp` VARCHAR(191) NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  INDEX `reports_queue_claim` (`grp`, `id`)
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO `reports_queue` (`payload`, `grp`, `retry_after`)
+VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+
+-- name: claim
+-- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `grp` AS `group`
+FROM `reports_queue`
+WHERE `grp` = %(group)s
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+ORDER BY `id`
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: ack
+-- Finishes the row: deletes it.
+DELETE FROM `reports_queue`
+WHERE `id` = %(id)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+DELETE FROM `reports_queue`
+WHERE `id` = %(id)s;
+
+-- name: retry
+-- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+UPDATE `reports_queue`
+SET `attempt` = `attempt` + 1
+WHERE `id` = %(id)s;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now, counting the attempt.
+UPDATE `reports_queue`
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1
+WHERE `id` = %(id)s;
+
+-- name: dead_letter
+-- At the cap: sets the row's group to the dead-letter group.
+UPDATE `reports_queue`
+SET `grp` = %(dead_group)s, `attempt` = `attempt` + 1
+WHERE `id` = %(id)s;
+
+-- name: custom.defer
+-- The service's own event 'defer', run in the settlement's place.
+UPDATE reports_queue SET grp = 'reports_later' WHERE id = %(id)s;
+UPDATE reports_queue SET attempt = 1 WHERE id = %(id)s;

@@ -1,0 +1,90 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: emails
+-- dialect: sqlite
+-- form: lease
+-- table: emails_queue
+-- columns: id=id payload=payload attempt=attempt retry_after=retry_after locked_until=locked_until
+-- max_attempts: 3
+-- dead_letter: table emails_dead
+-- lease_s: 60
+
+-- name: schema
+-- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS "emails_queue" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT,
+  "locked_until" TEXT
+);
+CREATE TABLE IF NOT EXISTS "emails_dead" (
+  "id" INTEGER PRIMARY KEY,
+  "payload" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT,
+  "locked_until" TEXT
+);
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO "emails_queue" ("payload", "retry_after")
+VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
+RETURNING "id" AS id;
+
+-- name: claim
+-- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
+UPDATE "emails_queue"
+SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds'), "attempt" = "attempt" + 1
+WHERE "id" IN (
+  SELECT "id"
+  FROM "emails_queue"
+  WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ORDER BY "id"
+  LIMIT :limit
+)
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "locked_until" AS token;
+
+-- name: extend
+-- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
+UPDATE "emails_queue"
+SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
+WHERE "id" = :id AND "locked_until" = :token
+RETURNING "locked_until" AS new_token;
+
+-- name: ack
+-- Finishes the row: deletes it.
+DELETE FROM "emails_queue"
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+DELETE FROM "emails_queue"
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: retry
+-- Returns the row at once by clearing its lease (the claim already counted the attempt).
+UPDATE "emails_queue"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now and clears its lease.
+UPDATE "emails_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: dead_letter
+-- At the cap: moves the row into emails_dead, payload and count kept (a copy, then a delete, in one transaction), lease cleared.
+INSERT INTO "emails_dead" ("id", "payload", "attempt", "retry_after", "locked_until")
+SELECT "id", "payload", "attempt", "retry_after", NULL
+FROM "emails_queue"
+WHERE "id" = :id AND "locked_until" = :token;
+DELETE FROM "emails_queue"
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+UPDATE "emails_queue"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;

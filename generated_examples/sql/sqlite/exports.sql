@@ -1,0 +1,65 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: exports
+-- dialect: sqlite
+-- form: advisory
+-- table: exports_queue
+-- columns: id=id payload=payload group=lane attempt=attempt retry_after=retry_after
+-- max_attempts: 2
+-- dead_letter: group exports_dead
+-- default_group: exports
+-- note: advisory keys are held in the consumer's process: run one consumer process per database file
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS "exports_queue" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "lane" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT
+);
+CREATE INDEX IF NOT EXISTS "exports_queue_claim" ON "exports_queue" ("lane", "id");
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO "exports_queue" ("payload", "lane", "retry_after")
+VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
+RETURNING "id" AS id;
+
+-- name: claim
+-- Lists up to limit ready rows as candidates; nothing is held until lock succeeds.
+SELECT "id" AS id
+FROM "exports_queue"
+WHERE "lane" = :group
+  AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: take
+-- Under the key: re-checks the row is still claimable and counts the attempt (no row: skip it and unlock).
+UPDATE "exports_queue"
+SET "attempt" = "attempt" + 1
+WHERE "lane" = :group
+  AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  AND "id" = :id
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group";
+
+-- name: ack
+-- Finishes the row: deletes it.
+DELETE FROM "exports_queue"
+WHERE "id" = :id;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+DELETE FROM "exports_queue"
+WHERE "id" = :id;
+
+-- name: retry_after
+-- The table's own statement for retry_after (declared in statements.retry_after).
+UPDATE exports_queue SET retry_after = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (:delay_s * 2) || ' seconds') WHERE id = :id;
+
+-- name: dead_letter
+-- At the cap: sets the row's group to the dead-letter group.
+UPDATE "exports_queue"
+SET "lane" = :dead_group
+WHERE "id" = :id;

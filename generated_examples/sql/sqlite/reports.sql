@@ -1,0 +1,69 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: reports
+-- dialect: sqlite
+-- form: row_lock
+-- table: reports_queue
+-- columns: id=id payload=payload group=grp attempt=attempt retry_after=retry_after
+-- max_attempts: 2
+-- dead_letter: group reports_dead
+-- default_group: reports
+-- note: BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS "reports_queue" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "grp" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT
+);
+CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("grp", "id");
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO "reports_queue" ("payload", "grp", "retry_after")
+VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
+RETURNING "id" AS id;
+
+-- name: claim
+-- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group"
+FROM "reports_queue"
+WHERE "grp" = :group
+  AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: ack
+-- Finishes the row: deletes it.
+DELETE FROM "reports_queue"
+WHERE "id" = :id;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+DELETE FROM "reports_queue"
+WHERE "id" = :id;
+
+-- name: retry
+-- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+UPDATE "reports_queue"
+SET "attempt" = "attempt" + 1
+WHERE "id" = :id;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now, counting the attempt.
+UPDATE "reports_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+WHERE "id" = :id;
+
+-- name: dead_letter
+-- At the cap: sets the row's group to the dead-letter group.
+UPDATE "reports_queue"
+SET "grp" = :dead_group, "attempt" = "attempt" + 1
+WHERE "id" = :id;
+
+-- name: custom.defer
+-- The service's own event 'defer', run in the settlement's place.
+UPDATE reports_queue SET grp = 'reports_later' WHERE id = :id;
+UPDATE reports_queue SET attempt = 1 WHERE id = :id;
