@@ -37,6 +37,8 @@ def parse(sql: str, dialect: Dialect) -> exp.Expression:
     trees = [t for t in sqlglot.parse(to_named(sql), read=dialect.sqlglot) if t is not None]
     if len(trees) != 1:
         raise ParseError(f"expected one statement, found {len(trees)}")
+    if isinstance(trees[0], exp.Update) and not trees[0].expressions:
+        raise ParseError("UPDATE without SET assignments")  # sqlglot reads `UPDATE t SET WHERE …`
     return trees[0]
 
 
@@ -125,7 +127,7 @@ def validate_rendered(rendered: Rendered, path: Path | str = "qgen.toml") -> Non
                             f"write SQL that {d.floor_text} accepts") from None
             problem = dialect_rules(tree, d)
             if problem:
-                raise _fail(path, rendered, st, problem, f"give {d.name} its own SQL ({st.origin.split('.')[0]}.{d.name} = \"…\")")
+                raise _fail(path, rendered, st, problem, f"give {d.name} its own SQL ({st.origin}.{d.name} = \"…\")")
             problem = column_problem(tree, allowed_cols, tables)
             if problem:
                 raise _fail(path, rendered, st, problem,
