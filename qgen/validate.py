@@ -93,10 +93,14 @@ def column_problem(tree: exp.Expression, allowed: set[str], tables: set[str]) ->
     other_aliases = {
         t.alias for t in tree.find_all(exp.Table) if t.alias and t.name not in tables
     } | {t.alias for t in tree.find_all(exp.TableAlias) if not isinstance(t.parent, exp.Table)}
+    ours = tables | {t.alias for t in tree.find_all(exp.Table) if t.alias and t.name in tables}
     names: list[str] = []
     for col in tree.find_all(exp.Column):
-        if col.table and col.table not in tables:
-            continue  # qualified by another table or an alias of ours: checked through its name
+        if col.table and col.table not in ours:
+            continue  # qualified by another table or its alias: not ours to know
+        scope = col.find_ancestor(exp.Select)
+        if scope is not None and not ({t.name for t in scope.find_all(exp.Table)} & tables):
+            continue  # a subquery that reads only other tables
         names.append(col.name)
     for schema in tree.find_all(exp.Schema):  # INSERT INTO t (a, b)
         if isinstance(schema.this, exp.Table) and schema.this.name in tables:
