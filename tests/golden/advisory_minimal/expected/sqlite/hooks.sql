@@ -1,0 +1,46 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: hooks
+-- dialect: sqlite
+-- form: advisory
+-- table: hooks
+-- columns: id=id payload=payload
+-- max_attempts: none
+-- dead_letter: none
+-- note: advisory keys are held in the consumer's process: run one consumer process per database file
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS "hooks" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL
+);
+
+-- name: enqueue
+-- Adds one message.
+INSERT INTO "hooks" ("payload")
+VALUES (:payload)
+RETURNING "id" AS id;
+
+-- name: claim
+-- Lists up to limit ready rows as candidates; nothing is held until lock succeeds.
+SELECT "id" AS id
+FROM "hooks"
+
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: take
+-- Under the key: re-checks the row is still claimable (no row: skip it and unlock).
+SELECT "id" AS id, "payload" AS payload
+FROM "hooks"
+WHERE "id" = :id;
+
+-- name: ack
+-- Finishes the row: deletes it.
+DELETE FROM "hooks"
+WHERE "id" = :id;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+DELETE FROM "hooks"
+WHERE "id" = :id;

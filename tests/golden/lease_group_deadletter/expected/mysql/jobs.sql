@@ -1,0 +1,86 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: jobs
+-- dialect: mysql
+-- form: lease
+-- table: jobs
+-- columns: id=id payload=payload group=queue attempt=attempt retry_after=retry_after locked_until=locked_until processed_at=processed_at
+-- max_attempts: 3
+-- dead_letter: group jobs_dead
+-- lease_s: 15
+-- default_group: jobs
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS `jobs` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `queue` VARCHAR(191) NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `locked_until` DATETIME(6) NULL,
+  `processed_at` DATETIME(6) NULL,
+  INDEX `jobs_claim` (`queue`, `processed_at`, `id`)
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO `jobs` (`payload`, `queue`, `retry_after`)
+VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+
+-- name: claim
+-- Locks up to limit ready rows (free or expired; locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to those rows (ids: their ids as a JSON array), counting the attempt. One transaction.
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
+FROM `jobs`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+ORDER BY `id`
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+UPDATE `jobs`
+SET `locked_until` = %(token)s, `attempt` = `attempt` + 1
+WHERE `id` IN (SELECT j.id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j);
+
+-- name: extend
+-- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
+UPDATE `jobs`
+SET `locked_until` = %(new_token)s
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+UPDATE `jobs`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+UPDATE `jobs`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: retry
+-- Returns the row at once by clearing its lease (the claim already counted the attempt).
+UPDATE `jobs`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now and clears its lease.
+UPDATE `jobs`
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: dead_letter
+-- At the cap: sets the row's group to the dead-letter group, lease cleared.
+UPDATE `jobs`
+SET `queue` = %(dead_group)s, `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+UPDATE `jobs`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;

@@ -1,0 +1,88 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: jobs
+-- dialect: sqlite
+-- form: lease
+-- table: jobs
+-- columns: id=id payload=payload group=queue attempt=attempt retry_after=retry_after locked_until=locked_until processed_at=processed_at
+-- max_attempts: 3
+-- dead_letter: group jobs_dead
+-- lease_s: 15
+-- default_group: jobs
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS "jobs" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "queue" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT,
+  "locked_until" TEXT,
+  "processed_at" TEXT
+);
+CREATE INDEX IF NOT EXISTS "jobs_claim" ON "jobs" ("queue", "id") WHERE "processed_at" IS NULL;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO "jobs" ("payload", "queue", "retry_after")
+VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
+RETURNING "id" AS id;
+
+-- name: claim
+-- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
+UPDATE "jobs"
+SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds'), "attempt" = "attempt" + 1
+WHERE "id" IN (
+  SELECT "id"
+  FROM "jobs"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ORDER BY "id"
+  LIMIT :limit
+)
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", "locked_until" AS token;
+
+-- name: extend
+-- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
+UPDATE "jobs"
+SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
+WHERE "id" = :id AND "locked_until" = :token
+RETURNING "locked_until" AS new_token;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+UPDATE "jobs"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+UPDATE "jobs"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: retry
+-- Returns the row at once by clearing its lease (the claim already counted the attempt).
+UPDATE "jobs"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now and clears its lease.
+UPDATE "jobs"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: dead_letter
+-- At the cap: sets the row's group to the dead-letter group, lease cleared.
+UPDATE "jobs"
+SET "queue" = :dead_group, "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+UPDATE "jobs"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;

@@ -1,0 +1,43 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: locked
+-- dialect: mariadb
+-- form: row_lock
+-- table: locked
+-- columns: id=id payload=payload processed_at=done_at
+-- max_attempts: none
+-- dead_letter: none
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS `locked` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `done_at` DATETIME(6) NULL,
+  INDEX `locked_claim` (`done_at`, `id`)
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message.
+INSERT INTO `locked` (`payload`)
+VALUES (%(payload)s);
+
+-- name: claim
+-- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+SELECT `id` AS id, `payload` AS payload
+FROM `locked`
+WHERE `done_at` IS NULL
+ORDER BY `id`
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+UPDATE `locked`
+SET `done_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+UPDATE `locked`
+SET `done_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;

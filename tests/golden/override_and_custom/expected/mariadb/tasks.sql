@@ -1,0 +1,88 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: tasks
+-- dialect: mariadb
+-- form: lease
+-- table: tasks
+-- columns: id=id payload=payload group=lane attempt=attempt retry_after=retry_after locked_until=locked_until
+-- max_attempts: 2
+-- dead_letter: group tasks_dead
+-- lease_s: 60
+-- default_group: tasks
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS `tasks` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `lane` VARCHAR(191) NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `locked_until` DATETIME(6) NULL,
+  INDEX `tasks_claim` (`lane`, `id`)
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO `tasks` (`payload`, `lane`, `retry_after`)
+VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+
+-- name: claim
+-- Locks up to limit ready rows (free or expired; locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to those rows (ids: their ids as a JSON array), counting the attempt. One transaction.
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
+FROM `tasks`
+WHERE `lane` = %(group)s
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+ORDER BY `id`
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+UPDATE `tasks`
+SET `locked_until` = %(token)s, `attempt` = `attempt` + 1
+WHERE `id` IN (SELECT j.id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j);
+
+-- name: extend
+-- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
+UPDATE `tasks`
+SET `locked_until` = %(new_token)s
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack
+-- Finishes the row: deletes it.
+DELETE FROM `tasks`
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: drop
+-- The table's own statement for drop (declared in statements.drop).
+UPDATE tasks SET lane = 'tasks_poison', locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
+
+-- name: retry
+-- Returns the row at once by clearing its lease (the claim already counted the attempt).
+UPDATE `tasks`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: retry_after
+-- The table's own statement for retry_after (declared in statements.retry_after).
+UPDATE tasks SET retry_after = UTC_TIMESTAMP(6) + INTERVAL (%(delay_s)s * 2) SECOND, locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
+
+-- name: dead_letter
+-- At the cap: sets the row's group to the dead-letter group, lease cleared.
+UPDATE `tasks`
+SET `lane` = %(dead_group)s, `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+UPDATE `tasks`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: custom.bump
+-- The service's own event 'bump', run in the settlement's place.
+UPDATE tasks SET attempt = GREATEST(attempt - 1, 1), locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
+
+-- name: custom.park
+-- The service's own event 'park', run in the settlement's place.
+UPDATE tasks SET lane = 'tasks_parked', locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
+INSERT INTO task_log (task_id, note) VALUES (%(id)s, 'parked at 100%%');

@@ -1,0 +1,68 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- queue: mail
+-- dialect: mysql
+-- form: row_lock
+-- table: mail_queue
+-- columns: id=mail_id payload=message attempt=tries retry_after=not_before
+-- max_attempts: 4
+-- dead_letter: table mail_dead
+
+-- name: schema
+-- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+CREATE TABLE IF NOT EXISTS `mail_queue` (
+  `mail_id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `message` JSON NOT NULL,
+  `tries` INT NOT NULL DEFAULT 1,
+  `not_before` DATETIME(6) NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `mail_dead` (
+  `mail_id` BIGINT NOT NULL PRIMARY KEY,
+  `message` JSON NOT NULL,
+  `tries` INT NOT NULL DEFAULT 1,
+  `not_before` DATETIME(6) NULL
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+INSERT INTO `mail_queue` (`message`, `not_before`)
+VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+
+-- name: claim
+-- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+SELECT `mail_id` AS id, `message` AS payload, `tries` AS attempt
+FROM `mail_queue`
+WHERE (`not_before` IS NULL OR `not_before` <= UTC_TIMESTAMP(6))
+ORDER BY `mail_id`
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: ack
+-- Finishes the row: deletes it.
+DELETE FROM `mail_queue`
+WHERE `mail_id` = %(id)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+DELETE FROM `mail_queue`
+WHERE `mail_id` = %(id)s;
+
+-- name: retry
+-- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+UPDATE `mail_queue`
+SET `tries` = `tries` + 1
+WHERE `mail_id` = %(id)s;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now, counting the attempt.
+UPDATE `mail_queue`
+SET `not_before` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `tries` = `tries` + 1
+WHERE `mail_id` = %(id)s;
+
+-- name: dead_letter
+-- At the cap: moves the row into mail_dead, payload and count kept (a copy, then a delete, in one transaction).
+INSERT INTO `mail_dead` (`mail_id`, `message`, `tries`, `not_before`)
+SELECT `mail_id`, `message`, `tries` + 1, `not_before`
+FROM `mail_queue`
+WHERE `mail_id` = %(id)s;
+DELETE FROM `mail_queue`
+WHERE `mail_id` = %(id)s;

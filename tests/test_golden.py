@@ -1,0 +1,117 @@
+"""Golden files: each tests/golden/<case>/qgen.toml renders byte for byte to the files under
+tests/golden/<case>/expected/<dialect>/<queue>.sql, small enough for a reviewer to read.
+
+After a deliberate change to the templates, rewrite them with
+
+    QGEN_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py
+
+and review the diff of tests/golden/ like any other change.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from qgen.declaration import load_declaration
+from qgen.render import render_declaration
+from runtime.rendered import read_rendered
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+CASES = sorted(p.parent.name for p in GOLDEN.glob("*/qgen.toml"))
+UPDATE = os.environ.get("QGEN_UPDATE_GOLDEN", "") == "1"
+
+
+def rendered(case: str) -> dict[str, str]:
+    """What render writes for a case: path relative to the case folder → text."""
+    decl = load_declaration(GOLDEN / case / "qgen.toml")
+    assert decl.out == "expected", f'{case}/qgen.toml must say out = "expected"'
+    return {p.as_posix(): text for p, text in render_declaration(decl).items()}
+
+
+def on_disk(case: str) -> dict[str, bytes]:
+    root = GOLDEN / case
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted((root / "expected").rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_there_are_golden_cases() -> None:
+    assert set(CASES) >= {
+        "lease_group_deadletter",
+        "row_lock_table_deadletter",
+        "advisory_minimal",
+        "no_attempt_no_retry_after",
+        "override_and_custom",
+    }
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden(case: str) -> None:
+    want = rendered(case)
+    if UPDATE:
+        shutil.rmtree(GOLDEN / case / "expected", ignore_errors=True)
+        for rel, text in want.items():
+            path = GOLDEN / case / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(text.encode("utf-8"))
+    have = on_disk(case)
+    problems = []
+    for rel in sorted(set(want) - set(have)):
+        problems.append(f"missing: tests/golden/{case}/{rel}")
+    for rel in sorted(set(have) - set(want)):
+        problems.append(f"not rendered any more: tests/golden/{case}/{rel}")
+    for rel in sorted(set(want) & set(have)):
+        if have[rel] != want[rel].encode("utf-8"):
+            diff = difflib.unified_diff(
+                have[rel].decode("utf-8", "replace").splitlines(keepends=True),
+                want[rel].splitlines(keepends=True),
+                fromfile=f"tests/golden/{case}/{rel} (golden)",
+                tofile=f"tests/golden/{case}/{rel} (rendered now)",
+            )
+            problems.append("".join(diff))
+    if problems:
+        pytest.fail(
+            "\n".join(problems)
+            + "\nIf the change is intended: QGEN_UPDATE_GOLDEN=1 python -m pytest "
+            "tests/test_golden.py, then review git diff tests/golden/",
+            pytrace=False,
+        )
+
+
+# Which steps each queue's file has, per SPEC.md ("each where the form has one"); the golden
+# bytes pin the SQL, this pins the shape in words a reviewer can check against the outcome table.
+STEPS = {
+    ("lease_group_deadletter", "jobs"): (
+        "schema enqueue claim extend ack drop retry retry_after dead_letter release"
+    ),
+    (
+        "row_lock_table_deadletter",
+        "mail",
+    ): "schema enqueue claim ack drop retry retry_after dead_letter",
+    ("advisory_minimal", "hooks"): "schema enqueue claim lock take ack drop unlock",
+    ("no_attempt_no_retry_after", "leased"): "schema enqueue claim extend ack drop retry release",
+    ("no_attempt_no_retry_after", "locked"): "schema enqueue claim ack drop",
+    ("override_and_custom", "tasks"): (
+        "schema enqueue claim extend ack drop retry retry_after dead_letter release "
+        "custom.bump custom.park"
+    ),
+}
+
+
+@pytest.mark.parametrize(("case", "queue"), sorted(STEPS))
+def test_golden_steps(case: str, queue: str) -> None:
+    for dialect in ("postgres", "mysql", "mariadb", "sqlite"):
+        f = read_rendered(GOLDEN / case / "expected" / dialect / f"{queue}.sql")
+        names = list(f.statements)
+        want = STEPS[(case, queue)].split()
+        if f.header["form"] == "advisory" and dialect == "sqlite":
+            want = [n for n in want if n not in ("lock", "unlock")]  # keys held in-process
+        assert names == want, (dialect, names)
+        assert all(f.statements[n] for n in names), "every step holds SQL"
