@@ -164,7 +164,13 @@ def header(unit: Queue | Outbox, dialect: Dialect) -> dict[str, str]:
     """The `-- key: value` lines the runtime reads back (see runtime/rendered.py)."""
     cols = " ".join(f"{k}={v}" for k, v in unit.columns.items())
     if isinstance(unit, Outbox):
-        return {"outbox": unit.name, "dialect": dialect.name, "table": unit.table, "columns": cols}
+        h = {"outbox": unit.name, "dialect": dialect.name, "table": unit.table, "columns": cols}
+        if not dialect.skip_locked:
+            h["note"] = (
+                "the relay's BEGIN IMMEDIATE holds the database's write lock while its handler "
+                "runs: one relay at a time, and put waits for the relay's batch"
+            )
+        return h
     h = {
         "queue": unit.name,
         "dialect": dialect.name,

@@ -16,7 +16,9 @@ from runtime.dialects import Dialect
 # what the runtime binds for each kind of step; a service's SQL may use any of these
 PARAMS = {
     "queue": {"id", "token", "group", "attempt", "dead_group", "payload", "delay_s", "lease_s"},
-    "outbox": {"id", "payload", "topic", "key", "limit", "age_s", "after_id"},
+    # the outbox binds a record's own fields; its key is :record_key (sqlglot's MySQL reader
+    # takes :key for the keyword)
+    "outbox": {"id", "payload", "topic", "record_key"},
 }
 PG_LOCK_FUNCS = {
     "pg_try_advisory_lock", "pg_advisory_lock", "pg_advisory_unlock", "pg_try_advisory_xact_lock",

@@ -1,0 +1,48 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- outbox: outbox
+-- dialect: mariadb
+-- table: outbox
+-- columns: id=id payload=payload topic=topic key=partition_key created_at=created_at processed_at=processed_at
+
+-- name: schema
+-- Creates the outbox table and the index the relay's fetch reads, if missing.
+CREATE TABLE IF NOT EXISTS `outbox` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `topic` VARCHAR(191) NULL,
+  `partition_key` VARCHAR(191) NULL,
+  `created_at` DATETIME(6) NOT NULL,
+  `processed_at` DATETIME(6) NULL,
+  INDEX `outbox_claim` (`processed_at`, `id`)
+) ENGINE = InnoDB;
+
+-- name: put
+-- Adds one record in the caller's transaction, stamped with the database's clock.
+INSERT INTO `outbox` (`payload`, `topic`, `partition_key`, `created_at`)
+VALUES (%(payload)s, %(topic)s, %(record_key)s, UTC_TIMESTAMP(6));
+
+-- name: fetch
+-- Selects up to limit unmarked records after after_id, in id order, and holds them until the relay's COMMIT; records another relay holds are skipped.
+SELECT `id` AS id, `payload` AS payload, `topic` AS `topic`, `partition_key` AS `key`, `created_at` AS `created_at`
+FROM `outbox`
+WHERE `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: mark
+-- Marks a handed record processed (ack and drop): it is never fetched again.
+UPDATE `outbox`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s
+  AND `processed_at` IS NULL;
+
+-- name: prune
+-- Deletes the records marked more than age_s seconds ago, by the database's clock; unmarked ones stay.
+DELETE FROM `outbox`
+WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND;
+
+-- name: custom.expire
+-- The service's own event 'expire', run in the settlement's place.
+UPDATE outbox SET topic = 'expired', processed_at = UTC_TIMESTAMP(6) WHERE id = %(id)s;

@@ -1,0 +1,49 @@
+-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- outbox: outbox
+-- dialect: sqlite
+-- table: outbox
+-- columns: id=id payload=payload topic=topic key=partition_key created_at=created_at processed_at=processed_at
+-- note: the relay's BEGIN IMMEDIATE holds the database's write lock while its handler runs: one relay at a time, and put waits for the relay's batch
+
+-- name: schema
+-- Creates the outbox table and the index the relay's fetch reads, if missing.
+CREATE TABLE IF NOT EXISTS "outbox" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "topic" TEXT,
+  "partition_key" TEXT,
+  "created_at" TEXT NOT NULL,
+  "processed_at" TEXT
+);
+CREATE INDEX IF NOT EXISTS "outbox_claim" ON "outbox" ("id") WHERE "processed_at" IS NULL;
+
+-- name: put
+-- Adds one record in the caller's transaction, stamped with the database's clock.
+INSERT INTO "outbox" ("payload", "topic", "partition_key", "created_at")
+VALUES (:payload, :topic, :record_key, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+RETURNING "id" AS id;
+
+-- name: fetch
+-- Selects up to limit unmarked records after after_id, in id order, and holds them until the relay's COMMIT (BEGIN IMMEDIATE: one relay at a time).
+SELECT "id" AS id, "payload" AS payload, "topic" AS "topic", "partition_key" AS "key", "created_at" AS "created_at"
+FROM "outbox"
+WHERE "processed_at" IS NULL
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: mark
+-- Marks a handed record processed (ack and drop): it is never fetched again.
+UPDATE "outbox"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id
+  AND "processed_at" IS NULL;
+
+-- name: prune
+-- Deletes the records marked more than age_s seconds ago, by the database's clock; unmarked ones stay.
+DELETE FROM "outbox"
+WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds');
+
+-- name: custom.expire
+-- The service's own event 'expire', run in the settlement's place.
+UPDATE outbox SET topic = 'expired', processed_at = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE id = :id;

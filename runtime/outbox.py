@@ -1,0 +1,303 @@
+"""The transactional outbox: put records in the business transaction, relay them, prune.
+
+A service writes a record with ``put`` on its own connection, inside its own transaction, so
+the record commits and rolls back with the business write. A relay hands the unmarked
+records to a handler in id order, a batch per transaction: the fetch holds the batch until
+COMMIT (``FOR UPDATE SKIP LOCKED``; SQLite: ``BEGIN IMMEDIATE``), so two relays never hand
+the same record. ack and drop mark a record in that transaction; retry leaves it unmarked
+for the next relay run. A relay that dies mid-batch rolls back: the records it handed but
+had not committed are handed again on restart (at-least-once delivery).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from runtime.connect import connect
+from runtime.delivery import Ctx, Message
+from runtime.dialects import Dialect
+from runtime.drivers.base import Connection
+from runtime.errors import ConfigurationError
+from runtime.outcomes import Outcome, retry
+from runtime.queue import check_dialect, decode_payload, delay_seconds, encode_payload
+from runtime.rendered import RenderedFile
+from runtime.steps import run_step
+
+log = logging.getLogger("runtime")
+
+#: outcomes that leave a record unmarked for the next relay run
+_LEAVES = ("retry", "retry_after")
+#: outcomes that mark a record
+_MARKS = ("ack", "drop")
+
+
+@dataclass(frozen=True)
+class OutboxMessage(Message):
+    """A record as the relay's handler sees it: ``message.id``, ``message.payload`` and, where the
+    table has them, ``message.topic``, ``message.key`` and ``message.created_at`` (UTC)."""
+
+    topic: str | None = None
+    key: str | None = None
+    created_at: datetime | None = None
+
+
+class RelayReport(dict[str, int]):
+    """What a relay run did: counts per outcome (``report["ack"]``), ``report["left"]`` (records
+    left unmarked by retry) and their ids in ``report.left_ids``."""
+
+    left_ids: tuple[int, ...] = ()
+
+
+Handler = Callable[[OutboxMessage, Ctx], Awaitable[Outcome]]
+
+
+def _utc(value: Any) -> datetime | None:
+    """A database timestamp as an aware UTC datetime (SQLite keeps ISO text, MySQL naive UTC)."""
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value).decode()
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return None
+
+
+class Outbox:
+    """A loaded outbox file: ``outbox = runtime.load("sql/sqlite/outbox.sql")``."""
+
+    def __init__(self, rendered: RenderedFile) -> None:
+        self.rendered = rendered
+
+    def __repr__(self) -> str:
+        return f"<Outbox {self.name} table={self.table} dialect={self.dialect.name}>"
+
+    @property
+    def name(self) -> str:
+        return self.rendered.header["outbox"]
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.rendered.dialect
+
+    @property
+    def table(self) -> str:
+        return self.rendered.header["table"]
+
+    @property
+    def columns(self) -> dict[str, str]:
+        return self.rendered.columns
+
+    # ------------------------------------------------------------------ writing
+
+    def _put_params(self, payload: Any, topic: str | None, key: str | None) -> dict[str, Any]:
+        for field, value in (("topic", topic), ("key", key)):
+            if value is not None and field not in self.columns:
+                raise ConfigurationError(
+                    f"outbox '{self.name}' has no {field} column: put without {field}=, or "
+                    f"declare columns.{field} under [outbox] and render again"
+                )
+        return {"payload": encode_payload(payload), "topic": topic, "record_key": key}
+
+    async def put(
+        self, db: Connection, payload: Any, topic: str | None = None, key: str | None = None
+    ) -> int | None:
+        """Add one record on the caller's connection, so inside its open transaction: the record
+        commits or rolls back with the business write. Returns its id where the engine reports
+        it (not MySQL/MariaDB). ``await outbox.put(db, {"order": 7}, topic="orders")``"""
+        check_dialect(self.rendered, db)
+        result = await run_step(
+            db, self.rendered.require("put"), self._put_params(payload, topic, key)
+        )
+        return result.rows[0]["id"] if result.rows else None
+
+    async def put_many(
+        self,
+        db: Connection,
+        payloads: Iterable[Any],
+        topic: str | None = None,
+        key: str | None = None,
+    ) -> int:
+        """Add many records in one batch on the caller's connection; returns how many.
+        ``await outbox.put_many(db, events, topic="orders")``"""
+        check_dialect(self.rendered, db)
+        (sql,) = self.rendered.require("put")
+        params = [self._put_params(p, topic, key) for p in payloads]
+        if params:
+            await db.executemany(sql, params)
+        return len(params)
+
+    async def prune(self, db: Connection, age_s: float) -> int:
+        """Delete the records marked more than ``age_s`` seconds ago (the database's clock);
+        unmarked records stay. Returns how many it deleted. ``await outbox.prune(db, 86400)``"""
+        check_dialect(self.rendered, db)
+        result = await run_step(db, self.rendered.require("prune"), {"age_s": delay_seconds(age_s)})
+        return result.rowcount or 0
+
+    # ----------------------------------------------------------------- relaying
+
+    async def relay(
+        self,
+        db_url: str,
+        handle: Handler,
+        batch: int = 100,
+        until_empty: bool = True,
+        poll_interval: float = 0.5,
+        stop: asyncio.Event | None = None,
+    ) -> RelayReport:
+        """Hand the unmarked records to ``handle(message, ctx)`` in id order and settle each by
+        its outcome; return the counts.
+
+        ack and drop mark the record; retry and retry_after leave it unmarked and it is not
+        handed again in this run (``report["left"]``, ``report.left_ids``); custom(name) runs
+        the declared SQL; a handler that raises is a retry. Each batch is one transaction:
+        a relay that dies mid-batch marks nothing of it, and a restart hands it again.
+        With ``until_empty`` it returns once a pass over the table hands nothing new;
+        otherwise it polls every ``poll_interval`` seconds until ``stop`` is set (or the task
+        is cancelled). ``report = await outbox.relay(url, handle)``
+        """
+        if batch < 1:
+            raise ValueError("batch must be at least 1")
+        report = RelayReport(left=0)
+        # records this run must not hand again: those it left unmarked (retry, custom) and, in
+        # a run that ends, the marked ones too (a mark override that does not mark cannot
+        # loop it); a relay that polls forever relies on the fetch to skip marked records
+        seen: set[int] = set()
+        left: list[int] = []
+        conn = await connect(db_url)
+        try:
+            check_dialect(self.rendered, conn)
+            while not (stop is not None and stop.is_set()):
+                handed = await self._pass(
+                    conn, handle, batch, seen, left, report, stop, remember_marked=until_empty
+                )
+                if handed:
+                    # another pass from the start: a business transaction that committed late
+                    # may have written a record below the ids this pass went past
+                    continue
+                if until_empty:
+                    break
+                if stop is None:
+                    await asyncio.sleep(poll_interval)
+                else:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(stop.wait(), poll_interval)
+        finally:
+            # an open batch rolls back here: its records stay unmarked for the next relay
+            await conn.close()
+        report["left"] = len(left)
+        report.left_ids = tuple(left)
+        if left:
+            log.warning(
+                "outbox %s: the relay left %d records unmarked for its next run: ids %s",
+                self.name,
+                len(left),
+                ", ".join(map(str, left)),
+            )
+        return report
+
+    async def _pass(
+        self,
+        conn: Connection,
+        handle: Handler,
+        batch: int,
+        seen: set[int],
+        left: list[int],
+        report: RelayReport,
+        stop: asyncio.Event | None,
+        remember_marked: bool,
+    ) -> int:
+        """One pass over the table in id order, a batch per transaction; returns how many
+        records it handed."""
+        after_id, handed = 0, 0
+        while not (stop is not None and stop.is_set()):
+            await conn.begin(immediate=True)  # SQLite: the write lock serialises relays
+            result = await run_step(
+                conn, self.rendered.require("fetch"), {"limit": batch, "after_id": after_id}
+            )
+            if not result.rows:
+                await conn.rollback()
+                break
+            for row in result.rows:
+                after_id = max(after_id, int(row["id"]))
+                if row["id"] in seen:
+                    continue
+                handed += 1
+                label = await self._hand(conn, handle, self._message(row))
+                report[label] = report.get(label, 0) + 1
+                if label in _LEAVES:
+                    left.append(row["id"])
+                if remember_marked or label not in _MARKS:
+                    seen.add(row["id"])
+            await conn.commit()
+        return handed
+
+    @staticmethod
+    def _message(row: dict[str, Any]) -> OutboxMessage:
+        return OutboxMessage(
+            id=row["id"],
+            payload=decode_payload(row["payload"]),
+            topic=row.get("topic"),
+            key=row.get("key"),
+            created_at=_utc(row.get("created_at")),
+        )
+
+    async def _hand(self, conn: Connection, handle: Handler, message: OutboxMessage) -> str:
+        """Hand one record to the handler and run its outcome's statement; returns the label."""
+        outcome = await self._call(handle, message)
+        params = {
+            "id": message.id,
+            "payload": encode_payload(message.payload),
+            "topic": message.topic,
+            "record_key": message.key,
+        }
+        if outcome.kind in _MARKS:
+            await run_step(conn, self.rendered.require("mark"), params)
+        elif outcome.kind == "custom":
+            statements = self.rendered.get(f"custom.{outcome.name}")
+            if not statements:
+                declared = [
+                    n.removeprefix("custom.")
+                    for n in self.rendered.statements
+                    if n.startswith("custom.")
+                ]
+                log.error(
+                    "outbox %s declares no custom event %r (declared: %s); add "
+                    "[outbox.custom.%s] to qgen.toml and render again: record %s taken "
+                    "as retry()",
+                    self.name,
+                    outcome.name,
+                    ", ".join(declared) or "none",
+                    outcome.name,
+                    message.id,
+                )
+                return "retry"
+            await run_step(conn, statements, params)
+        return outcome.label
+
+    async def _call(self, handle: Handler, message: OutboxMessage) -> Outcome:
+        """The handler's outcome; one that raises or returns no outcome is a retry, logged."""
+        try:
+            outcome = await handle(message, Ctx(attempt=None, db=None, queue=self.name))
+        except Exception:
+            log.exception(
+                "outbox %s: handler for record %s raised: taken as retry()", self.name, message.id
+            )
+            return retry()
+        if not isinstance(outcome, Outcome):
+            log.error(
+                "outbox %s: handler for record %s returned %r, not an outcome "
+                "(runtime.ack(), …): taken as retry()",
+                self.name,
+                message.id,
+                outcome,
+            )
+            return retry()
+        return outcome
