@@ -23,7 +23,14 @@ class StepResult:
 
 
 def _returns_rows(sql: str) -> bool:
-    return bool(_SELECT.match(sql) or _RETURNING.search(sql))
+    """A SELECT, or a RETURNING of the statement itself (not of a WITH … (DELETE … RETURNING))."""
+    if _SELECT.match(sql):
+        return True
+    for m in _RETURNING.finditer(sql):
+        before = sql[: m.start()]
+        if before.count("(") == before.count(")"):
+            return True
+    return False
 
 
 async def run_step(
