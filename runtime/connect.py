@@ -1,0 +1,186 @@
+"""Opening a connection from a URL: scheme → driver, then the server's version and dialect.
+
+``connect()`` is the only way the runtime opens a database connection. It picks the driver from
+the URL's scheme, reads the server's version, sets ``conn.dialect`` to the engine actually
+reached (a ``mysql://`` URL that lands on MariaDB gets the ``mariadb`` dialect) and refuses
+servers older than the dialect's floor.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+from runtime.dialects import DIALECTS, Dialect, dialect_for_scheme
+from runtime.drivers.base import Connection, redact_url
+from runtime.errors import ConfigurationError, ServerTooOld
+
+ACCEPTED_FORMS = (
+    "postgresql://user[:password]@host[:port]/database (or postgres://)",
+    "mysql://user[:password]@host[:port]/database",
+    "mariadb://user[:password]@host[:port]/database",
+    "sqlite:///relative/path.db, sqlite:////absolute/path.db or sqlite:///:memory:",
+)
+# Query-string options a mysql:// or mariadb:// URL may carry, and how to read them.
+_MYSQL_OPTIONS: dict[str, type] = {
+    "unix_socket": str,
+    "connect_timeout": int,
+    "read_timeout": int,
+    "write_timeout": int,
+}
+
+
+def _bad_url(url: str, why: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"cannot use database URL {redact_url(url)!r}: {why}; accepted forms: "
+        + "; ".join(ACCEPTED_FORMS)
+    )
+
+
+async def connect(url: str, **kwargs: Any) -> Connection:
+    """Open a connection to the database at ``url``, checked against the dialect's floor.
+
+    ``kwargs`` are passed to the driver's own connect (psycopg, PyMySQL or sqlite3).
+
+    Raises ConfigurationError for a URL it cannot use or a driver that is not installed,
+    ConnectionLost when the server cannot be reached, ServerTooOld when it is below the floor.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise _bad_url(str(url), "it has no scheme://")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # validates the port, raising ValueError if it is not a number
+    except ValueError as exc:
+        raise _bad_url(url, str(exc)) from None
+    dialect = dialect_for_scheme(parts.scheme)
+    if dialect is None:
+        raise _bad_url(url, f"unknown scheme {parts.scheme!r}")
+
+    conn: Connection
+    if dialect.name == "postgres":
+        from runtime.drivers.postgres import open_postgres
+
+        # libpq parses the URI itself (keeping sslmode=…, options=… and friends; no host means
+        # its Unix socket); it only needs the scheme normalised (postgresql+psycopg:// is not
+        # one it knows).
+        conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, parts.query, ""))
+        conn = await open_postgres(url, conninfo, **kwargs)
+    elif dialect.name in ("mysql", "mariadb"):
+        from runtime.drivers.mysql import open_mysql
+
+        options = _mysql_options(url, parts.query)
+        if not parts.hostname and "unix_socket" not in options:
+            raise _bad_url(url, "it names no host")
+        database = unquote(parts.path.lstrip("/")) or None
+        if database is not None and "/" in database:
+            raise _bad_url(url, f"{database!r} is not a database name")
+        conn = await open_mysql(
+            url,
+            host=parts.hostname,
+            port=port,
+            user=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password is not None else None,
+            database=database,
+            dialect_name=dialect.name,
+            options=options,
+            **kwargs,
+        )
+    else:
+        from runtime.drivers.sqlite import open_sqlite
+
+        conn = await open_sqlite(url, _sqlite_path(url, parts.netloc, parts.path), **kwargs)
+
+    try:
+        version_text = await conn.server_version_text()
+        if dialect.name in ("mysql", "mariadb"):
+            # The URL's scheme picks the driver; the server's own words pick the dialect.
+            dialect = DIALECTS["mariadb" if "mariadb" in version_text.lower() else "mysql"]
+            conn.dialect = dialect
+        conn.server_version = check_server_version(dialect, version_text)
+    except ServerTooOld as exc:
+        await conn.close()
+        raise ServerTooOld(f"the server at {conn.url} is too old: {exc}") from None
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+def _mysql_options(url: str, query: str) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        kind = _MYSQL_OPTIONS.get(key)
+        if kind is None:
+            raise _bad_url(
+                url, f"unknown option {key!r} (known: {', '.join(sorted(_MYSQL_OPTIONS))})"
+            )
+        try:
+            options[key] = kind(value)
+        except ValueError:
+            raise _bad_url(url, f"option {key}={value!r} is not a {kind.__name__}") from None
+    return options
+
+
+def _sqlite_path(url: str, netloc: str, path: str) -> str:
+    """``sqlite:///rel.db`` → ``rel.db``; ``sqlite:////abs.db`` → ``/abs.db``; ``:memory:``."""
+    if netloc:
+        raise _bad_url(url, f"a SQLite URL has no host (found {netloc!r}): use three slashes")
+    # The first "/" only separates the empty host from the path.
+    file_path = unquote(path[1:] if path.startswith("/") else path)
+    if not file_path:
+        raise _bad_url(url, "it names no file")
+    return file_path
+
+
+# ----------------------------------------------------------------- versions
+
+_VERSION = re.compile(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+
+
+def parse_server_version(dialect: Dialect, version: str) -> tuple[int, int, int]:
+    """Read (major, minor, patch) from what a server says of itself.
+
+    PostgreSQL: ``server_version_num`` (``150019`` → (15, 19, 0); ``90605`` → (9, 6, 5)) or the
+    ``server_version`` text (``10.4``, ``15.19 (Debian …)``, ``PostgreSQL 15.19 on …``).
+    MySQL/MariaDB: ``SELECT VERSION()`` (``8.0.36``, ``10.11.19-MariaDB-0+deb12u1``; the
+    ``5.5.5-`` prefix of MariaDB's handshake is skipped). SQLite: ``3.40.1``.
+    """
+    text = version.strip()
+    if dialect.name == "postgres" and re.fullmatch(r"\d{5,}", text):
+        num = int(text)
+        if num >= 100_000:  # PostgreSQL 10+: major * 10000 + minor
+            return (num // 10_000, num % 10_000, 0)
+        return (num // 10_000, num // 100 % 100, num % 100)
+    if dialect.name in ("mysql", "mariadb") and text.startswith("5.5.5-"):
+        text = text[len("5.5.5-") :]
+    m = _VERSION.search(text)
+    if m is None:
+        raise ConfigurationError(f"cannot read a {_engine_name(dialect)} version from {version!r}")
+    return (int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0))
+
+
+def check_server_version(dialect: Dialect, version_string: str) -> tuple[int, int, int]:
+    """Parse the server's version string and check it against ``dialect.floor``.
+
+    Pure (no I/O), so tests can show it refusing old servers without running one. Raises
+    ServerTooOld, e.g. "found MariaDB 10.5.3, needs MariaDB 10.6 or newer".
+    """
+    found = parse_server_version(dialect, version_string)
+    if found < dialect.floor:
+        shown = _show_version(dialect, found)
+        raise ServerTooOld(
+            f"found {_engine_name(dialect)} {shown}, needs {dialect.floor_text} or newer"
+        )
+    return found
+
+
+def _engine_name(dialect: Dialect) -> str:
+    # floor_text is "<Engine> <version>": the engine's name is everything before the version.
+    return dialect.floor_text.rsplit(" ", 1)[0]
+
+
+def _show_version(dialect: Dialect, v: tuple[int, int, int]) -> str:
+    if dialect.name == "postgres" and v[0] >= 10:
+        return f"{v[0]}.{v[1]}"  # PostgreSQL 10+ versions have two parts
+    return f"{v[0]}.{v[1]}.{v[2]}"

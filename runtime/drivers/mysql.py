@@ -1,0 +1,269 @@
+"""The MySQL/MariaDB driver: PyMySQL, run on one dedicated thread per connection.
+
+PyMySQL is blocking, so every call runs off the event loop on the connection's own
+single-thread executor: one thread means calls reach the server in the order they were awaited.
+The session is set up for a queue: autocommit on, READ COMMITTED, utf8mb4, rows as dicts,
+time_zone '+00:00', and CLIENT.FOUND_ROWS so an UPDATE's rowcount counts the rows it matched
+(not only those it changed): settlements check rowcount, and re-setting a column to the value it
+already holds must still count as "the row was there".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from runtime.dialects import DIALECTS, Dialect
+from runtime.drivers.base import Connection, Params, Row, first_line, import_driver, redact_url
+from runtime.errors import ConfigurationError, ConnectionLost
+
+if TYPE_CHECKING:
+    import pymysql
+
+T = TypeVar("T")
+
+# Client/server error numbers that mean the session is gone:
+# 2003 can't connect, 2006 server has gone away, 2013 lost connection during query,
+# 2014/2055 lost connection / commands out of sync on a dead socket,
+# 1053 server shutdown in progress, 1927 connection was killed (MariaDB),
+# 4031 disconnected by the server for inactivity (MySQL 8.0.24+).
+_LOST_ERRNOS = frozenset({2003, 2006, 2013, 2014, 2055, 1053, 1927, 4031})
+# Errors at connect time that retrying will not fix: access denied, unknown database.
+_CONFIG_ERRNOS = frozenset({1044, 1045, 1049, 1698})
+# How long close() waits for a statement in flight before dropping the socket instead.
+_CLOSE_TIMEOUT = 5.0
+_DEFAULT_CONNECT_TIMEOUT = 10
+_SESSION_SETUP = (
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+    # DATETIME has no zone: pin the session's so NOW() means the same on every server.
+    "SET time_zone = '+00:00'",
+)
+
+
+class MySQLConnection(Connection):
+    """A PyMySQL connection driven from asyncio through its own one-thread executor."""
+
+    def __init__(
+        self,
+        my: pymysql.connections.Connection,
+        executor: ThreadPoolExecutor,
+        url: str,
+        dialect: Dialect,
+        pymysql_mod: ModuleType,
+    ) -> None:
+        super().__init__(url, dialect)
+        self._my = my
+        self._executor = executor
+        self._err = pymysql_mod.err
+        # One DictCursor reused for every statement: it only ever runs on the executor's thread.
+        self._cur = my.cursor()
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on this connection's thread, translating a lost connection."""
+        if self._closed:
+            self._check_open()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        except Exception as exc:
+            if self._closed or self._is_lost(exc):
+                raise self._lost(exc) from exc
+            raise
+
+    # ------------------------------------------------------------ statements
+    # These run on the executor thread.
+
+    def _sync_execute(self, sql: str, params: Params) -> int:
+        cur = self._cur
+        cur.execute(sql, params)
+        return cur.rowcount
+
+    def _sync_fetchall(self, sql: str, params: Params) -> list[Row]:
+        cur = self._cur
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+        # DictCursor hands back its own list (or an empty tuple for a statement without rows).
+        return rows if isinstance(rows, list) else list(rows)
+
+    def _sync_fetchone(self, sql: str, params: Params) -> Row | None:
+        cur = self._cur
+        cur.execute(sql, params)
+        return cur.fetchone()
+
+    def _sync_executemany(self, sql: str, seq: list[Params]) -> None:
+        # PyMySQL rewrites INSERT … VALUES (…) into one multi-row INSERT per ~1 MB batch.
+        self._cur.executemany(sql, seq)
+
+    # -------------------------------------------------------- async surface
+
+    async def execute(self, sql: str, params: Params | None = None) -> int:
+        return await self._call(self._sync_execute, sql, {} if params is None else params)
+
+    async def fetchall(self, sql: str, params: Params | None = None) -> list[Row]:
+        return await self._call(self._sync_fetchall, sql, {} if params is None else params)
+
+    async def fetchone(self, sql: str, params: Params | None = None) -> Row | None:
+        return await self._call(self._sync_fetchone, sql, {} if params is None else params)
+
+    async def executemany(self, sql: str, seq_of_params: Sequence[Params]) -> None:
+        await self._call(self._sync_executemany, sql, list(seq_of_params))
+
+    async def begin(self, immediate: bool = False) -> None:
+        self._check_begin()
+        await self._call(self._my.begin)
+        self._in_transaction = True
+
+    async def commit(self) -> None:
+        self._check_commit()
+        try:
+            await self._call(self._my.commit)
+        finally:
+            # A COMMIT that fails on MySQL/MariaDB has ended the transaction either way.
+            self._in_transaction = False
+
+    async def rollback(self) -> None:
+        if self._closed or not self._in_transaction:
+            return
+        try:
+            await self._call(self._my.rollback)
+        finally:
+            self._in_transaction = False
+
+    async def _control(self, sql: str) -> None:
+        await self._call(self._sync_execute, sql, {})
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def close(self) -> None:
+        if self._executor is None:  # already released
+            return
+        self._closed = True
+        self._in_transaction = False
+        executor = self._executor
+        try:
+            # COM_QUIT, queued behind anything still running on the thread; bounded, so a
+            # statement stuck on a lock cannot make close() hang.
+            await asyncio.wait_for(
+                asyncio.get_running_loop().run_in_executor(executor, self._my.close),
+                _CLOSE_TIMEOUT,
+            )
+        except Exception:
+            # close() never raises: drop the socket instead.
+            with contextlib.suppress(Exception):
+                self._release_hard()
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                self._release_hard()
+            raise
+        finally:
+            self._executor = None  # type: ignore[assignment]
+            executor.shutdown(wait=False)
+
+    async def abort(self) -> None:
+        self._closed = True
+        self._in_transaction = False
+        with contextlib.suppress(Exception):
+            self._release_hard()
+
+    def _release_hard(self) -> None:
+        # shutdown() (not close()) from this thread: a recv() blocked on the executor thread
+        # returns at once, PyMySQL raises "Lost connection" there, and no COM_QUIT is sent.
+        sock: socket.socket | None = getattr(self._my, "_sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        executor = self._executor
+        if executor is not None:
+            self._executor = None  # type: ignore[assignment]
+            # Free the descriptor after whatever is still queued on the thread has failed.
+            with contextlib.suppress(RuntimeError):
+                executor.submit(self._my._force_close)
+            executor.shutdown(wait=False)
+
+    async def server_version_text(self) -> str:
+        row = await self.fetchone("SELECT VERSION() AS v")
+        return str(row["v"]) if row else ""
+
+    def _is_lost(self, exc: BaseException) -> bool:
+        err = self._err
+        if isinstance(exc, err.InterfaceError):
+            # PyMySQL raises InterfaceError(0, '') for any use of a closed connection.
+            return True
+        if isinstance(exc, err.OperationalError) and exc.args and exc.args[0] in _LOST_ERRNOS:
+            return True
+        if isinstance(exc, OSError | EOFError):
+            return True
+        # Whatever the error, a connection whose socket PyMySQL dropped is gone.
+        return not self._my.open
+
+
+async def open_mysql(
+    url: str,
+    *,
+    host: str | None,
+    port: int | None,
+    user: str | None,
+    password: str | None,
+    database: str | None,
+    dialect_name: str,
+    options: dict[str, Any],
+    **kwargs: Any,
+) -> MySQLConnection:
+    """Connect with PyMySQL; the dialect is provisional until ``runtime.connect`` reads VERSION().
+
+    ``options`` come from the URL's query string; ``kwargs`` go to ``pymysql.connect`` and win
+    over both. Autocommit, the cursor class, utf8mb4 and FOUND_ROWS are fixed.
+    """
+    pymysql_mod = import_driver("pymysql", "mysql")
+    import pymysql.constants.CLIENT as client_flags
+    import pymysql.cursors
+
+    params: dict[str, Any] = {
+        "host": host or "127.0.0.1",
+        "port": port or 3306,
+        "user": user,
+        "password": password or "",
+        "database": database,
+        "connect_timeout": _DEFAULT_CONNECT_TIMEOUT,
+    }
+    params.update(options)
+    params.update(kwargs)
+    params.update(
+        charset="utf8mb4",
+        cursorclass=pymysql.cursors.DictCursor,
+        autocommit=True,
+        client_flag=int(kwargs.get("client_flag", 0)) | client_flags.FOUND_ROWS,
+    )
+    safe_url = redact_url(url)
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qgen-mysql")
+
+    def connect_and_setup() -> pymysql.connections.Connection:
+        my = pymysql_mod.connect(**params)
+        try:
+            with my.cursor() as cur:
+                for statement in _SESSION_SETUP:
+                    cur.execute(statement)
+        except BaseException:
+            my._force_close()
+            raise
+        return my
+
+    try:
+        my = await asyncio.get_running_loop().run_in_executor(executor, connect_and_setup)
+    except pymysql_mod.err.Error as exc:
+        executor.shutdown(wait=False)
+        errno = exc.args[0] if exc.args else None
+        if errno in _CONFIG_ERRNOS:
+            raise ConfigurationError(f"cannot log in at {safe_url}: {first_line(exc)}") from exc
+        raise ConnectionLost(f"cannot connect to {safe_url}: {first_line(exc)}") from exc
+    except OSError as exc:
+        executor.shutdown(wait=False)
+        raise ConnectionLost(f"cannot connect to {safe_url}: {first_line(exc)}") from exc
+    except BaseException:
+        executor.shutdown(wait=False)
+        raise
+    return MySQLConnection(my, executor, url, DIALECTS[dialect_name], pymysql_mod)

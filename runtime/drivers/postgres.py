@@ -1,0 +1,203 @@
+"""The PostgreSQL driver: psycopg 3's AsyncConnection behind the runtime's Connection interface.
+
+The connection runs with ``autocommit=True`` and ``dict_row``; transactions are opened with a
+plain ``BEGIN`` and ended with psycopg's commit()/rollback(), which send COMMIT/ROLLBACK only when
+libpq says a transaction is open. psycopg's automatic prepared statements stay on (the default
+``prepare_threshold``): a queue runs the same few statements millions of times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from runtime.dialects import DIALECTS
+from runtime.drivers.base import Connection, Params, Row, first_line, import_driver, redact_url
+from runtime.errors import ConnectionLost
+
+if TYPE_CHECKING:
+    import psycopg
+
+# Server-sent errors that end the session: admin_shutdown, crash_shutdown, cannot_connect_now.
+# (Class 08, connection_exception, is matched by prefix.)
+_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
+# libpq waits forever for an unreachable host unless told otherwise.
+_DEFAULT_CONNECT_TIMEOUT = 10
+
+
+class PostgresConnection(Connection):
+    """A psycopg 3 AsyncConnection in autocommit mode with dict rows."""
+
+    def __init__(self, pg: psycopg.AsyncConnection[Row], url: str) -> None:
+        super().__init__(url, DIALECTS["postgres"])
+        self._pg = pg
+
+    # ------------------------------------------------------------ statements
+    # Each method repeats the same small try/except instead of sharing a wrapper: this is the
+    # hot path the benchmark measures against bare psycopg, and a wrapper costs an extra await.
+
+    async def execute(self, sql: str, params: Params | None = None) -> int:
+        if self._closed:
+            self._check_open()
+        try:
+            cur = await self._pg.execute(sql, {} if params is None else params)
+        except Exception as exc:
+            if self._closed or self._is_lost(exc):
+                raise self._lost(exc) from exc
+            raise
+        return cur.rowcount
+
+    async def fetchall(self, sql: str, params: Params | None = None) -> list[Row]:
+        if self._closed:
+            self._check_open()
+        try:
+            cur = await self._pg.execute(sql, {} if params is None else params)
+            if cur.description is None:
+                return []
+            return await cur.fetchall()
+        except Exception as exc:
+            if self._closed or self._is_lost(exc):
+                raise self._lost(exc) from exc
+            raise
+
+    async def fetchone(self, sql: str, params: Params | None = None) -> Row | None:
+        if self._closed:
+            self._check_open()
+        try:
+            cur = await self._pg.execute(sql, {} if params is None else params)
+            if cur.description is None:
+                return None
+            return await cur.fetchone()
+        except Exception as exc:
+            if self._closed or self._is_lost(exc):
+                raise self._lost(exc) from exc
+            raise
+
+    async def executemany(self, sql: str, seq_of_params: Sequence[Params]) -> None:
+        self._check_open()
+        try:
+            # psycopg pipelines executemany (one network round trip for the batch).
+            async with self._pg.cursor() as cur:
+                await cur.executemany(sql, seq_of_params)
+        except Exception as exc:
+            if self._closed or self._is_lost(exc):
+                raise self._lost(exc) from exc
+            raise
+
+    # ---------------------------------------------------------- transactions
+
+    async def begin(self, immediate: bool = False) -> None:
+        self._check_begin()
+        await self._control("BEGIN")
+        self._in_transaction = True
+
+    async def commit(self) -> None:
+        self._check_commit()
+        try:
+            await self._pg.commit()
+        except Exception as exc:
+            if self._closed or self._is_lost(exc):
+                raise self._lost(exc) from exc
+            # A failed COMMIT (deferred constraint, serialization failure) ends the
+            # transaction on PostgreSQL; libpq's status says whether one is still open.
+            self._in_transaction = self._libpq_in_transaction()
+            raise
+        self._in_transaction = False
+
+    async def rollback(self) -> None:
+        if self._closed or not self._in_transaction:
+            return
+        try:
+            await self._pg.rollback()
+        except Exception as exc:
+            if self._closed or self._is_lost(exc):
+                raise self._lost(exc) from exc
+            self._in_transaction = self._libpq_in_transaction()
+            raise
+        self._in_transaction = False
+
+    async def _control(self, sql: str) -> None:
+        self._check_open()
+        try:
+            # Never prepare BEGIN/SAVEPOINT: they are cheap to parse and would only take up
+            # slots in psycopg's prepared-statement cache.
+            await self._pg.execute(sql, prepare=False)
+        except Exception as exc:
+            if self._closed or self._is_lost(exc):
+                raise self._lost(exc) from exc
+            raise
+
+    def _libpq_in_transaction(self) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        status = self._pg.info.transaction_status
+        return status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def close(self) -> None:
+        if self._closed and self._pg.closed:
+            return
+        self._closed = True
+        self._in_transaction = False
+        # psycopg's close() sends libpq's Terminate message; the server rolls back what was open.
+        with contextlib.suppress(Exception):
+            await self._pg.close()
+
+    async def abort(self) -> None:
+        self._closed = True
+        self._in_transaction = False
+        with contextlib.suppress(Exception):
+            self._release_hard()
+
+    def _release_hard(self) -> None:
+        if self._pg.closed:
+            return
+        # Shut the socket down under libpq (through a dup of its descriptor, so libpq still
+        # owns and closes the original): a statement awaiting a reply in another task wakes up
+        # at once with "connection socket closed", and no Terminate message is sent.
+        with contextlib.suppress(Exception):
+            fd = os.dup(self._pg.fileno())
+            sock = socket.socket(fileno=fd)
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
+        self._pg.pgconn.finish()
+
+    async def server_version_text(self) -> str:
+        # libpq read server_version_num during the startup handshake: no round trip needed.
+        return str(self._pg.info.server_version)
+
+    def _is_lost(self, exc: BaseException) -> bool:
+        if self._pg.closed or self._pg.broken:
+            return True
+        sqlstate = getattr(exc, "sqlstate", None)
+        if sqlstate and (sqlstate.startswith("08") or sqlstate in _LOST_SQLSTATES):
+            return True
+        # A raw socket error that psycopg did not wrap.
+        return isinstance(exc, OSError)
+
+
+async def open_postgres(url: str, conninfo: str, **kwargs: Any) -> PostgresConnection:
+    """Connect with psycopg to ``conninfo`` (a postgresql:// URI); ``url`` is for messages.
+
+    ``kwargs`` go to ``psycopg.AsyncConnection.connect`` (e.g. ``connect_timeout``,
+    ``application_name``, ``prepare_threshold``); autocommit and the row factory are fixed.
+    """
+    psycopg_mod = import_driver("psycopg", "postgres")
+    rows = import_driver("psycopg.rows", "postgres")
+    if "connect_timeout" not in kwargs and "connect_timeout=" not in conninfo:
+        kwargs["connect_timeout"] = _DEFAULT_CONNECT_TIMEOUT
+    kwargs["autocommit"] = True
+    kwargs["row_factory"] = rows.dict_row
+    try:
+        pg = await psycopg_mod.AsyncConnection.connect(conninfo, **kwargs)
+    except psycopg_mod.Error as exc:
+        # libpq reports an unreachable host, a refused login and a missing database alike
+        # (no SQLSTATE): all are "cannot connect", with libpq's own words kept in the message.
+        raise ConnectionLost(f"cannot connect to {redact_url(url)}: {first_line(exc)}") from exc
+    return PostgresConnection(pg, url)
