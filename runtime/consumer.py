@@ -148,7 +148,7 @@ class Consumer:
                         "(row lock: rolled back; lease: released; advisory: unlocked)",
                         self.queue.name, exc)
             self.counts["connection_lost"] += 1
-            await self._release_elsewhere([d for d in pending if not d.settled])
+            await self._release_elsewhere([d for d in claimed if not d.settled])
             await conn.close()
         except BaseException:
             with contextlib.suppress(Exception):

@@ -39,7 +39,12 @@ class LeaseForm(Form):
                 result = await self.run(conn, decision.step or "retry", params)
                 if not result.rowcount:
                     raise self._lost(d, decision.label)
+            except LeaseLost:
+                if in_tx and not conn.closed:
+                    await conn.rollback()
+                raise
             except BaseException:
+                d.settled = False  # not settled after all: it can still be given back
                 if in_tx and not conn.closed:
                     await conn.rollback()
                 raise

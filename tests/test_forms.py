@@ -1,0 +1,331 @@
+"""What each claim form promises beyond the outcome table: tokens, extension, keys, transactions, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from engines import run
+from queues import make_queue
+
+import runtime
+from runtime.forms import form_for
+from runtime.settle import decide
+
+FORMS = ["row_lock", "lease", "advisory"]
+SERVERS = ["postgres", "mariadb"]
+
+
+def test_stale_lease_settlement_raises_lease_lost_and_leaves_the_new_claim(engine):
+    async def go():
+        qt = await make_queue(engine, "lease")
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue({"n": 1})
+            async with await runtime.connect(qt.url) as a, await runtime.connect(qt.url) as b:
+                (first,) = await form.claim(a, 1, None)
+                await qt.expire_leases()  # the first worker stalled past its lease
+                (second,) = await form.claim(b, 1, None)
+                assert second.attempt == 2 and second.token != first.token
+                with pytest.raises(runtime.LeaseLost):
+                    await form.settle(a, first, decide(qt.queue, first, runtime.ack()))
+                (row,) = await qt.rows()
+                assert row["processed_at"] is None and row["locked_until"] is not None
+                await form.settle(b, second, decide(qt.queue, second, runtime.ack()))
+                (row,) = await qt.rows()
+                assert row["processed_at"] is not None and row["locked_until"] is None
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_slow_handler_keeps_its_lease_and_extension_stops_at_settle(engine):
+    async def go():
+        qt = await make_queue(engine, "lease", lease_s=0.6)
+        try:
+            (mid,) = await qt.enqueue({"n": 1})
+            tokens = []
+
+            async def slow(message, ctx):
+                await asyncio.sleep(1.5)  # longer than two leases
+                tokens.extend(r["locked_until_future"] for r in await qt.rows())
+                return runtime.ack()
+
+            consumer = runtime.Consumer(qt.url, qt.queue, slow, concurrency=1)
+            task = asyncio.create_task(consumer.drain())
+            await asyncio.sleep(1.0)
+            # a competing claim finds nothing: the lease was extended past its first expiry
+            other = form_for(qt.queue)
+            async with await runtime.connect(qt.url) as db:
+                assert await other.claim(db, 1, None) == []
+            counts = await task
+            assert counts["ack"] == 1 and counts["extended"] >= 2
+            assert tokens == [1]  # still held, in the future, when the handler finished
+            (row,) = await qt.rows()
+            assert row["locked_until"] is None and row["processed_at"] is not None
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_consumer_stopped_mid_batch_settles_in_flight_and_gives_back_the_rest(engine):
+    async def go():
+        qt = await make_queue(engine, "lease")
+        try:
+            await qt.enqueue(*[{"n": i} for i in range(5)])
+            consumer: runtime.Consumer
+
+            async def handle(message, ctx):
+                consumer.stop()  # stop while the first delivery is in flight
+                return runtime.ack()
+
+            consumer = runtime.Consumer(qt.url, qt.queue, handle, concurrency=1, batch=5)
+            counts = await asyncio.wait_for(consumer.run(), 20)
+            assert counts["ack"] == 1 and counts["released"] == 4
+            rows = await qt.rows()
+            assert sum(r["processed_at"] is not None for r in rows) == 1
+            assert all(r["locked_until"] is None for r in rows)  # released at once
+            assert await runtime.Consumer(qt.url, qt.queue, handle).drain() == {"ack": 4}
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("outcome", ["ack", "retry", "drop"])
+def test_transactional_writes_commit_with_an_ack_only(engine, form, outcome):
+    async def go():
+        qt = await make_queue(engine, form)
+        side = f"{qt.table}_side"
+        qt.tables.append(side)
+        await qt.sql(f"CREATE TABLE {qt.q(side)} (msg_id INTEGER NOT NULL)")
+        try:
+            (mid,) = await qt.enqueue({"n": 1})
+            insert = f"INSERT INTO {qt.q(side)} (msg_id) VALUES ({qt.p('m')})"
+
+            async def handle(message, ctx):
+                await ctx.db.execute(insert, {"m": message.id})
+                return getattr(runtime, outcome)() if ctx.attempt == 1 else runtime.ack()
+
+            counts = await runtime.Consumer(qt.url, qt.queue, handle, transactional=True,
+                                            concurrency=1).drain()
+            written = await qt.sql(f"SELECT msg_id FROM {qt.q(side)}")
+            # only the acked delivery's write is kept: one row per acked message
+            assert written == ([] if outcome == "drop" else [{"msg_id": mid}])
+            assert counts[outcome] == 1
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_transactional_ack_rolls_back_the_handlers_writes_on_lease_lost(engine):
+    if engine.name == "sqlite":
+        pytest.skip("SQLite: the handler's open write transaction holds the database's only "
+                    "write lock, so no other claim can take the row while it runs")
+
+    async def go():
+        qt = await make_queue(engine, "lease")
+        side = f"{qt.table}_side"
+        qt.tables.append(side)
+        await qt.sql(f"CREATE TABLE {qt.q(side)} (msg_id INTEGER NOT NULL)")
+        form = form_for(qt.queue, transactional=True)
+        try:
+            await qt.enqueue({"n": 1})
+            async with await runtime.connect(qt.url) as db:
+                (d,) = await form.claim(db, 1, None)
+                await form.begin_handler(db, d)
+                await db.execute(f"INSERT INTO {qt.q(side)} (msg_id) VALUES ({qt.p('m')})",
+                                 {"m": d.message.id})
+                await qt.expire_leases()
+                async with await runtime.connect(qt.url) as other:
+                    await form_for(qt.queue).claim(other, 1, None)  # another claim takes it
+                with pytest.raises(runtime.LeaseLost):
+                    await form.settle(db, d, decide(qt.queue, d, runtime.ack()))
+            assert await qt.sql(f"SELECT msg_id FROM {qt.q(side)}") == []
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_advisory_keys_of_two_tables_never_collide(engine):
+    async def go():
+        a = await make_queue(engine, "advisory")
+        b = await make_queue(engine, "advisory")
+        try:
+            await a.enqueue({"n": 1})
+            await b.enqueue({"n": 1})
+            fa, fb = form_for(a.queue, keyspace=a.url), form_for(b.queue, keyspace=b.url)
+            async with await runtime.connect(a.url) as c1, await runtime.connect(a.url) as c2:
+                (da,) = await fa.claim(c1, 1, None)
+                (db_,) = await fb.claim(c2, 1, None)
+                assert da.message.id == db_.message.id  # the same id in both tables
+                ta = await fa.acquire(c1, da, None)
+                tb = await fb.acquire(c2, db_, None)
+                assert ta is not None and tb is not None  # both keys held at once
+                # while held, a second consumer of table a cannot take the same row
+                async with await runtime.connect(a.url) as c3:
+                    (again,) = await fa.claim(c3, 1, None)
+                    assert await fa.acquire(c3, again, None) is None
+                await fa.settle(c1, ta, decide(a.queue, ta, runtime.ack()))
+                await fb.settle(c2, tb, decide(b.queue, tb, runtime.ack()))
+            assert await a.rows() == [] or all(r["processed_at"] for r in await a.rows())
+        finally:
+            await a.drop()
+            await b.drop()
+
+    run(go())
+
+
+def test_advisory_failed_statement_still_unlocks_and_the_row_returns(engine):
+    statements = {"ack": "UPDATE {t} SET payload = NULL WHERE id = :id"}  # violates NOT NULL
+
+    async def go():
+        qt = await make_queue(engine, "advisory", statements=statements)
+        form = form_for(qt.queue, keyspace=qt.url)
+        try:
+            await qt.enqueue({"n": 1})
+            async with await runtime.connect(qt.url) as db:
+                (cand,) = await form.claim(db, 1, None)
+                d = await form.acquire(db, cand, None)
+                assert d is not None
+                with pytest.raises(Exception):  # noqa: B017 - the engine's own error type
+                    await form.settle(db, d, decide(qt.queue, d, runtime.ack()))
+            async with await runtime.connect(qt.url) as other:
+                (cand,) = await form.claim(other, 1, None)
+                again = await form.acquire(other, cand, None)
+                assert again is not None and again.attempt == 2  # unlocked; row as it was
+                assert again.message.payload == {"n": 1}
+                await form.settle(other, again, decide(qt.queue, again, runtime.retry()))
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_two_consumers_never_hold_the_same_row(engine, form):
+    async def go():
+        qt = await make_queue(engine, form)
+        try:
+            async with await runtime.connect(qt.url) as db:
+                await qt.queue.enqueue_many(db, [{"n": i} for i in range(60)])
+            held: set[int] = set()
+            handled: list[int] = []
+
+            async def handle(message, ctx):
+                assert message.id not in held, "two deliveries of one row at once"
+                held.add(message.id)
+                await asyncio.sleep(0.001)
+                held.discard(message.id)
+                handled.append(message.id)
+                return runtime.ack()
+
+            c1 = runtime.Consumer(qt.url, qt.queue, handle, concurrency=2, batch=5)
+            c2 = runtime.Consumer(qt.url, qt.queue, handle, concurrency=2, batch=5)
+            r1, r2 = await asyncio.gather(c1.drain(), c2.drain())
+            assert sorted(handled) == sorted(set(handled)) and len(handled) == 60
+            assert r1.get("ack", 0) + r2.get("ack", 0) == 60
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("engine_name", SERVERS)
+@pytest.mark.parametrize("form", FORMS)
+def test_a_connection_killed_mid_delivery_loses_nothing(engine_name, form, tmp_path, caplog):
+    from engines import engine_for
+
+    engine = engine_for(engine_name, tmp_path)
+    kill = {
+        "postgres": ("SELECT pg_backend_pid() AS pid", "SELECT pg_terminate_backend(%(pid)s)"),
+        "mariadb": ("SELECT CONNECTION_ID() AS pid", "KILL %(pid)s"),
+    }[engine_name]
+
+    async def go():
+        qt = await make_queue(engine, form)
+        try:
+            (mid,) = await qt.enqueue({"n": 1})
+            calls = []
+
+            async def handle(message, ctx):
+                calls.append(ctx.attempt)
+                if len(calls) == 1:  # kill this delivery's own connection under it
+                    pid = (await ctx.db.fetchone(kill[0], {}))["pid"]
+                    async with await runtime.connect(qt.url) as admin:
+                        await admin.execute(kill[1], {"pid": pid})
+                return runtime.ack()
+
+            with caplog.at_level(logging.WARNING, logger="runtime"):
+                counts = await runtime.Consumer(qt.url, qt.queue, handle, transactional=True,
+                                                concurrency=1).drain()
+            assert counts["ack"] == 1 and len(calls) == 2
+            (row,) = await qt.rows()
+            assert row["processed_at"] is not None
+            assert any("connection lost" in r.getMessage() for r in caplog.records)
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_enqueue_joins_the_callers_transaction_with_delay_and_group(engine):
+    async def go():
+        qt = await make_queue(engine, "lease", dead="group", max_attempts=3)
+        try:
+            async with await runtime.connect(qt.url) as db:
+                await db.begin()
+                await qt.queue.enqueue(db, {"n": "rolled back"})
+                await db.rollback()
+                await db.begin()
+                await qt.queue.enqueue(db, {"n": "later"}, delay=3600)
+                await qt.queue.enqueue_many(db, [{"n": 1}, {"n": 2}], group="other")
+                await db.commit()
+            rows = await qt.rows()
+            assert [r["payload"]["n"] for r in rows] == ["later", 1, 2]
+            assert rows[0]["retry_after_future"] == 1 and rows[0]["group"] == "q"
+            assert [r["group"] for r in rows[1:]] == ["other", "other"]
+            got = []
+
+            async def handle(message, ctx):
+                got.append((message.payload["n"], message.group))
+                return runtime.ack()
+
+            await runtime.Consumer(qt.url, qt.queue, handle).drain()
+            assert got == []  # the default group's only message is not due yet
+            await runtime.Consumer(qt.url, qt.queue, handle, group="other").drain()
+            assert sorted(got) == [(1, "other"), (2, "other")]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_file_for_another_dialect_is_refused(engine, tmp_path):
+    other = "sqlite" if engine.dialect_name != "sqlite" else "postgres"
+    path = f"generated_examples/sql/{other}/orders.sql"
+
+    async def go():
+        queue = runtime.load(path)
+        async with await runtime.connect(engine.url) as db:
+            with pytest.raises(runtime.DialectMismatch, match="rendered for"):
+                await queue.enqueue(db, {"n": 1})
+        with pytest.raises(runtime.DialectMismatch):
+            await runtime.Consumer(engine.url, queue, None).drain()  # type: ignore[arg-type]
+
+    run(go())
+
+
+def test_a_hand_edited_or_missing_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "orders.sql"
+    bad.write_text("SELECT 1;\n")
+    with pytest.raises(runtime.RenderedFileError, match="DO NOT EDIT"):
+        runtime.load(bad)
+    with pytest.raises(runtime.RenderedFileError, match="qgen render"):
+        runtime.load(tmp_path / "missing.sql")
