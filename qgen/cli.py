@@ -28,7 +28,7 @@ dead_letter = { group = "orders_dead" }   # ...a group of this table, or { table
 [queues.orders.columns]
 id = "id"
 payload = "payload"
-group = "queue"                     # lets several queues (and the dead letter) share a table
+group = "queue"                     # the dead-letter group lives here; queues may share a table by it
 attempt = "attempt"                 # the delivery number the next claim reads (ctx.attempt)
 retry_after = "retry_after"         # retry_after(d) writes it; without it retry_after is a retry
 locked_until = "locked_until"       # the lease, and its token

@@ -38,7 +38,8 @@ class DeclarationError(Exception):
 
     def __init__(self, file: str | Path, where: str, key: str, problem: str, fix: str) -> None:
         self.file, self.where, self.key, self.problem, self.fix = str(file), where, key, problem, fix
-        super().__init__(f"{file}: {where}, key '{key}': {problem}; fix: {fix}")
+        place = "" if key == "-" else f"{where}, key '{key}': "
+        super().__init__(f"{file}: {place}{problem}; fix: {fix}")
 
 
 @dataclass(frozen=True)
@@ -215,19 +216,36 @@ def parse_declaration(raw: Mapping[str, Any], path: str | Path = "qgen.toml") ->
     if not queues and outbox is None:
         raise r.fail("top level", "queues", "no queue is declared",
                      'add [queues.NAME] with table = "…" and form = "lease"')
-    tables: dict[str, str] = {}
-    for q in [*queues.values(), *([outbox] if outbox else [])]:
-        owned = [q.table]
-        if isinstance(q, Queue) and q.dead_letter and q.dead_letter.table:
-            owned.append(q.dead_letter.table)
-        for t in owned:
-            if t in tables and tables[t] != q.name:
-                raise r.fail(f"queue '{q.name}'", "table",
-                             f"table {t!r} is already used by '{tables[t]}'",
-                             "give each queue and dead letter a table of its own "
-                             "(queues may share one only through a group column)")
-            tables[t] = q.name
+    _check_tables(r, [*queues.values(), *([outbox] if outbox else [])])
     return Declaration(path=path, dialects=dialects, out=out, queues=queues, outbox=outbox)
+
+
+def _shares_by_group(a: Queue | Outbox, b: Queue | Outbox) -> bool:
+    """Two queues may share a table when its group column tells their rows apart."""
+    return (
+        isinstance(a, Queue) and isinstance(b, Queue) and a.has("group")
+        and dict(a.columns) == dict(b.columns) and a.form == b.form
+        and a.default_group != b.default_group
+    )
+
+
+def _check_tables(r: _Reader, units: list[Queue | Outbox]) -> None:
+    owners: dict[str, Queue | Outbox] = {}
+    for u in units:
+        where = f"queue '{u.name}'" if isinstance(u, Queue) else "outbox"
+        owned = [(u.table, "table")]
+        if isinstance(u, Queue) and u.dead_letter and u.dead_letter.table:
+            owned.append((u.dead_letter.table, "dead_letter.table"))
+        for t, key in owned:
+            other = owners.get(t)
+            if other is not None and other is not u:
+                if key == "table" and other.table == t and _shares_by_group(other, u):
+                    continue
+                raise r.fail(where, key, f"table {t!r} is already used by '{other.name}'",
+                             "give it a table of its own; queues share a table only through a "
+                             "group column, with the same columns and form and their own "
+                             "default_group")
+            owners[t] = u
 
 
 def _columns(

@@ -38,7 +38,7 @@ def retry_after(delay: float | timedelta) -> Outcome:
     """Deliver again after a delay kept in the row: ``return runtime.retry_after(30)``."""
     seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
     # the database adds this to its own clock; milliseconds are what every engine keeps
-    return Outcome("retry_after", delay_s=round(max(seconds, 0.0), 3))
+    return Outcome("retry_after", delay_s=round(min(max(seconds, 0.0), 1e9), 3))
 
 
 def custom(name: str) -> Outcome:

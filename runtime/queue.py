@@ -30,7 +30,8 @@ def delay_seconds(delay: float | timedelta | None) -> float | None:
     if delay is None:
         return None
     seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
-    return round(max(seconds, 0.0), 3)
+    # milliseconds are what every engine keeps; a billion seconds is beyond any real delay
+    return round(min(max(seconds, 0.0), 1e9), 3)
 
 
 def check_dialect(rendered: RenderedFile, conn: Connection) -> None:

@@ -286,7 +286,7 @@ BAD: list[tuple[str, str, str, str, str]] = [
         """,
         "table",
         "table 'orders_queue' is already used by 'orders'",
-        "give each queue and dead letter a table of its own",
+        "give it a table of its own; queues share a table only through a group column",
     ),
     (
         "dead-letter-table-is-another-queue",
@@ -300,7 +300,7 @@ BAD: list[tuple[str, str, str, str, str]] = [
         """,
         "table",
         "table 'refunds_queue' is already used by 'orders'",
-        "give each queue and dead letter a table of its own",
+        "give it a table of its own; queues share a table only through a group column",
     ),
     (
         "per-dialect-sql-without-default",
@@ -582,3 +582,29 @@ def test_examples_declaration_loads() -> None:
         ["orders", "emails", "pings", "invoices", "reports", "audit", "webhooks", "exports"]
     )
     assert {q.form for q in decl.queues.values()} == {"lease", "row_lock", "advisory"}
+
+
+def test_two_queues_may_share_a_table_through_its_group_column(tmp_path):
+    cols = (
+        'id = "id"\npayload = "payload"\ngroup = "queue"\nattempt = "attempt"\n'
+        'locked_until = "locked_until"\n'
+    )
+    path = tmp_path / "qgen.toml"
+    path.write_text(
+        f"""
+[queues.orders]
+table = "jobs"
+[queues.orders.columns]
+{cols}
+[queues.refunds]
+table = "jobs"
+[queues.refunds.columns]
+{cols}
+"""
+    )
+    decl = load_declaration(path)
+    assert {q.default_group for q in decl.queues.values()} == {"orders", "refunds"}
+    # the same table without a group column (nothing tells the rows apart) is refused
+    path.write_text(path.read_text().replace('group = "queue"\n', ""))
+    with pytest.raises(DeclarationError, match="already used by 'orders'"):
+        load_declaration(path)
