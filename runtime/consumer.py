@@ -43,6 +43,7 @@ class Consumer:
         poll_interval: float = 0.05,
         max_poll_interval: float = 2.0,
         handler_timeout: float | None = None,
+        stop_timeout: float = 30.0,
     ) -> None:
         if concurrency < 1 or batch < 1:
             raise ValueError("concurrency and batch must be at least 1")
@@ -56,6 +57,7 @@ class Consumer:
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
         self.handler_timeout = handler_timeout
+        self.stop_timeout = stop_timeout
         self.counts: Counter[str] = Counter()
         self._stopping = asyncio.Event()
         self._held: set[Delivery] = set()  # claimed, not yet settled (lease extension)
@@ -77,14 +79,43 @@ class Consumer:
         extender = None
         if isinstance(self.form, LeaseForm):
             extender = asyncio.create_task(self._extend_leases())
+        workers = [asyncio.create_task(self._worker(until_empty)) for _ in range(self.concurrency)]
         try:
-            await asyncio.gather(*(self._worker(until_empty) for _ in range(self.concurrency)))
+            await self._supervise(workers)
         finally:
             if extender is not None:
                 extender.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await extender
         return dict(self.counts)
+
+    async def _supervise(self, workers: list[asyncio.Task[None]]) -> None:
+        """Wait for the workers; after stop(), give in-flight deliveries stop_timeout seconds to
+        settle, then cancel them: those are dropped unsettled and their rows return at once."""
+        stopped = asyncio.create_task(self._stopping.wait())
+        try:
+            pending: set[asyncio.Task[Any]] = {*workers, stopped}
+            while not stopped.done() and any(not w.done() for w in workers):
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task is not stopped and task.exception() is not None:
+                        raise task.exception()  # type: ignore[misc]
+            if stopped.done():
+                _, late = await asyncio.wait(workers, timeout=self.stop_timeout)
+                for task in late:
+                    log.warning("queue %s: a delivery did not settle within stop_timeout=%ss; "
+                                "dropping it unsettled", self.queue.name, self.stop_timeout)
+                    task.cancel()
+            for result in await asyncio.gather(*workers, return_exceptions=True):
+                if isinstance(result, Exception):
+                    raise result
+        except BaseException:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+        finally:
+            stopped.cancel()
 
     async def _connect(self) -> Connection:
         conn = await connect(self.db_url)
@@ -109,6 +140,15 @@ class Consumer:
                                 self.queue.name, exc)
                     await conn.close()
                     await asyncio.sleep(idle)
+                    continue
+                except Exception:
+                    if until_empty:
+                        raise
+                    # e.g. SQLite's write lock busy past its timeout: keep running, back off
+                    log.exception("queue %s: claim failed; trying again in %.2fs",
+                                  self.queue.name, idle)
+                    await asyncio.sleep(idle)
+                    idle = min(idle * 2, self.max_poll_interval)
                     continue
                 if not claimed:
                     if until_empty:

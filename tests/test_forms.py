@@ -329,3 +329,60 @@ def test_a_hand_edited_or_missing_file_is_a_clear_error(tmp_path):
         runtime.load(bad)
     with pytest.raises(runtime.RenderedFileError, match="qgen render"):
         runtime.load(tmp_path / "missing.sql")
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_delivery_that_outlives_stop_timeout_is_dropped_unsettled(engine, form):
+    async def go():
+        qt = await make_queue(engine, form)
+        try:
+            (mid,) = await qt.enqueue({"n": 1})
+            started = asyncio.Event()
+
+            async def hang(message, ctx):
+                started.set()
+                await asyncio.sleep(60)
+                return runtime.ack()
+
+            consumer = runtime.Consumer(qt.url, qt.queue, hang, concurrency=1, stop_timeout=0.2)
+            task = asyncio.create_task(consumer.run())
+            await asyncio.wait_for(started.wait(), 10)
+            consumer.stop()
+            await asyncio.wait_for(task, 10)
+            (row,) = await qt.rows()
+            # dropped unsettled: rolled back, released at once, or unlocked with its connection
+            assert row["processed_at"] is None and row.get("locked_until") is None
+            seen = []
+
+            async def ack(message, ctx):
+                seen.append((message.id, ctx.attempt))
+                return runtime.ack()
+
+            assert await runtime.Consumer(qt.url, qt.queue, ack).drain() == {"ack": 1}
+            # row lock returned the row as it was; lease and advisory counted the first claim
+            assert seen == [(mid, 1 if form == "row_lock" else 2)]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_advisory_take_skips_a_row_settled_after_the_claim_listed_it(engine):
+    async def go():
+        qt = await make_queue(engine, "advisory")
+        form = form_for(qt.queue, keyspace=qt.url)
+        try:
+            await qt.enqueue({"n": 1})
+            async with await runtime.connect(qt.url) as a, await runtime.connect(qt.url) as b:
+                (listed_by_a,) = await form.claim(a, 1, None)
+                (listed_by_b,) = await form.claim(b, 1, None)
+                d = await form.acquire(b, listed_by_b, None)
+                await form.settle(b, d, decide(qt.queue, d, runtime.ack()))
+                # a's key is free again, but the row is finished: take finds nothing
+                assert await form.acquire(a, listed_by_a, None) is None
+            (row,) = await qt.rows()
+            assert row["attempt"] == 2  # counted once, by the one take that happened
+        finally:
+            await qt.drop()
+
+    run(go())
