@@ -411,20 +411,23 @@ def test_killed_session_raises_connection_lost(engine: Engine) -> None:
     run(go())
 
 
+def _slow_sql(dialect: str, seconds: int) -> str:
+    if dialect == "postgres":
+        return f"SELECT pg_sleep({seconds}) AS s"
+    if dialect == "sqlite":
+        # Runs on the worker thread for a while (roughly a second per few million rows).
+        limit = 2_000_000 * seconds
+        return (
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+            f"WHERE x < {limit}) SELECT MAX(x) AS s FROM c"
+        )
+    return f"SELECT SLEEP({seconds}) AS s"
+
+
 def test_abort_wakes_a_statement_in_flight(engine: Engine) -> None:
     async def go() -> None:
         async with await connect(engine.url) as conn:
-            if conn.dialect.name == "postgres":
-                slow = "SELECT pg_sleep(10) AS s"
-            elif conn.dialect.name == "sqlite":
-                # A query that runs for a long time on the worker thread.
-                slow = (
-                    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
-                    "WHERE x < 1000000000) SELECT MAX(x) AS s FROM c"
-                )
-            else:
-                slow = "SELECT SLEEP(10) AS s"
-            task = asyncio.ensure_future(conn.fetchone(slow))
+            task = asyncio.ensure_future(conn.fetchone(_slow_sql(conn.dialect.name, 60)))
             await asyncio.sleep(0.3)
             started = time.monotonic()
             await conn.abort()
@@ -435,6 +438,36 @@ def test_abort_wakes_a_statement_in_flight(engine: Engine) -> None:
             with pytest.raises(ConnectionLost):
                 await conn.fetchone("SELECT 1 AS one")
             await conn.abort()  # repeatable
+
+    run(go())
+
+
+def test_cancelled_statement_leaves_the_connection_usable(engine: Engine) -> None:
+    async def go() -> None:
+        async with table(engine) as (conn, t):
+            await conn.begin()
+            await conn.execute(f"INSERT INTO {t} (id, name, n) VALUES (1, 'a', 1)")
+            task = asyncio.ensure_future(conn.fetchone(_slow_sql(conn.dialect.name, 1)))
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The connection survives, and the transaction is still the caller's to end.
+            assert not conn.closed and conn.in_transaction
+            if conn.dialect.name == "postgres":
+                # psycopg cancels the statement on the server, which fails the transaction:
+                # only a rollback is accepted now.
+                with pytest.raises(Exception, match="transaction is aborted") as info:
+                    await conn.fetchone("SELECT 1 AS one")
+                assert not isinstance(info.value, BrokerError)
+            else:
+                # PyMySQL and sqlite3 finish the statement on their thread first; the
+                # transaction goes on.
+                assert await conn.fetchone("SELECT 1 AS one") == {"one": 1}
+            await conn.rollback()
+            assert not conn.in_transaction
+            assert await conn.fetchone("SELECT 1 AS one") == {"one": 1}
+            assert await count(conn, t) == 0
 
     run(go())
 

@@ -114,7 +114,13 @@ class MySQLConnection(Connection):
 
     async def begin(self, immediate: bool = False) -> None:
         self._check_begin()
-        await self._call(self._my.begin)
+        try:
+            await self._call(self._my.begin)
+        except asyncio.CancelledError:
+            # Cancelling the await does not stop the thread: BEGIN still runs, ahead of any
+            # later statement, so the transaction counts as open (rollback() ends it).
+            self._in_transaction = not self._closed
+            raise
         self._in_transaction = True
 
     async def commit(self) -> None:
@@ -122,7 +128,8 @@ class MySQLConnection(Connection):
         try:
             await self._call(self._my.commit)
         finally:
-            # A COMMIT that fails on MySQL/MariaDB has ended the transaction either way.
+            # A COMMIT that fails on MySQL/MariaDB has ended the transaction either way, and a
+            # cancelled one still runs to its end on the thread.
             self._in_transaction = False
 
     async def rollback(self) -> None:

@@ -8,6 +8,7 @@ libpq says a transaction is open. psycopg's automatic prepared statements stay o
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -91,13 +92,20 @@ class PostgresConnection(Connection):
 
     async def begin(self, immediate: bool = False) -> None:
         self._check_begin()
-        await self._control("BEGIN")
+        try:
+            await self._control("BEGIN")
+        except asyncio.CancelledError:
+            self._after_cancel()
+            raise
         self._in_transaction = True
 
     async def commit(self) -> None:
         self._check_commit()
         try:
             await self._pg.commit()
+        except asyncio.CancelledError:
+            self._after_cancel()
+            raise
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
@@ -112,6 +120,9 @@ class PostgresConnection(Connection):
             return
         try:
             await self._pg.rollback()
+        except asyncio.CancelledError:
+            self._after_cancel()
+            raise
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
@@ -129,6 +140,13 @@ class PostgresConnection(Connection):
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
             raise
+
+    def _after_cancel(self) -> None:
+        # psycopg answers a cancelled await by cancelling the statement on the server and
+        # waiting for the outcome, so libpq's status says whether BEGIN/COMMIT took effect.
+        if not self._closed:
+            with contextlib.suppress(Exception):
+                self._in_transaction = self._libpq_in_transaction()
 
     def _libpq_in_transaction(self) -> bool:
         from psycopg.pq import TransactionStatus

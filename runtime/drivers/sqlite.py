@@ -85,6 +85,7 @@ class SQLiteConnection(Connection):
         super().__init__(url, DIALECTS["sqlite"])
         self._db = db
         self._raw = raw
+        self._close_task: asyncio.Future[None] | None = None
         import sqlite3
 
         self._sqlite3 = sqlite3
@@ -117,13 +118,22 @@ class SQLiteConnection(Connection):
         self._check_begin()
         # IMMEDIATE takes the write lock now (waiting up to busy_timeout) instead of at the first
         # write, where a deferred transaction that already read could only fail with BUSY.
-        await self._control("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        try:
+            await self._control("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        except asyncio.CancelledError:
+            # Cancelling the await does not unqueue BEGIN from aiosqlite's thread: it still
+            # runs, ahead of any later statement, so the transaction counts as open.
+            self._in_transaction = not self._closed
+            raise
         self._in_transaction = True
 
     async def commit(self) -> None:
         self._check_commit()
         try:
             await self._control("COMMIT")
+        except asyncio.CancelledError:
+            self._in_transaction = False  # COMMIT still runs on the thread
+            raise
         except Exception:
             # A COMMIT refused with SQLITE_BUSY leaves the transaction open: ask sqlite.
             self._in_transaction = self._raw_in_transaction()
@@ -135,6 +145,9 @@ class SQLiteConnection(Connection):
             return
         try:
             await self._control("ROLLBACK")
+        except asyncio.CancelledError:
+            self._in_transaction = False
+            raise
         except Exception:
             self._in_transaction = self._raw_in_transaction()
             raise
@@ -152,33 +165,42 @@ class SQLiteConnection(Connection):
             return False
 
     async def close(self) -> None:
-        if self._closed and self._db._connection is None:
-            return
         self._closed = True
         self._in_transaction = False
-        # aiosqlite's close() runs after anything already queued; sqlite rolls back what is open.
-        with contextlib.suppress(Exception):
-            await self._db.close()
+        await self._close_once()
 
     async def abort(self) -> None:
         # No socket to drop: interrupt whatever runs now (sqlite3's interrupt() is meant to be
         # called from another thread), then close; the open transaction rolls back.
-        already = self._closed and self._db._connection is None
         self._closed = True
         self._in_transaction = False
-        if already:
-            return
+        if self._close_task is None:
+            with contextlib.suppress(Exception):
+                self._raw.interrupt()
+        await self._close_once()
+
+    async def _close_once(self) -> None:
+        # aiosqlite's close() must run once: two of them each queue a stop for its worker
+        # thread, and the second waits forever for a thread that has already exited. Every
+        # caller awaits the same task; shielded, so a cancelled caller does not stop it midway.
+        if self._close_task is None:
+            self._close_task = asyncio.ensure_future(self._close_db())
         with contextlib.suppress(Exception):
-            self._raw.interrupt()
+            await asyncio.shield(self._close_task)
+
+    async def _close_db(self) -> None:
+        # Never raises, so a task nobody awaits leaves no "exception never retrieved" behind.
         with contextlib.suppress(Exception):
             await self._db.close()
 
     def _release_hard(self) -> None:
-        # Only stop what runs now. The handle itself is closed by close()/abort() through
-        # aiosqlite's queue: stopping aiosqlite's thread from here as well would race that
-        # close() and leave it awaiting a thread that has already exited.
+        # The handle was found closed under us or the connection was aborted: stop what runs
+        # now and close through the one close task.
         with contextlib.suppress(Exception):
             self._raw.interrupt()
+        if self._close_task is None:
+            with contextlib.suppress(RuntimeError):  # no running loop: nothing to schedule on
+                self._close_task = asyncio.get_running_loop().create_task(self._close_db())
 
     async def server_version_text(self) -> str:
         return str(self._sqlite3.sqlite_version)
