@@ -8,7 +8,7 @@
 -- dead_letter: none
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
+-- Creates the queue table, if missing.
 CREATE TABLE IF NOT EXISTS `audit_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `entry` JSON NOT NULL
@@ -23,7 +23,6 @@ VALUES (%(payload)s);
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
 SELECT `id` AS id, `entry` AS payload
 FROM `audit_queue`
-
 ORDER BY `id`
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;

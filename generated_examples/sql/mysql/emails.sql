@@ -9,7 +9,7 @@
 -- lease_s: 60
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+-- Creates the queue table, its dead-letter table, if missing.
 CREATE TABLE IF NOT EXISTS `emails_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,

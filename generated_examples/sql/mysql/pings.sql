@@ -9,7 +9,7 @@
 -- lease_s: 10
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
+-- Creates the queue table, if missing.
 CREATE TABLE IF NOT EXISTS `pings` (
   `ping_id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `data` JSON NOT NULL,
@@ -51,7 +51,7 @@ DELETE FROM `pings`
 WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
 
 -- name: retry
--- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- Returns the row at once by clearing its lease.
 UPDATE `pings`
 SET `leased_until` = NULL
 WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;

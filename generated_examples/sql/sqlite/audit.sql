@@ -9,7 +9,7 @@
 -- note: BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
+-- Creates the queue table, if missing.
 CREATE TABLE IF NOT EXISTS "audit_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "entry" TEXT NOT NULL
@@ -25,7 +25,6 @@ RETURNING "id" AS id;
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
 SELECT "id" AS id, "entry" AS payload
 FROM "audit_queue"
-
 ORDER BY "id"
 LIMIT :limit;
 

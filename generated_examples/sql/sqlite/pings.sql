@@ -9,7 +9,7 @@
 -- lease_s: 10
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
+-- Creates the queue table, if missing.
 CREATE TABLE IF NOT EXISTS "pings" (
   "ping_id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "data" TEXT NOT NULL,
@@ -53,7 +53,7 @@ DELETE FROM "pings"
 WHERE "ping_id" = :id AND "leased_until" = :token;
 
 -- name: retry
--- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- Returns the row at once by clearing its lease.
 UPDATE "pings"
 SET "leased_until" = NULL
 WHERE "ping_id" = :id AND "leased_until" = :token;

@@ -8,7 +8,7 @@
 -- dead_letter: none
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
+-- Creates the queue table, if missing.
 CREATE TABLE IF NOT EXISTS `hooks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL
@@ -23,7 +23,6 @@ VALUES (%(payload)s);
 -- Lists up to limit ready rows as candidates; nothing is held until lock succeeds.
 SELECT `id` AS id
 FROM `hooks`
-
 ORDER BY `id`
 LIMIT %(limit)s;
 

@@ -9,7 +9,7 @@
 -- note: advisory keys are held in the consumer's process: run one consumer process per database file
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
+-- Creates the queue table, if missing.
 CREATE TABLE IF NOT EXISTS "hooks" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL
@@ -25,7 +25,6 @@ RETURNING "id" AS id;
 -- Lists up to limit ready rows as candidates; nothing is held until lock succeeds.
 SELECT "id" AS id
 FROM "hooks"
-
 ORDER BY "id"
 LIMIT :limit;
 

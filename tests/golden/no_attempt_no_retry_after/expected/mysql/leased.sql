@@ -9,7 +9,7 @@
 -- lease_s: 30
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
+-- Creates the queue table, if missing.
 CREATE TABLE IF NOT EXISTS `leased` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -51,7 +51,7 @@ DELETE FROM `leased`
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: retry
--- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- Returns the row at once by clearing its lease.
 UPDATE `leased`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;

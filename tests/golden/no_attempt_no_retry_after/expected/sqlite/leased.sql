@@ -9,7 +9,7 @@
 -- lease_s: 30
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
+-- Creates the queue table, if missing.
 CREATE TABLE IF NOT EXISTS "leased" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -53,7 +53,7 @@ DELETE FROM "leased"
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: retry
--- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- Returns the row at once by clearing its lease.
 UPDATE "leased"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;

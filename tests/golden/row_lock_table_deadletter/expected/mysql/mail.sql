@@ -8,7 +8,7 @@
 -- dead_letter: table mail_dead
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+-- Creates the queue table, its dead-letter table, if missing.
 CREATE TABLE IF NOT EXISTS `mail_queue` (
   `mail_id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `message` JSON NOT NULL,

@@ -9,7 +9,7 @@
 -- note: BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+-- Creates the queue table, its dead-letter table, if missing.
 CREATE TABLE IF NOT EXISTS "mail_queue" (
   "mail_id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "message" TEXT NOT NULL,
