@@ -46,7 +46,7 @@ class Rendered:
 
     def text(self) -> str:
         lines = [
-            "-- DO NOT EDIT: rendered by `qgen render` from the queue declaration; "
+            "-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; "
             "change the declaration and render again.",
         ]
         lines += [f"-- {k}: {v}" for k, v in self.header.items()]
@@ -152,7 +152,7 @@ def render_unit(unit: Queue | Outbox, dialect_name: str, env: jinja2.Environment
         statements.append(
             Statement(
                 name=f"custom.{name}",
-                doc=f"The service's own event {name!r}, run in the settlement's place.",
+                doc=f"The service's own event {name!r}, run in place of the outcome's own statement.",
                 sql=_service_sql(unit.custom[name], dialect),
                 origin=f"custom.{name}",
             )

@@ -1,4 +1,4 @@
--- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
 -- queue: orders
 -- dialect: mariadb
 -- form: lease
@@ -84,5 +84,5 @@ SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: custom.park
--- The service's own event 'park', run in the settlement's place.
+-- The service's own event 'park', run in place of the outcome's own statement.
 UPDATE orders_queue SET queue = 'orders_parked', locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;

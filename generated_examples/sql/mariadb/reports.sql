@@ -1,4 +1,4 @@
--- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
 -- queue: reports
 -- dialect: mariadb
 -- form: row_lock
@@ -63,6 +63,6 @@ SET `grp` = %(dead_group)s, `attempt` = `attempt` + 1
 WHERE `id` = %(id)s;
 
 -- name: custom.defer
--- The service's own event 'defer', run in the settlement's place.
+-- The service's own event 'defer', run in place of the outcome's own statement.
 UPDATE reports_queue SET grp = 'reports_later' WHERE id = %(id)s;
 UPDATE reports_queue SET attempt = 1 WHERE id = %(id)s;

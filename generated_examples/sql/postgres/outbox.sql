@@ -1,4 +1,4 @@
--- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
 -- outbox: outbox
 -- dialect: postgres
 -- table: outbox
@@ -45,5 +45,5 @@ DELETE FROM "outbox"
 WHERE "processed_at" < clock_timestamp() - make_interval(secs => %(age_s)s);
 
 -- name: custom.expire
--- The service's own event 'expire', run in the settlement's place.
+-- The service's own event 'expire', run in place of the outcome's own statement.
 UPDATE outbox SET topic = 'expired', processed_at = clock_timestamp() WHERE id = %(id)s;

@@ -1,4 +1,4 @@
--- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
 -- queue: orders
 -- dialect: sqlite
 -- form: lease
@@ -86,5 +86,5 @@ SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: custom.park
--- The service's own event 'park', run in the settlement's place.
+-- The service's own event 'park', run in place of the outcome's own statement.
 UPDATE orders_queue SET queue = 'orders_parked', locked_until = NULL WHERE id = :id AND locked_until = :token;

@@ -1,4 +1,4 @@
--- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
 -- outbox: outbox
 -- dialect: sqlite
 -- table: outbox
@@ -45,5 +45,5 @@ DELETE FROM "outbox"
 WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds');
 
 -- name: custom.expire
--- The service's own event 'expire', run in the settlement's place.
+-- The service's own event 'expire', run in place of the outcome's own statement.
 UPDATE outbox SET topic = 'expired', processed_at = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE id = :id;

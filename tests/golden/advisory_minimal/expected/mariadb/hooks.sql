@@ -1,4 +1,4 @@
--- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
 -- queue: hooks
 -- dialect: mariadb
 -- form: advisory

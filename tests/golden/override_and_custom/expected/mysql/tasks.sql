@@ -1,4 +1,4 @@
--- DO NOT EDIT: rendered by `qgen render` from the queue declaration; change the declaration and render again.
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
 -- queue: tasks
 -- dialect: mysql
 -- form: lease
@@ -79,10 +79,10 @@ SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: custom.bump
--- The service's own event 'bump', run in the settlement's place.
+-- The service's own event 'bump', run in place of the outcome's own statement.
 UPDATE tasks SET attempt = GREATEST(attempt - 1, 1), locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
 
 -- name: custom.park
--- The service's own event 'park', run in the settlement's place.
+-- The service's own event 'park', run in place of the outcome's own statement.
 UPDATE tasks SET lane = 'tasks_parked', locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
 INSERT INTO task_log (task_id, note) VALUES (%(id)s, 'parked at 100%%');
