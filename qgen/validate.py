@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import sqlglot
@@ -34,9 +35,14 @@ def _fail(path: Path | str, rendered: Rendered, st: Statement, problem: str, fix
     return DeclarationError(path, where, key, f"{problem} [{rendered.dialect.name}]", fix)
 
 
+_NAMED_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
 def parse(sql: str, dialect: Dialect) -> exp.Expression:
     """Parse one driver-style statement in the dialect (placeholders read as :name)."""
-    trees = [t for t in sqlglot.parse(to_named(sql), read=dialect.sqlglot) if t is not None]
+    # a parameter named like a keyword (:key) trips sqlglot's MySQL reader: read a prefixed name
+    named = _NAMED_PARAM.sub(r":qp_\1", to_named(sql))
+    trees = [t for t in sqlglot.parse(named, read=dialect.sqlglot) if t is not None]
     if len(trees) != 1:
         raise ParseError(f"expected one statement, found {len(trees)}")
     if isinstance(trees[0], exp.Update) and not trees[0].expressions:
