@@ -9,7 +9,7 @@ from pathlib import Path
 
 from qgen.declaration import DeclarationError, load_declaration
 
-STARTER = '''\
+STARTER = """\
 # qgen.toml: the queues this service keeps in its database.
 # `qgen render` writes one SQL file per queue and dialect to <out>/<dialect>/<queue>.sql;
 # review them, check them in, and load them with runtime.load(...).
@@ -41,7 +41,7 @@ processed_at = "processed_at"       # present: ack/drop mark the row; absent: th
 # Optional: an event of the service's own; a handler returns runtime.custom("park").
 # [queues.orders.custom.park]
 # default = "UPDATE orders_queue SET queue = 'orders_parked', locked_until = NULL WHERE id = :id AND locked_until = :token"
-'''
+"""
 
 
 def _render(args: argparse.Namespace) -> dict[Path, str]:
@@ -49,9 +49,13 @@ def _render(args: argparse.Namespace) -> dict[Path, str]:
 
     decl = load_declaration(args.config)
     if args.dialect and args.dialect not in decl.dialects:
-        raise DeclarationError(args.config, "command line", "--dialect",
-                               f"{args.dialect!r} is not in the declaration's dialects",
-                               f"use one of {', '.join(decl.dialects)} or add it to dialects")
+        raise DeclarationError(
+            args.config,
+            "command line",
+            "--dialect",
+            f"{args.dialect!r} is not in the declaration's dialects",
+            f"use one of {', '.join(decl.dialects)} or add it to dialects",
+        )
     files = render_declaration(decl, [args.dialect] if args.dialect else None)
     base = Path(args.out) if args.out else Path(args.config).resolve().parent
     if args.out:  # --out replaces the declaration's out folder
@@ -81,12 +85,20 @@ def cmd_check(args: argparse.Namespace) -> int:
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         if current != text:
             stale += 1
-            sys.stdout.writelines(difflib.unified_diff(
-                current.splitlines(keepends=True), text.splitlines(keepends=True),
-                fromfile=f"{path} (on disk)", tofile=f"{path} (rendered)"))
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    current.splitlines(keepends=True),
+                    text.splitlines(keepends=True),
+                    fromfile=f"{path} (on disk)",
+                    tofile=f"{path} (rendered)",
+                )
+            )
     if stale:
-        print(f"qgen check: {stale} of {len(files)} files differ from what render writes; "
-              "run `qgen render` and commit the result", file=sys.stderr)
+        print(
+            f"qgen check: {stale} of {len(files)} files differ from what render writes; "
+            "run `qgen render` and commit the result",
+            file=sys.stderr,
+        )
         return 1
     print(f"qgen check: {len(files)} files up to date")
     return 0
@@ -118,15 +130,21 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", "-c", default="qgen.toml", help="the declaration (default: qgen.toml)")
+        p.add_argument(
+            "--config", "-c", default="qgen.toml", help="the declaration (default: qgen.toml)"
+        )
         p.add_argument("--dialect", "-d", help="only this dialect (default: every dialect listed)")
-        p.add_argument("--out", "-o", help="write under this folder instead of the declaration's out")
+        p.add_argument(
+            "--out", "-o", help="write under this folder instead of the declaration's out"
+        )
 
     p = sub.add_parser("render", help="write <out>/<dialect>/<queue>.sql for every queue")
     common(p)
     p.add_argument("--stdout", action="store_true", help="print the files instead of writing them")
     p.set_defaults(fn=cmd_render)
-    p = sub.add_parser("check", help="exit 1 with a diff when the files on disk are stale or edited")
+    p = sub.add_parser(
+        "check", help="exit 1 with a diff when the files on disk are stale or edited"
+    )
     common(p)
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("init", help="write a commented starter qgen.toml")
@@ -134,7 +152,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p.set_defaults(fn=cmd_init)
     p = sub.add_parser("demo", help="render, enqueue and drain a SQLite queue; print every outcome")
-    p.add_argument("--keep", action="store_true", help="keep the temporary folder and print its path")
+    p.add_argument(
+        "--keep", action="store_true", help="keep the temporary folder and print its path"
+    )
     p.set_defaults(fn=cmd_demo)
     return ap
 
@@ -150,8 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qgen: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # a bug of qgen's own: one line, never a traceback
-        print(f"qgen: internal error ({type(exc).__name__}: {exc}); please report it with "
-              "the qgen.toml that caused it", file=sys.stderr)
+        print(
+            f"qgen: internal error ({type(exc).__name__}: {exc}); please report it with "
+            "the qgen.toml that caused it",
+            file=sys.stderr,
+        )
         return 3
 
 

@@ -37,7 +37,13 @@ class DeclarationError(Exception):
     """A declaration that cannot be rendered: says where (file, queue, key), what, and the fix."""
 
     def __init__(self, file: str | Path, where: str, key: str, problem: str, fix: str) -> None:
-        self.file, self.where, self.key, self.problem, self.fix = str(file), where, key, problem, fix
+        self.file, self.where, self.key, self.problem, self.fix = (
+            str(file),
+            where,
+            key,
+            problem,
+            fix,
+        )
         place = "" if key == "-" else f"{where}, key '{key}': "
         super().__init__(f"{file}: {place}{problem}; fix: {fix}")
 
@@ -140,8 +146,12 @@ class _Reader:
 
     def table(self, where: str, key: str, value: Any) -> Mapping[str, Any]:
         if not isinstance(value, dict):
-            raise self.fail(where, key, f"expected a table, found {type(value).__name__}",
-                            f"write it as [{key}] or {key} = {{ ... }}")
+            raise self.fail(
+                where,
+                key,
+                f"expected a table, found {type(value).__name__}",
+                f"write it as [{key}] or {key} = {{ ... }}",
+            )
         return value
 
     def sql(self, where: str, key: str, value: Any, dialects: tuple[str, ...]) -> Sql:
@@ -155,8 +165,12 @@ class _Reader:
                 or not v
                 or not all(isinstance(s, str) and s.strip() for s in v)
             ):
-                raise self.fail(where, k, "expected SQL text or a list of SQL statements",
-                                'write key = "UPDATE …" or key = ["INSERT …", "DELETE …"]')
+                raise self.fail(
+                    where,
+                    k,
+                    "expected SQL text or a list of SQL statements",
+                    'write key = "UPDATE …" or key = ["INSERT …", "DELETE …"]',
+                )
             return tuple(s.strip().rstrip(";").strip() for s in v)
 
         if isinstance(value, dict):
@@ -164,14 +178,21 @@ class _Reader:
             out: dict[str, tuple[str, ...]] = {}
             for d, v in value.items():
                 if d not in allowed:
-                    raise self.fail(where, f"{key}.{d}", "unknown dialect",
-                                    f"{_suggest(d, allowed)}use default or one of "
-                                    f"{', '.join(DIALECTS)}")
+                    raise self.fail(
+                        where,
+                        f"{key}.{d}",
+                        "unknown dialect",
+                        f"{_suggest(d, allowed)}use default or one of {', '.join(DIALECTS)}",
+                    )
                 out[d] = statements(f"{key}.{d}", v)
             missing = [d for d in dialects if d not in out and "default" not in out]
             if missing:
-                raise self.fail(where, key, f"no SQL for {', '.join(missing)}",
-                                f"add default = \"…\" or {missing[0]} = \"…\"")
+                raise self.fail(
+                    where,
+                    key,
+                    f"no SQL for {', '.join(missing)}",
+                    f'add default = "…" or {missing[0]} = "…"',
+                )
             return Sql(out)
         return Sql({"default": statements(key, value)})
 
@@ -183,10 +204,16 @@ def load_declaration(path: str | Path) -> Declaration:
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise r.fail("file", "-", "not found", "run `qgen init` to write a starter qgen.toml, "
-                     "or pass --config PATH") from None
+        raise r.fail(
+            "file",
+            "-",
+            "not found",
+            "run `qgen init` to write a starter qgen.toml, or pass --config PATH",
+        ) from None
     except tomllib.TOMLDecodeError as exc:
-        raise r.fail("file", "-", f"not valid TOML ({exc})", "correct the TOML syntax there") from None
+        raise r.fail(
+            "file", "-", f"not valid TOML ({exc})", "correct the TOML syntax there"
+        ) from None
     return parse_declaration(raw, path)
 
 
@@ -198,12 +225,20 @@ def parse_declaration(raw: Mapping[str, Any], path: str | Path = "qgen.toml") ->
 
     dialects_raw = raw.get("dialects", list(DIALECTS))
     if not isinstance(dialects_raw, list) or not dialects_raw:
-        raise r.fail("top level", "dialects", "expected a non-empty list",
-                     f'write dialects = ["{", ".join(DIALECTS)}"]')
+        raise r.fail(
+            "top level",
+            "dialects",
+            "expected a non-empty list",
+            f'write dialects = ["{", ".join(DIALECTS)}"]',
+        )
     for d in dialects_raw:
         if d not in DIALECTS:
-            raise r.fail("top level", "dialects", f"unknown dialect {d!r}",
-                         f"{_suggest(str(d), tuple(DIALECTS))}use any of {', '.join(DIALECTS)}")
+            raise r.fail(
+                "top level",
+                "dialects",
+                f"unknown dialect {d!r}",
+                f"{_suggest(str(d), tuple(DIALECTS))}use any of {', '.join(DIALECTS)}",
+            )
     dialects = tuple(dict.fromkeys(dialects_raw))
 
     out = raw.get("out", "sql")
@@ -214,8 +249,12 @@ def parse_declaration(raw: Mapping[str, Any], path: str | Path = "qgen.toml") ->
     queues = {name: _queue(r, name, q, dialects) for name, q in queues_raw.items()}
     outbox = _outbox(r, raw["outbox"], dialects) if "outbox" in raw else None
     if not queues and outbox is None:
-        raise r.fail("top level", "queues", "no queue is declared",
-                     'add [queues.NAME] with table = "…" and form = "lease"')
+        raise r.fail(
+            "top level",
+            "queues",
+            "no queue is declared",
+            'add [queues.NAME] with table = "…" and form = "lease"',
+        )
     _check_tables(r, [*queues.values(), *([outbox] if outbox else [])])
     return Declaration(path=path, dialects=dialects, out=out, queues=queues, outbox=outbox)
 
@@ -223,8 +262,11 @@ def parse_declaration(raw: Mapping[str, Any], path: str | Path = "qgen.toml") ->
 def _shares_by_group(a: Queue | Outbox, b: Queue | Outbox) -> bool:
     """Two queues may share a table when its group column tells their rows apart."""
     return (
-        isinstance(a, Queue) and isinstance(b, Queue) and a.has("group")
-        and dict(a.columns) == dict(b.columns) and a.form == b.form
+        isinstance(a, Queue)
+        and isinstance(b, Queue)
+        and a.has("group")
+        and dict(a.columns) == dict(b.columns)
+        and a.form == b.form
         and a.default_group != b.default_group
     )
 
@@ -241,10 +283,14 @@ def _check_tables(r: _Reader, units: list[Queue | Outbox]) -> None:
             if other is not None and other is not u:
                 if key == "table" and other.table == t and _shares_by_group(other, u):
                     continue
-                raise r.fail(where, key, f"table {t!r} is already used by '{other.name}'",
-                             "give it a table of its own; queues share a table only through a "
-                             "group column, with the same columns and form and their own "
-                             "default_group")
+                raise r.fail(
+                    where,
+                    key,
+                    f"table {t!r} is already used by '{other.name}'",
+                    "give it a table of its own; queues share a table only through a "
+                    "group column, with the same columns and form and their own "
+                    "default_group",
+                )
             owners[t] = u
 
 
@@ -254,17 +300,27 @@ def _columns(
     if raw is None:
         return default
     cols = r.table(where, "columns", raw)
-    r.keys(where, {f"columns.{k}": v for k, v in cols.items()}, tuple(f"columns.{k}" for k in known))
+    r.keys(
+        where, {f"columns.{k}": v for k, v in cols.items()}, tuple(f"columns.{k}" for k in known)
+    )
     out = {k: r.identifier(where, f"columns.{k}", v) for k, v in cols.items()}
     for needed in ("id", "payload"):
         if needed not in out:
-            raise r.fail(where, f"columns.{needed}", "missing",
-                         f'name the table\'s {needed} column: {needed} = "…"')
+            raise r.fail(
+                where,
+                f"columns.{needed}",
+                "missing",
+                f'name the table\'s {needed} column: {needed} = "…"',
+            )
     physical = list(out.values())
     for k, v in out.items():
         if physical.count(v) > 1:
-            raise r.fail(where, f"columns.{k}", f"column {v!r} is mapped twice",
-                         "map each role to a column of its own")
+            raise r.fail(
+                where,
+                f"columns.{k}",
+                f"column {v!r} is mapped twice",
+                "map each role to a column of its own",
+            )
     return out
 
 
@@ -279,34 +335,61 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
 
     form = q.get("form", "lease")
     if form not in FORMS:
-        raise r.fail(where, "form", f"unknown form {form!r}",
-                     f"{_suggest(str(form), FORMS)}use one of {', '.join(FORMS)}")
+        raise r.fail(
+            where,
+            "form",
+            f"unknown form {form!r}",
+            f"{_suggest(str(form), FORMS)}use one of {', '.join(FORMS)}",
+        )
     for d in dialects:
         if form not in DIALECTS[d].forms:
-            raise r.fail(where, "form", f"the {d} dialect cannot run the {form} form",
-                         f"use one of {', '.join(DIALECTS[d].forms)} or drop {d} from dialects")
+            raise r.fail(
+                where,
+                "form",
+                f"the {d} dialect cannot run the {form} form",
+                f"use one of {', '.join(DIALECTS[d].forms)} or drop {d} from dialects",
+            )
 
     dead_letter = None
     if "dead_letter" in q:
         dl = r.table(where, "dead_letter", q["dead_letter"])
-        r.keys(where, {f"dead_letter.{k}": v for k, v in dl.items()},
-               ("dead_letter.group", "dead_letter.table"))
+        r.keys(
+            where,
+            {f"dead_letter.{k}": v for k, v in dl.items()},
+            ("dead_letter.group", "dead_letter.table"),
+        )
         if len(dl) != 1:
-            raise r.fail(where, "dead_letter", "give exactly one of group or table",
-                         'write dead_letter = { group = "NAME_dead" } or { table = "NAME_dead" }')
+            raise r.fail(
+                where,
+                "dead_letter",
+                "give exactly one of group or table",
+                'write dead_letter = { group = "NAME_dead" } or { table = "NAME_dead" }',
+            )
         if "group" in dl:
             if not isinstance(dl["group"], str) or not dl["group"]:
-                raise r.fail(where, "dead_letter.group", "expected a group name",
-                             'write dead_letter = { group = "orders_dead" }')
+                raise r.fail(
+                    where,
+                    "dead_letter.group",
+                    "expected a group name",
+                    'write dead_letter = { group = "orders_dead" }',
+                )
             dead_letter = DeadLetter(group=dl["group"])
         else:
             dead_letter = DeadLetter(table=r.identifier(where, "dead_letter.table", dl["table"]))
             if dead_letter.table == table:
-                raise r.fail(where, "dead_letter.table", "the dead-letter table is the queue's own",
-                             f'name another table, e.g. "{table}_dead"')
+                raise r.fail(
+                    where,
+                    "dead_letter.table",
+                    "the dead-letter table is the queue's own",
+                    f'name another table, e.g. "{table}_dead"',
+                )
 
-    default_cols = {"id": "id", "payload": "payload", "attempt": "attempt",
-                    "retry_after": "retry_after"}
+    default_cols = {
+        "id": "id",
+        "payload": "payload",
+        "attempt": "attempt",
+        "retry_after": "retry_after",
+    }
     if form == "lease":
         default_cols["locked_until"] = "locked_until"
     if dead_letter and dead_letter.group is not None:
@@ -316,56 +399,104 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
     lease_s = None
     if form == "lease":
         if "locked_until" not in columns:
-            raise r.fail(where, "columns.locked_until", "the lease form needs a lease column",
-                         'add locked_until = "locked_until" under columns, or use form = "row_lock"')
+            raise r.fail(
+                where,
+                "columns.locked_until",
+                "the lease form needs a lease column",
+                'add locked_until = "locked_until" under columns, or use form = "row_lock"',
+            )
         lease_s = q.get("lease_s", 30)
         if isinstance(lease_s, bool) or not isinstance(lease_s, int | float) or lease_s <= 0:
-            raise r.fail(where, "lease_s", f"{lease_s!r} is not a positive number of seconds",
-                         "write lease_s = 30")
+            raise r.fail(
+                where,
+                "lease_s",
+                f"{lease_s!r} is not a positive number of seconds",
+                "write lease_s = 30",
+            )
         lease_s = float(lease_s)
     elif "lease_s" in q:
-        raise r.fail(where, "lease_s", f"lease_s applies to the lease form only, not {form}",
-                     "remove lease_s, or use form = \"lease\"")
+        raise r.fail(
+            where,
+            "lease_s",
+            f"lease_s applies to the lease form only, not {form}",
+            'remove lease_s, or use form = "lease"',
+        )
 
     max_attempts = q.get("max_attempts")
     if max_attempts is not None:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise r.fail(where, "max_attempts", f"{max_attempts!r} is not a whole number ≥ 1",
-                         "write max_attempts = 5")
+            raise r.fail(
+                where,
+                "max_attempts",
+                f"{max_attempts!r} is not a whole number ≥ 1",
+                "write max_attempts = 5",
+            )
         if dead_letter is None:
-            raise r.fail(where, "max_attempts", "max_attempts without dead_letter",
-                         'add dead_letter = { group = "…" } or { table = "…" }, or remove '
-                         "max_attempts")
+            raise r.fail(
+                where,
+                "max_attempts",
+                "max_attempts without dead_letter",
+                'add dead_letter = { group = "…" } or { table = "…" }, or remove max_attempts',
+            )
         if "attempt" not in columns:
-            raise r.fail(where, "max_attempts", "max_attempts needs an attempt column",
-                         'add attempt = "attempt" under columns, or remove max_attempts')
+            raise r.fail(
+                where,
+                "max_attempts",
+                "max_attempts needs an attempt column",
+                'add attempt = "attempt" under columns, or remove max_attempts',
+            )
     elif dead_letter is not None:
-        raise r.fail(where, "dead_letter", "dead_letter without max_attempts",
-                     "add max_attempts = 5, or remove dead_letter")
+        raise r.fail(
+            where,
+            "dead_letter",
+            "dead_letter without max_attempts",
+            "add max_attempts = 5, or remove dead_letter",
+        )
     if dead_letter and dead_letter.group is not None and "group" not in columns:
-        raise r.fail(where, "dead_letter.group", "a dead-letter group needs a group column",
-                     'add group = "queue" under columns, or use dead_letter = { table = "…" }')
+        raise r.fail(
+            where,
+            "dead_letter.group",
+            "a dead-letter group needs a group column",
+            'add group = "queue" under columns, or use dead_letter = { table = "…" }',
+        )
 
     default_group = q.get("default_group", name if "group" in columns else None)
     if "default_group" in q:
         if "group" not in columns:
-            raise r.fail(where, "default_group", "default_group needs a group column",
-                         'add group = "queue" under columns, or remove default_group')
+            raise r.fail(
+                where,
+                "default_group",
+                "default_group needs a group column",
+                'add group = "queue" under columns, or remove default_group',
+            )
         if not isinstance(default_group, str) or not default_group:
-            raise r.fail(where, "default_group", "expected a group name", f'write default_group = "{name}"')
+            raise r.fail(
+                where, "default_group", "expected a group name", f'write default_group = "{name}"'
+            )
     if dead_letter and dead_letter.group is not None and dead_letter.group == default_group:
-        raise r.fail(where, "dead_letter.group", "the dead-letter group is the queue's own group",
-                     f'name another group, e.g. "{default_group}_dead"')
+        raise r.fail(
+            where,
+            "dead_letter.group",
+            "the dead-letter group is the queue's own group",
+            f'name another group, e.g. "{default_group}_dead"',
+        )
 
     statements = {}
     if "statements" in q:
         st = r.table(where, "statements", q["statements"])
-        r.keys(where, {f"statements.{k}": v for k, v in st.items()},
-               tuple(f"statements.{k}" for k in QUEUE_OUTCOMES))
+        r.keys(
+            where,
+            {f"statements.{k}": v for k, v in st.items()},
+            tuple(f"statements.{k}" for k in QUEUE_OUTCOMES),
+        )
         statements = {k: r.sql(where, f"statements.{k}", v, dialects) for k, v in st.items()}
         if "dead_letter" in statements and dead_letter is None:
-            raise r.fail(where, "statements.dead_letter", "an override for a dead letter the queue does not have",
-                         "declare max_attempts and dead_letter, or remove the override")
+            raise r.fail(
+                where,
+                "statements.dead_letter",
+                "an override for a dead letter the queue does not have",
+                "declare max_attempts and dead_letter, or remove the override",
+            )
     custom = {}
     if "custom" in q:
         cu = r.table(where, "custom", q["custom"])
@@ -374,9 +505,16 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
             custom[k] = r.sql(where, f"custom.{k}", v, dialects)
 
     return Queue(
-        name=name, table=table, form=form, columns=columns, lease_s=lease_s,
-        max_attempts=max_attempts, dead_letter=dead_letter, default_group=default_group,
-        statements=statements, custom=custom,
+        name=name,
+        table=table,
+        form=form,
+        columns=columns,
+        lease_s=lease_s,
+        max_attempts=max_attempts,
+        dead_letter=dead_letter,
+        default_group=default_group,
+        statements=statements,
+        custom=custom,
     )
 
 
@@ -385,17 +523,30 @@ def _outbox(r: _Reader, raw: Any, dialects: tuple[str, ...]) -> Outbox:
     o = r.table(where, "outbox", raw)
     r.keys(where, o, OUTBOX_KEYS)
     table = r.identifier(where, "table", o.get("table", "outbox"))
-    default_cols = {"id": "id", "payload": "payload", "topic": "topic", "key": "key",
-                    "created_at": "created_at", "processed_at": "processed_at"}
+    default_cols = {
+        "id": "id",
+        "payload": "payload",
+        "topic": "topic",
+        "key": "key",
+        "created_at": "created_at",
+        "processed_at": "processed_at",
+    }
     columns = _columns(r, where, o.get("columns"), OUTBOX_COLUMNS, default_cols)
     if "processed_at" not in columns:
-        raise r.fail(where, "columns.processed_at", "the outbox marks records it handed on",
-                     'add processed_at = "processed_at" under columns')
+        raise r.fail(
+            where,
+            "columns.processed_at",
+            "the outbox marks records it handed on",
+            'add processed_at = "processed_at" under columns',
+        )
     statements = {}
     if "statements" in o:
         st = r.table(where, "statements", o["statements"])
-        r.keys(where, {f"statements.{k}": v for k, v in st.items()},
-               tuple(f"statements.{k}" for k in OUTBOX_OUTCOMES))
+        r.keys(
+            where,
+            {f"statements.{k}": v for k, v in st.items()},
+            tuple(f"statements.{k}" for k in OUTBOX_OUTCOMES),
+        )
         statements = {k: r.sql(where, f"statements.{k}", v, dialects) for k, v in st.items()}
     custom = {}
     if "custom" in o:

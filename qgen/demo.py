@@ -24,8 +24,12 @@ DEMO = {
             "max_attempts": 3,
             "dead_letter": {"group": "orders_dead"},
             "columns": {
-                "id": "id", "payload": "body", "group": "queue", "attempt": "attempt",
-                "retry_after": "retry_after", "locked_until": "locked_until",
+                "id": "id",
+                "payload": "body",
+                "group": "queue",
+                "attempt": "attempt",
+                "retry_after": "retry_after",
+                "locked_until": "locked_until",
                 "processed_at": "processed_at",
             },
             "custom": {
@@ -84,19 +88,25 @@ async def _demo(folder: Path) -> list[tuple[str, str, str]]:
         await consumer.drain()
         row = await db.fetchone(
             "SELECT COUNT(*) AS n FROM orders_queue WHERE queue = 'orders' "
-            "AND processed_at IS NULL", {})
+            "AND processed_at IS NULL",
+            {},
+        )
         if not row or not row["n"]:
             break
         await asyncio.sleep(0.1)
     rows = await db.fetchall(
         "SELECT id, body, queue, attempt, processed_at IS NOT NULL AS done FROM orders_queue "
-        "ORDER BY id", {})
+        "ORDER BY id",
+        {},
+    )
     await db.close()
     report = []
     for r in rows:
         text = runtime.queue.decode_payload(r["body"])["text"]
         where = "processed" if r["done"] else f"group {r['queue']}"
-        report.append((text, " → ".join(seen.get(r["id"], [])), f"{where}, attempt column {r['attempt']}"))
+        report.append(
+            (text, " → ".join(seen.get(r["id"], [])), f"{where}, attempt column {r['attempt']}")
+        )
     return report
 
 
@@ -130,6 +140,8 @@ def main(keep: bool = False) -> int:
     print(f"{'-' * w1}  {'-' * w2}  {'-' * 30}")
     for text, outcomes, where in report:
         print(f"{text:<{w1}}  {outcomes:<{w2}}  {where}")
-    print(f"\nrendered, enqueued and drained {len(report)} messages on SQLite in "
-          f"{time.monotonic() - started:.1f}s" + (f"; files kept in {folder}" if keep else ""))
+    print(
+        f"\nrendered, enqueued and drained {len(report)} messages on SQLite in "
+        f"{time.monotonic() - started:.1f}s" + (f"; files kept in {folder}" if keep else "")
+    )
     return 0

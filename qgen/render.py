@@ -9,9 +9,9 @@ from pathlib import Path
 
 import jinja2
 
-from qgen.declaration import QUEUE_COLUMNS, OUTBOX_COLUMNS, Declaration, Outbox, Queue, Sql
-from runtime.sqltext import to_driver
+from qgen.declaration import OUTBOX_COLUMNS, QUEUE_COLUMNS, Declaration, Outbox, Queue, Sql
 from runtime.dialects import DIALECTS, Dialect
+from runtime.sqltext import to_driver
 
 _HERE = Path(__file__).resolve().parent
 # an installed wheel carries the templates inside the package; a checkout has them beside it
@@ -129,7 +129,9 @@ def _service_sql(sql: Sql, dialect: Dialect) -> list[str]:
     return [to_driver(s, dialect) for s in sql.for_dialect(dialect.name)]
 
 
-def render_unit(unit: Queue | Outbox, dialect_name: str, env: jinja2.Environment | None = None) -> Rendered:
+def render_unit(
+    unit: Queue | Outbox, dialect_name: str, env: jinja2.Environment | None = None
+) -> Rendered:
     """Render one queue (or the outbox) for one dialect, e.g. ``render_unit(q, "postgres").text()``."""
     env = env or environment()
     dialect = DIALECTS[dialect_name]
@@ -157,7 +159,9 @@ def render_unit(unit: Queue | Outbox, dialect_name: str, env: jinja2.Environment
                 origin=f"custom.{name}",
             )
         )
-    return Rendered(queue=unit, dialect=dialect, header=header(unit, dialect), statements=statements)
+    return Rendered(
+        queue=unit, dialect=dialect, header=header(unit, dialect), statements=statements
+    )
 
 
 def header(unit: Queue | Outbox, dialect: Dialect) -> dict[str, str]:

@@ -11,8 +11,8 @@ from sqlglot.errors import ParseError, TokenError
 
 from qgen.declaration import DeclarationError, Queue
 from qgen.render import Rendered, Statement
-from runtime.sqltext import driver_params, to_named
 from runtime.dialects import Dialect
+from runtime.sqltext import driver_params, to_named
 
 # what the runtime binds for each kind of step; a service's SQL may use any of these
 PARAMS = {
@@ -22,13 +22,20 @@ PARAMS = {
     "outbox": {"id", "payload", "topic", "record_key"},
 }
 PG_LOCK_FUNCS = {
-    "pg_try_advisory_lock", "pg_advisory_lock", "pg_advisory_unlock", "pg_try_advisory_xact_lock",
-    "pg_advisory_xact_lock", "pg_advisory_unlock_all", "hashtextextended",
+    "pg_try_advisory_lock",
+    "pg_advisory_lock",
+    "pg_advisory_unlock",
+    "pg_try_advisory_xact_lock",
+    "pg_advisory_xact_lock",
+    "pg_advisory_unlock_all",
+    "hashtextextended",
 }
 MYSQL_LOCK_FUNCS = {"get_lock", "release_lock", "is_free_lock", "is_used_lock", "release_all_locks"}
 
 
-def _fail(path: Path | str, rendered: Rendered, st: Statement, problem: str, fix: str) -> DeclarationError:
+def _fail(
+    path: Path | str, rendered: Rendered, st: Statement, problem: str, fix: str
+) -> DeclarationError:
     unit = rendered.queue
     where = f"queue '{unit.name}'" if isinstance(unit, Queue) else "outbox"
     key = st.origin if st.origin != "template" else f"(rendered {st.name})"
@@ -53,37 +60,54 @@ def parse(sql: str, dialect: Dialect) -> exp.Expression:
 def dialect_rules(tree: exp.Expression, d: Dialect) -> str | None:
     """Constructs sqlglot reads in every dialect but the engine rejects; the first problem, or None."""
     for node in tree.walk():
-        if isinstance(node, exp.Returning) or (isinstance(node, exp.Expression) and node.args.get("returning")):
+        if isinstance(node, exp.Returning) or (
+            isinstance(node, exp.Expression) and node.args.get("returning")
+        ):
             parent = node.parent if isinstance(node, exp.Returning) else node
-            kinds = {exp.Update: d.update_returning, exp.Delete: d.delete_returning,
-                     exp.Insert: d.insert_returning}
+            kinds = {
+                exp.Update: d.update_returning,
+                exp.Delete: d.delete_returning,
+                exp.Insert: d.insert_returning,
+            }
             for kind, ok in kinds.items():
                 if isinstance(parent, kind) and not ok:
                     return f"{kind.__name__.upper()} … RETURNING is not accepted by {d.floor_text}"
         if isinstance(node, exp.Lock):
             if not d.skip_locked:
-                return f"locking clauses (FOR UPDATE/SKIP LOCKED) are not accepted by {d.floor_text}"
+                return (
+                    f"locking clauses (FOR UPDATE/SKIP LOCKED) are not accepted by {d.floor_text}"
+                )
             if not node.args.get("update") and d.sqlglot == "mysql":
                 return "FOR SHARE is not accepted by MariaDB; use LOCK IN SHARE MODE or FOR UPDATE"
-        if isinstance(node, exp.CTE) and isinstance(node.this, exp.Insert | exp.Update | exp.Delete):
-            if not d.data_modifying_cte:
-                return f"a data-modifying WITH (… DELETE/UPDATE/INSERT …) is not accepted by {d.floor_text}"
+        modifying = isinstance(node, exp.CTE) and isinstance(
+            node.this, exp.Insert | exp.Update | exp.Delete
+        )
+        if modifying and not d.data_modifying_cte:
+            return f"a data-modifying WITH (… DELETE/UPDATE/INSERT …) is not accepted by {d.floor_text}"
         if isinstance(node, exp.Func):
             name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
             if name in PG_LOCK_FUNCS and d.name != "postgres":
                 return f"{name}() exists only on PostgreSQL"
             if name in MYSQL_LOCK_FUNCS and d.sqlglot != "mysql":
                 return f"{name}() exists only on MySQL and MariaDB"
-        if isinstance(node, exp.Update | exp.Delete) and node.args.get("limit") and d.name in ("postgres", "sqlite"):
+        if (
+            isinstance(node, exp.Update | exp.Delete)
+            and node.args.get("limit")
+            and d.name in ("postgres", "sqlite")
+        ):
             return f"{type(node).__name__.upper()} … LIMIT is not accepted by {d.floor_text}; use WHERE id IN (SELECT … LIMIT n)"
         if isinstance(node, exp.Update | exp.Delete) and d.sqlglot == "mysql":
             target = node.this.name if isinstance(node.this, exp.Table) else None
             for sub in node.find_all(exp.Select):
-                if sub.args.get("limit") and target and any(
-                    t.name == target for t in sub.find_all(exp.Table)
+                if (
+                    sub.args.get("limit")
+                    and target
+                    and any(t.name == target for t in sub.find_all(exp.Table))
                 ):
-                    return ("MySQL rejects a LIMIT subquery on the table being changed; "
-                            "select the ids first (FOR UPDATE SKIP LOCKED), then change them")
+                    return (
+                        "MySQL rejects a LIMIT subquery on the table being changed; "
+                        "select the ids first (FOR UPDATE SKIP LOCKED), then change them"
+                    )
     return None
 
 
@@ -135,21 +159,47 @@ def validate_rendered(rendered: Rendered, path: Path | str = "qgen.toml") -> Non
                 tree = parse(sql, d)
             except (ParseError, TokenError) as exc:
                 msg = str(exc).splitlines()[0][:200]
-                raise _fail(path, rendered, st, f"SQL does not parse ({msg})",
-                            f"write SQL that {d.floor_text} accepts") from None
+                raise _fail(
+                    path,
+                    rendered,
+                    st,
+                    f"SQL does not parse ({msg})",
+                    f"write SQL that {d.floor_text} accepts",
+                ) from None
             problem = dialect_rules(tree, d)
             if problem:
-                raise _fail(path, rendered, st, problem, f"give {d.name} its own SQL ({st.origin}.{d.name} = \"…\")")
+                raise _fail(
+                    path,
+                    rendered,
+                    st,
+                    problem,
+                    f'give {d.name} its own SQL ({st.origin}.{d.name} = "…")',
+                )
             problem = column_problem(tree, allowed_cols, tables)
             if problem:
-                raise _fail(path, rendered, st, problem,
-                            f"use one of {', '.join(sorted(allowed_cols))}, or declare it under columns")
+                raise _fail(
+                    path,
+                    rendered,
+                    st,
+                    problem,
+                    f"use one of {', '.join(sorted(allowed_cols))}, or declare it under columns",
+                )
             if st.origin != "template":
                 unknown = [n for n in driver_params(sql) if n not in PARAMS[kind]]
                 if unknown:
-                    raise _fail(path, rendered, st, f"unknown parameter :{unknown[0]}",
-                                f"the runtime binds only :{', :'.join(sorted(PARAMS[kind]))}")
-        if st.origin != "template" and isinstance(unit, Queue) and unit.form == "lease":
-            if "token" not in driver_params(st.sql[0]):
-                raise _fail(path, rendered, st, "a lease-form statement without the token guard",
-                            f"add AND {unit.columns['locked_until']} = :token to its first statement's WHERE")
+                    raise _fail(
+                        path,
+                        rendered,
+                        st,
+                        f"unknown parameter :{unknown[0]}",
+                        f"the runtime binds only :{', :'.join(sorted(PARAMS[kind]))}",
+                    )
+        own_lease_sql = st.origin != "template" and isinstance(unit, Queue) and unit.form == "lease"
+        if own_lease_sql and "token" not in driver_params(st.sql[0]):
+            raise _fail(
+                path,
+                rendered,
+                st,
+                "a lease-form statement without the token guard",
+                f"add AND {unit.columns['locked_until']} = :token to its first statement's WHERE",
+            )

@@ -103,8 +103,12 @@ class Consumer:
             if stopped.done():
                 _, late = await asyncio.wait(workers, timeout=self.stop_timeout)
                 for task in late:
-                    log.warning("queue %s: a delivery did not settle within stop_timeout=%ss; "
-                                "dropping it unsettled", self.queue.name, self.stop_timeout)
+                    log.warning(
+                        "queue %s: a delivery did not settle within stop_timeout=%ss; "
+                        "dropping it unsettled",
+                        self.queue.name,
+                        self.stop_timeout,
+                    )
                     task.cancel()
             for result in await asyncio.gather(*workers, return_exceptions=True):
                 if isinstance(result, Exception):
@@ -136,8 +140,11 @@ class Consumer:
                 try:
                     claimed = await self.form.claim(conn, self.batch, self.group)
                 except ConnectionLost as exc:
-                    log.warning("queue %s: connection lost while claiming (%s); reconnecting",
-                                self.queue.name, exc)
+                    log.warning(
+                        "queue %s: connection lost while claiming (%s); reconnecting",
+                        self.queue.name,
+                        exc,
+                    )
                     await conn.close()
                     await asyncio.sleep(idle)
                     continue
@@ -145,8 +152,9 @@ class Consumer:
                     if until_empty:
                         raise
                     # e.g. SQLite's write lock busy past its timeout: keep running, back off
-                    log.exception("queue %s: claim failed; trying again in %.2fs",
-                                  self.queue.name, idle)
+                    log.exception(
+                        "queue %s: claim failed; trying again in %.2fs", self.queue.name, idle
+                    )
                     await asyncio.sleep(idle)
                     idle = min(idle * 2, self.max_poll_interval)
                     continue
@@ -184,9 +192,12 @@ class Consumer:
             await self._give_back_all(conn, pending)
             await self.form.end_batch(conn)
         except ConnectionLost as exc:
-            log.warning("queue %s: connection lost mid-batch (%s); its unsettled rows return "
-                        "(row lock: rolled back; lease: released; advisory: unlocked)",
-                        self.queue.name, exc)
+            log.warning(
+                "queue %s: connection lost mid-batch (%s); its unsettled rows return "
+                "(row lock: rolled back; lease: released; advisory: unlocked)",
+                self.queue.name,
+                exc,
+            )
             self.counts["connection_lost"] += 1
             await self._release_elsewhere([d for d in claimed if not d.settled])
             await conn.close()
@@ -214,31 +225,47 @@ class Consumer:
                     await self.form.give_back(other, d)
                     self.counts["released"] += 1
         except BrokerError as exc:
-            log.warning("queue %s: could not release %d leases (%s); they return when they "
-                        "expire", self.queue.name, len(deliveries), exc)
+            log.warning(
+                "queue %s: could not release %d leases (%s); they return when they expire",
+                self.queue.name,
+                len(deliveries),
+                exc,
+            )
 
     async def _call_handler(self, d: Delivery, ctx: Ctx) -> Outcome:
         try:
             result = self.handle(d.message, ctx)
             outcome = await asyncio.wait_for(result, self.handler_timeout)
-        except asyncio.TimeoutError:
-            log.error("queue %s: handler for message %s ran past %ss: taken as retry()",
-                      self.queue.name, d.message.id, self.handler_timeout)
+        except TimeoutError:
+            log.error(
+                "queue %s: handler for message %s ran past %ss: taken as retry()",
+                self.queue.name,
+                d.message.id,
+                self.handler_timeout,
+            )
             return retry()
         except Exception:
-            log.exception("queue %s: handler for message %s raised: taken as retry()",
-                          self.queue.name, d.message.id)
+            log.exception(
+                "queue %s: handler for message %s raised: taken as retry()",
+                self.queue.name,
+                d.message.id,
+            )
             return retry()
         if not isinstance(outcome, Outcome):
-            log.error("queue %s: handler for message %s returned %r, not an outcome "
-                      "(runtime.ack(), …): taken as retry()", self.queue.name, d.message.id,
-                      outcome)
+            log.error(
+                "queue %s: handler for message %s returned %r, not an outcome "
+                "(runtime.ack(), …): taken as retry()",
+                self.queue.name,
+                d.message.id,
+                outcome,
+            )
             return retry()
         return outcome
 
     async def _deliver(self, conn: Connection, d: Delivery) -> None:
-        ctx = Ctx(attempt=d.attempt, db=conn if self.form.transactional else None,
-                  queue=self.queue.name)
+        ctx = Ctx(
+            attempt=d.attempt, db=conn if self.form.transactional else None, queue=self.queue.name
+        )
         await self.form.begin_handler(conn, d)
         try:
             outcome = await self._call_handler(d, ctx)
@@ -275,10 +302,9 @@ class Consumer:
                         if await self.form.extend(conn, d):
                             self.counts["extended"] += 1
                 except BrokerError as exc:
-                    log.warning("queue %s: lease extension failed (%s); retrying",
-                                self.queue.name, exc)
+                    log.warning(
+                        "queue %s: lease extension failed (%s); retrying", self.queue.name, exc
+                    )
         finally:
             if conn is not None:
                 await conn.close()
-
-

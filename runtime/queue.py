@@ -111,18 +111,25 @@ class Queue:
         }
 
     async def enqueue(
-        self, db: Connection, payload: Any, delay: float | timedelta | None = None,
+        self,
+        db: Connection,
+        payload: Any,
+        delay: float | timedelta | None = None,
         group: str | None = None,
     ) -> int | None:
         """Add one message, inside the caller's transaction if one is open; returns its id where
         the engine reports it. ``await queue.enqueue(db, {"order": 7}, delay=30)``"""
         check_dialect(self.rendered, db)
-        result = await run_step(db, self.rendered.require("enqueue"),
-                                self._enqueue_params(payload, delay, group))
+        result = await run_step(
+            db, self.rendered.require("enqueue"), self._enqueue_params(payload, delay, group)
+        )
         return result.rows[0]["id"] if result.rows else None
 
     async def enqueue_many(
-        self, db: Connection, payloads: Iterable[Any], delay: float | timedelta | None = None,
+        self,
+        db: Connection,
+        payloads: Iterable[Any],
+        delay: float | timedelta | None = None,
         group: str | None = None,
     ) -> int:
         """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``"""

@@ -41,7 +41,9 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
     if kind == "custom":
         name = f"custom.{outcome.name}"
         if not r.get(name):
-            known = ", ".join(n.removeprefix("custom.") for n in r.statements if n.startswith("custom."))
+            known = ", ".join(
+                n.removeprefix("custom.") for n in r.statements if n.startswith("custom.")
+            )
             raise UnknownCustomEvent(
                 f"queue '{queue.name}' declares no custom event {outcome.name!r} "
                 f"(declared: {known or 'none'}); add [queues.{queue.name}.custom.{outcome.name}] "
@@ -51,7 +53,10 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
     if kind == "retry_after" and not r.get("retry_after"):
         log.warning(
             "queue %s: retry_after(%s) on a table without a retry_after column is taken as "
-            "retry() (message %s)", queue.name, outcome.delay_s, delivery.message.id,
+            "retry() (message %s)",
+            queue.name,
+            outcome.delay_s,
+            delivery.message.id,
         )
         kind = "retry"
     if kind in ("retry", "retry_after"):
@@ -59,9 +64,14 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
         if cap is not None and delivery.attempt is not None and delivery.attempt >= cap:
             log.warning(
                 "queue %s: message %s failed delivery %s of max_attempts %s: moving it to the "
-                "dead letter (%s)", queue.name, delivery.message.id, delivery.attempt, cap,
+                "dead letter (%s)",
+                queue.name,
+                delivery.message.id,
+                delivery.attempt,
+                cap,
                 r.header.get("dead_letter"),
             )
             return Decision("dead_letter", "dead_letter", params, commits_handler_writes=False)
-    return Decision(kind, kind if r.get(kind) else None, params,
-                    commits_handler_writes=kind == "ack")
+    return Decision(
+        kind, kind if r.get(kind) else None, params, commits_handler_writes=kind == "ack"
+    )

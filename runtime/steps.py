@@ -78,4 +78,6 @@ async def _run_one(
             rowcount=result.rowcount if result.rowcount is not None or not changed else len(rows),
         )
     count = await conn.execute(sql, params)
-    return StepResult(rows=result.rows, rowcount=result.rowcount if result.rowcount is not None else count)
+    return StepResult(
+        rows=result.rows, rowcount=result.rowcount if result.rowcount is not None else count
+    )

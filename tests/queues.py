@@ -134,7 +134,7 @@ async def make_queue(
         else:
             dead_table = f"{table}_dead"
             decl["dead_letter"] = {"table": dead_table}
-    fmt = {"t": table}
+    fmt = {"t": table, "now": NOW[engine.dialect_name]}
     if custom:
         decl["custom"] = {
             k: [s.format(**fmt) for s in (v if isinstance(v, list) else [v])]

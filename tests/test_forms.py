@@ -45,7 +45,7 @@ def test_a_slow_handler_keeps_its_lease_and_extension_stops_at_settle(engine):
     async def go():
         qt = await make_queue(engine, "lease", lease_s=0.6)
         try:
-            (mid,) = await qt.enqueue({"n": 1})
+            (_mid,) = await qt.enqueue({"n": 1})
             tokens = []
 
             async def slow(message, ctx):
@@ -111,8 +111,9 @@ def test_transactional_writes_commit_with_an_ack_only(engine, form, outcome):
                 await ctx.db.execute(insert, {"m": message.id})
                 return getattr(runtime, outcome)() if ctx.attempt == 1 else runtime.ack()
 
-            counts = await runtime.Consumer(qt.url, qt.queue, handle, transactional=True,
-                                            concurrency=1).drain()
+            counts = await runtime.Consumer(
+                qt.url, qt.queue, handle, transactional=True, concurrency=1
+            ).drain()
             written = await qt.sql(f"SELECT msg_id FROM {qt.q(side)}")
             # only the acked delivery's write is kept: one row per acked message
             assert written == ([] if outcome == "drop" else [{"msg_id": mid}])
@@ -125,8 +126,10 @@ def test_transactional_writes_commit_with_an_ack_only(engine, form, outcome):
 
 def test_transactional_ack_rolls_back_the_handlers_writes_on_lease_lost(engine):
     if engine.name == "sqlite":
-        pytest.skip("SQLite: the handler's open write transaction holds the database's only "
-                    "write lock, so no other claim can take the row while it runs")
+        pytest.skip(
+            "SQLite: the handler's open write transaction holds the database's only "
+            "write lock, so no other claim can take the row while it runs"
+        )
 
     async def go():
         qt = await make_queue(engine, "lease")
@@ -139,8 +142,9 @@ def test_transactional_ack_rolls_back_the_handlers_writes_on_lease_lost(engine):
             async with await runtime.connect(qt.url) as db:
                 (d,) = await form.claim(db, 1, None)
                 await form.begin_handler(db, d)
-                await db.execute(f"INSERT INTO {qt.q(side)} (msg_id) VALUES ({qt.p('m')})",
-                                 {"m": d.message.id})
+                await db.execute(
+                    f"INSERT INTO {qt.q(side)} (msg_id) VALUES ({qt.p('m')})", {"m": d.message.id}
+                )
                 await qt.expire_leases()
                 async with await runtime.connect(qt.url) as other:
                     await form_for(qt.queue).claim(other, 1, None)  # another claim takes it
@@ -251,7 +255,7 @@ def test_a_connection_killed_mid_delivery_loses_nothing(engine_name, form, tmp_p
     async def go():
         qt = await make_queue(engine, form)
         try:
-            (mid,) = await qt.enqueue({"n": 1})
+            (_mid,) = await qt.enqueue({"n": 1})
             calls = []
 
             async def handle(message, ctx):
@@ -263,8 +267,9 @@ def test_a_connection_killed_mid_delivery_loses_nothing(engine_name, form, tmp_p
                 return runtime.ack()
 
             with caplog.at_level(logging.WARNING, logger="runtime"):
-                counts = await runtime.Consumer(qt.url, qt.queue, handle, transactional=True,
-                                                concurrency=1).drain()
+                counts = await runtime.Consumer(
+                    qt.url, qt.queue, handle, transactional=True, concurrency=1
+                ).drain()
             assert counts["ack"] == 1 and len(calls) == 2
             (row,) = await qt.rows()
             assert row["processed_at"] is not None

@@ -193,7 +193,7 @@ def test_a_handler_that_raises_is_a_retry_and_is_logged(engine, form, caplog):
     async def go():
         qt = await make_queue(engine, form)
         try:
-            (mid,) = await qt.enqueue({"n": 1})
+            (_mid,) = await qt.enqueue({"n": 1})
             seen: list = []
             with caplog.at_level(logging.ERROR, logger="runtime"):
                 counts = await drain(qt, handler(["raise", "ack"], seen))
@@ -234,7 +234,9 @@ def test_a_handler_that_hangs_is_a_retry_after_its_timeout(engine, form):
 def test_custom_event_runs_its_sql_and_unknown_is_retried(engine, form, caplog):
     guard = " AND locked_until = :token" if form == "lease" else ""
     lease = ", locked_until = NULL" if form == "lease" else ""
-    custom = {"park": [f"UPDATE {{t}} SET attempt = 100{lease} WHERE id = :id{guard}"]}
+    # parked: out of the queue (processed) with a mark the test can read back
+    park = f"UPDATE {{t}} SET attempt = 100, processed_at = {{now}}{lease} WHERE id = :id{guard}"
+    custom = {"park": [park]}
 
     async def go():
         qt = await make_queue(engine, form, custom=custom)
@@ -245,7 +247,7 @@ def test_custom_event_runs_its_sql_and_unknown_is_retried(engine, form, caplog):
             with caplog.at_level(logging.ERROR, logger="runtime"):
                 counts = await drain(qt, handler(plan, seen))
             rows = {r["id"]: r for r in await qt.rows()}
-            assert rows[a]["attempt"] == 100
+            assert rows[a]["attempt"] == 100 and rows[a]["processed_at"] is not None
             assert rows[b]["processed_at"] is not None  # retried, then acked: not lost
             assert counts["custom.park"] == 1 and counts["unknown_custom"] == 1
             assert any("no custom event 'nope'" in r.getMessage() for r in caplog.records)
@@ -259,7 +261,9 @@ def test_custom_event_runs_its_sql_and_unknown_is_retried(engine, form, caplog):
 def test_an_override_runs_in_place_of_the_dialects_statement(engine, form):
     guard = " AND locked_until = :token" if form == "lease" else ""
     lease = ", locked_until = NULL" if form == "lease" else ""
-    statements = {"drop": f"UPDATE {{t}} SET attempt = 42{lease} WHERE id = :id{guard}"}
+    statements = {
+        "drop": f"UPDATE {{t}} SET attempt = 42, processed_at = {{now}}{lease} WHERE id = :id{guard}"
+    }
 
     async def go():
         qt = await make_queue(engine, form, statements=statements)
@@ -267,7 +271,7 @@ def test_an_override_runs_in_place_of_the_dialects_statement(engine, form):
             await qt.enqueue({"n": 1})
             assert await drain(qt, handler(["drop"], [])) == {"drop": 1}
             (row,) = await qt.rows()
-            assert row["attempt"] == 42 and row["processed_at"] is None
+            assert row["attempt"] == 42 and row["processed_at"] is not None
         finally:
             await qt.drop()
 

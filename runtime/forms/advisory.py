@@ -25,8 +25,10 @@ class AdvisoryForm(Form):
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> list[Delivery]:
         result = await self.run(conn, "claim", self.claim_params(limit, group))
-        return [Delivery(message=Message(id=row["id"], payload=None), attempt=None)
-                for row in result.rows]
+        return [
+            Delivery(message=Message(id=row["id"], payload=None), attempt=None)
+            for row in result.rows
+        ]
 
     async def _lock(self, conn: Connection, row_id: int) -> bool:
         if not self.queue.dialect.server_advisory:

@@ -34,8 +34,9 @@ class Form:
     def delivery(row: dict[str, Any], token: Any = None) -> Delivery:
         attempt = row.get("attempt")
         return Delivery(
-            message=Message(id=row["id"], payload=decode_payload(row["payload"]),
-                            group=row.get("group")),
+            message=Message(
+                id=row["id"], payload=decode_payload(row["payload"]), group=row.get("group")
+            ),
             attempt=int(attempt) if attempt is not None else None,
             token=token,
         )

@@ -56,12 +56,18 @@ class LeaseForm(Form):
         async with d.lock:
             if d.settled or d.lost:
                 return False
-            result = await self.run(conn, "extend", {"id": d.message.id, "token": d.token,
-                                                     "lease_s": self.queue.lease_s})
+            result = await self.run(
+                conn,
+                "extend",
+                {"id": d.message.id, "token": d.token, "lease_s": self.queue.lease_s},
+            )
             if not result.rowcount:
                 d.lost = True
-                log.warning("queue %s: the lease of message %s was lost before it could be "
-                            "extended", self.queue.name, d.message.id)
+                log.warning(
+                    "queue %s: the lease of message %s was lost before it could be extended",
+                    self.queue.name,
+                    d.message.id,
+                )
                 return False
             d.token = result.rows[0]["new_token"]
             return True
