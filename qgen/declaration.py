@@ -324,6 +324,30 @@ def _columns(
     return out
 
 
+def _own_sql(
+    r: _Reader,
+    where: str,
+    raw: Mapping[str, Any],
+    outcomes: tuple[str, ...],
+    dialects: tuple[str, ...],
+) -> tuple[dict[str, Sql], dict[str, Sql]]:
+    """The service's own SQL: per-outcome overrides (statements.X) and events (custom.NAME)."""
+    statements: dict[str, Sql] = {}
+    if "statements" in raw:
+        st = r.table(where, "statements", raw["statements"])
+        r.keys(
+            where,
+            {f"statements.{k}": v for k, v in st.items()},
+            tuple(f"statements.{k}" for k in outcomes),
+        )
+        statements = {k: r.sql(where, f"statements.{k}", v, dialects) for k, v in st.items()}
+    custom: dict[str, Sql] = {}
+    for k, v in r.table(where, "custom", raw.get("custom", {})).items():
+        r.identifier(where, f"custom.{k}", k)
+        custom[k] = r.sql(where, f"custom.{k}", v, dialects)
+    return statements, custom
+
+
 def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
     where = f"queue '{name}'"
     r.identifier(where, "name", name)
@@ -481,28 +505,14 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
             f'name another group, e.g. "{default_group}_dead"',
         )
 
-    statements = {}
-    if "statements" in q:
-        st = r.table(where, "statements", q["statements"])
-        r.keys(
+    statements, custom = _own_sql(r, where, q, QUEUE_OUTCOMES, dialects)
+    if "dead_letter" in statements and dead_letter is None:
+        raise r.fail(
             where,
-            {f"statements.{k}": v for k, v in st.items()},
-            tuple(f"statements.{k}" for k in QUEUE_OUTCOMES),
+            "statements.dead_letter",
+            "an override for a dead letter the queue does not have",
+            "declare max_attempts and dead_letter, or remove the override",
         )
-        statements = {k: r.sql(where, f"statements.{k}", v, dialects) for k, v in st.items()}
-        if "dead_letter" in statements and dead_letter is None:
-            raise r.fail(
-                where,
-                "statements.dead_letter",
-                "an override for a dead letter the queue does not have",
-                "declare max_attempts and dead_letter, or remove the override",
-            )
-    custom = {}
-    if "custom" in q:
-        cu = r.table(where, "custom", q["custom"])
-        for k, v in cu.items():
-            r.identifier(where, f"custom.{k}", k)
-            custom[k] = r.sql(where, f"custom.{k}", v, dialects)
 
     return Queue(
         name=name,
@@ -539,19 +549,5 @@ def _outbox(r: _Reader, raw: Any, dialects: tuple[str, ...]) -> Outbox:
             "the outbox marks records it handed on",
             'add processed_at = "processed_at" under columns',
         )
-    statements = {}
-    if "statements" in o:
-        st = r.table(where, "statements", o["statements"])
-        r.keys(
-            where,
-            {f"statements.{k}": v for k, v in st.items()},
-            tuple(f"statements.{k}" for k in OUTBOX_OUTCOMES),
-        )
-        statements = {k: r.sql(where, f"statements.{k}", v, dialects) for k, v in st.items()}
-    custom = {}
-    if "custom" in o:
-        cu = r.table(where, "custom", o["custom"])
-        for k, v in cu.items():
-            r.identifier(where, f"custom.{k}", k)
-            custom[k] = r.sql(where, f"custom.{k}", v, dialects)
+    statements, custom = _own_sql(r, where, o, OUTBOX_OUTCOMES, dialects)
     return Outbox(name="outbox", table=table, columns=columns, statements=statements, custom=custom)
