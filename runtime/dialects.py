@@ -81,8 +81,10 @@ DIALECTS: dict[str, Dialect] = {
         quote="`",
         paramstyle="pyformat",
         forms=FORMS,
-        floor=(8, 0, 1),
-        floor_text="MySQL 8.0.1",
+        # SKIP LOCKED arrived in 8.0.1, JSON_TABLE (the lease claim) in 8.0.4; both are
+        # milestones before the first GA release, 8.0.11
+        floor=(8, 0, 4),
+        floor_text="MySQL 8.0.4",
         # MariaDB 10.6+ accepts what MySQL 8 accepts for the constructs we render.
         runs_on=("mysql", "mariadb"),
         schemes=("mysql",),

@@ -577,7 +577,7 @@ def test_check_server_version_messages() -> None:
         ("mariadb", "10.11.19-MariaDB-0+deb12u1", (10, 11, 19)),
         ("mariadb", "5.5.5-10.6.0-MariaDB", (10, 6, 0)),
         ("mariadb", "11.4.2-MariaDB", (11, 4, 2)),
-        ("mysql", "8.0.1", (8, 0, 1)),
+        ("mysql", "8.0.4", (8, 0, 4)),
         ("mysql", "8.4.3", (8, 4, 3)),
         ("mysql", "9.1.0-commercial", (9, 1, 0)),
         ("postgres", "150019", (15, 19, 0)),
