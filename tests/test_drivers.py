@@ -565,7 +565,7 @@ def test_check_server_version_messages() -> None:
         check_server_version(DIALECTS["mariadb"], "10.5.3-MariaDB")
     with pytest.raises(ServerTooOld, match=r"found PostgreSQL 10\.4, needs PostgreSQL 11"):
         check_server_version(DIALECTS["postgres"], "100004")
-    with pytest.raises(ServerTooOld, match=r"found MySQL 8\.0\.0, needs MySQL 8\.0\.1"):
+    with pytest.raises(ServerTooOld, match=r"found MySQL 8\.0\.0, needs MySQL 8\.0\.4"):
         check_server_version(DIALECTS["mysql"], "8.0.0")
     with pytest.raises(ServerTooOld, match=r"found SQLite 3\.34\.0, needs SQLite 3\.35"):
         check_server_version(DIALECTS["sqlite"], "3.34.0")
