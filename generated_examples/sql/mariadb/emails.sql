@@ -40,8 +40,8 @@ ORDER BY `id`
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 UPDATE `emails_queue`
-SET `locked_until` = %(token)s, `attempt` = `attempt` + 1
-WHERE `id` IN (SELECT j.id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j);
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j ON `emails_queue`.`id` = j.id
+SET `emails_queue`.`locked_until` = %(token)s, `emails_queue`.`attempt` = `emails_queue`.`attempt` + 1;
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).

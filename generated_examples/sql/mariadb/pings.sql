@@ -30,8 +30,8 @@ ORDER BY `ping_id`
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 UPDATE `pings`
-SET `leased_until` = %(token)s
-WHERE `ping_id` IN (SELECT j.id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j);
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j ON `pings`.`ping_id` = j.id
+SET `pings`.`leased_until` = %(token)s;
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).

@@ -39,8 +39,8 @@ ORDER BY `id`
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 UPDATE `orders_queue`
-SET `locked_until` = %(token)s, `attempt` = `attempt` + 1
-WHERE `id` IN (SELECT j.id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j);
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j ON `orders_queue`.`id` = j.id
+SET `orders_queue`.`locked_until` = %(token)s, `orders_queue`.`attempt` = `orders_queue`.`attempt` + 1;
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).

@@ -39,8 +39,8 @@ ORDER BY `id`
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 UPDATE `jobs`
-SET `locked_until` = %(token)s, `attempt` = `attempt` + 1
-WHERE `id` IN (SELECT j.id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j);
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j ON `jobs`.`id` = j.id
+SET `jobs`.`locked_until` = %(token)s, `jobs`.`attempt` = `jobs`.`attempt` + 1;
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).

@@ -30,8 +30,8 @@ ORDER BY `id`
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 UPDATE `leased`
-SET `locked_until` = %(token)s
-WHERE `id` IN (SELECT j.id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j);
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j ON `leased`.`id` = j.id
+SET `leased`.`locked_until` = %(token)s;
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).

@@ -37,8 +37,8 @@ ORDER BY `id`
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 UPDATE `tasks`
-SET `locked_until` = %(token)s, `attempt` = `attempt` + 1
-WHERE `id` IN (SELECT j.id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j);
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j ON `tasks`.`id` = j.id
+SET `tasks`.`locked_until` = %(token)s, `tasks`.`attempt` = `tasks`.`attempt` + 1;
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
