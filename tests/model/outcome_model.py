@@ -1,0 +1,446 @@
+"""SPEC.md's outcome table in plain Python: what a queue table holds after every operation.
+
+No database and no runtime here. The model states each rule of "Settlement: the outcome
+table" once, for every claim form and every table shape (with or without attempt,
+retry_after, processed_at and group; dead letter as a group or a table), and the stateful
+tests (tests/test_model_stateful.py) compare a real table with it after every step.
+
+Times are states, not values: ``retry_after`` is "none" (NULL), "due" (at or before the
+database's now) or "future"; a lease is "none" (NULL), "held" (in the future, holding the
+token of the delivery in ``holder``) or "expired" (in the past). A delivery is named by its
+number in the order the model handed them out (``d1``, ``d2``, …).
+
+The rules, as SPEC.md gives them:
+
+* The attempt column holds the number the row's next delivery reads (1 for a new row);
+  ``ctx.attempt`` is the delivery's own number (None without the column).
+* Row lock counts in the statement that returns the row (retry, retry_after, dead-letter
+  move: +1); lease counts at the claim (+1); advisory at the take (+1).
+* ack and drop delete the row, or set processed_at when the column exists (and clear a lease).
+* retry: row lock +1 (without an attempt column: nothing, the row returns as it was);
+  lease clears the lease; advisory writes nothing (the unlock returns the row).
+* retry_after(d): the row is due d seconds from now (plus row lock's +1, lease's clear);
+  without a retry_after column it is a retry, with a warning.
+* The cap: a retry or retry_after of a delivery whose attempt has reached max_attempts moves
+  the row to its dead letter instead, with a warning: its group becomes the dead-letter group,
+  or it moves into the dead-letter table (same columns, payload and count kept, lease NULL).
+* Lease: a settlement whose token the row no longer holds raises LeaseLost and changes
+  nothing. Dropped unsettled: row lock rolls back (nothing was written), lease releases at
+  once, advisory unlocks (the take's count stays).
+* Row lock: the claim's transaction holds its rows until the batch ends; its settlements
+  become visible together at COMMIT, and a rollback undoes all of them.
+* Transactional mode: the handler's write commits with an ack, and only with it.
+
+Example::
+
+    m = OutcomeModel(Shape(form="lease", attempt=True, dead_letter="table", max_attempts=2))
+    m.enqueue({"n": 1})
+    (d,) = m.claim(worker=0, limit=1)
+    assert d.attempt == 1 and m.rows[d.id].attempt == 2
+    m.settle(d, "retry")
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMS = ("row_lock", "lease", "advisory")
+OUTCOMES = ("ack", "drop", "retry", "retry_after")
+
+#: the group a claim without group= reads, and the dead-letter group (names used by the tests)
+DEFAULT_GROUP = "model"
+DEAD_GROUP = "dead"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A queue declaration reduced to what the outcome table depends on."""
+
+    form: str
+    attempt: bool = False
+    retry_after: bool = False
+    processed_at: bool = False
+    group: bool = False
+    #: None, "group" or "table"; declared together with max_attempts
+    dead_letter: str | None = None
+    max_attempts: int | None = None
+
+    def __post_init__(self) -> None:
+        assert self.form in FORMS, self.form
+        assert (self.dead_letter is None) == (self.max_attempts is None)
+        assert self.max_attempts is None or self.attempt, "max_attempts needs an attempt column"
+        assert self.dead_letter != "group" or self.group, "a dead-letter group needs a group column"
+
+    @property
+    def lease(self) -> bool:
+        """The lease form's locked_until column (the only form whose tables have one here)."""
+        return self.form == "lease"
+
+
+@dataclass
+class Row:
+    """One row of the queue table (or of its dead-letter table); None: no such column."""
+
+    id: int
+    payload: Any
+    group: str | None
+    attempt: int | None
+    retry_after: str | None  # "none" | "due" | "future"
+    lease: str | None  # "none" | "held" | "expired"
+    processed: bool | None
+    #: the delivery whose token locked_until holds (lease "held" only)
+    holder: int | None = None
+
+
+@dataclass
+class Delivery:
+    """One delivery as the handler sees it, and whether it is still open."""
+
+    number: int
+    id: int
+    payload: Any
+    group: str | None
+    attempt: int | None  # ctx.attempt
+    worker: int
+    #: "open", "settled", "lost" (LeaseLost) or "given_back"
+    state: str = "open"
+
+    @property
+    def name(self) -> str:
+        return f"d{self.number}"
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What a settlement did: the decision's label, whether the lease was lost, the warnings."""
+
+    label: str  # "ack" | "drop" | "retry" | "retry_after" | "dead_letter"
+    lease_lost: bool = False
+    #: "retry_after_without_column", "cap"
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass
+class _Batch:
+    """A row-lock claim's open transaction: the rows it locks and what to restore on rollback."""
+
+    deliveries: list[Delivery]
+    #: row id → the queue row and dead-letter row as they were before the batch (None: absent)
+    before: dict[int, tuple[Row | None, Row | None]]
+    #: handler writes made in this batch, committed only with it
+    writes: list[int] = field(default_factory=list)
+
+    @property
+    def ids(self) -> set[int]:
+        return set(self.before)
+
+
+class OutcomeModel:
+    """The queue table, its dead letter and the handler's committed writes, as SPEC.md says."""
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+        #: the queue table by id, as the worker's own connection sees it
+        self.rows: dict[int, Row] = {}
+        #: the dead-letter table by id (dead letter as a table only)
+        self.dead: dict[int, Row] = {}
+        #: delivery numbers whose handler write committed (transactional mode)
+        self.writes: list[int] = []
+        self._next_id = 1
+        self._next_delivery = 1
+        #: row lock: the open batch of each worker
+        self._batches: dict[int, _Batch] = {}
+        #: advisory: row id → the delivery holding its key
+        self._keys: dict[int, Delivery] = {}
+
+    # ------------------------------------------------------------------ reading
+
+    def committed(self) -> tuple[dict[int, Row], dict[int, Row], list[int]]:
+        """The queue table, the dead-letter table and the handler writes as another connection
+        reads them: an open row-lock batch shows none of its changes before its COMMIT."""
+        rows, dead, writes = dict(self.rows), dict(self.dead), list(self.writes)
+        for batch in self._batches.values():
+            for row_id, (row, dead_row) in batch.before.items():
+                _put(rows, row_id, row)
+                _put(dead, row_id, dead_row)
+        return rows, dead, writes
+
+    @property
+    def next_id(self) -> int:
+        """The id the next enqueue gets (ids start at 1 and are never reused)."""
+        return self._next_id
+
+    @property
+    def batches_open(self) -> bool:
+        """Whether any row-lock batch is open (its transaction not yet ended)."""
+        return bool(self._batches)
+
+    def open_batch(self, worker: int) -> bool:
+        return worker in self._batches
+
+    def locked_by_batch(self, row_id: int) -> bool:
+        return any(row_id in b.ids for b in self._batches.values())
+
+    def claimable(self, row: Row, group: str | None, worker: int | None = None) -> bool:
+        """Whether a claim (for ``group``; None: the default) would take ``row`` now."""
+        s = self.shape
+        if s.group and row.group != (group or DEFAULT_GROUP):
+            return False
+        if row.processed or row.retry_after == "future":
+            return False
+        if row.lease == "held":
+            return False
+        # FOR UPDATE SKIP LOCKED: another open batch's rows are skipped
+        return not any(w != worker and row.id in b.ids for w, b in self._batches.items())
+
+    def _ready(self, limit: int, group: str | None, worker: int | None) -> list[Row]:
+        ready = [r for _, r in sorted(self.rows.items()) if self.claimable(r, group, worker)]
+        return ready[:limit]
+
+    # ------------------------------------------------------------------ enqueue
+
+    def enqueue(self, payload: Any, group: str | None = None, delay: str | None = None) -> int:
+        """A new row: attempt 1, due at once (delay None or "due") or later ("future")."""
+        s = self.shape
+        assert group is None or s.group
+        assert delay is None or s.retry_after
+        row = Row(
+            id=self._next_id,
+            payload=payload,
+            group=(group or DEFAULT_GROUP) if s.group else None,
+            attempt=1 if s.attempt else None,
+            retry_after=(delay or "none") if s.retry_after else None,
+            lease="none" if s.lease else None,
+            processed=False if s.processed_at else None,
+        )
+        self.rows[row.id] = row
+        self._next_id += 1
+        return row.id
+
+    # ------------------------------------------------------------------ claims
+
+    def _deliver(self, row: Row, worker: int, counted: bool) -> Delivery:
+        """A delivery of ``row``; ``counted``: the claim/take counts the attempt now (+1)."""
+        d = Delivery(
+            number=self._next_delivery,
+            id=row.id,
+            payload=row.payload,
+            group=row.group,
+            attempt=row.attempt,
+            worker=worker,
+        )
+        self._next_delivery += 1
+        if counted and row.attempt is not None:
+            row.attempt += 1
+        return d
+
+    def claim(self, worker: int, limit: int, group: str | None = None) -> list[Delivery]:
+        """Row lock (opens the worker's batch) or lease (writes each row's lease): the first
+        ``limit`` claimable rows by id."""
+        form = self.shape.form
+        assert form in ("row_lock", "lease")
+        rows = self._ready(limit, group, worker)
+        if form == "row_lock":
+            assert worker not in self._batches, "a worker holds one batch at a time"
+            out = [self._deliver(r, worker, counted=False) for r in rows]
+            if out:  # an empty claim rolls its transaction back at once
+                before = {r.id: (copy.copy(r), _copy(self.dead.get(r.id))) for r in rows}
+                self._batches[worker] = _Batch(out, before)
+            return out
+        out = []
+        for r in rows:
+            d = self._deliver(r, worker, counted=True)
+            r.lease, r.holder = "held", d.number
+            out.append(d)
+        return out
+
+    def list_candidates(self, limit: int, group: str | None = None) -> list[int]:
+        """Advisory claim: the ids of the first ``limit`` claimable rows; nothing is held."""
+        assert self.shape.form == "advisory"
+        return [r.id for r in self._ready(limit, group, None)]
+
+    def take(self, worker: int, row_id: int, group: str | None = None) -> Delivery | None:
+        """Advisory: take the row's key without waiting, re-check it under the key, count."""
+        assert self.shape.form == "advisory"
+        if row_id in self._keys:  # another worker holds the key
+            return None
+        row = self.rows.get(row_id)
+        if row is None or not self.claimable(row, group):
+            return None  # settled or moved since the claim listed it: unlock, skip
+        d = self._deliver(row, worker, counted=True)
+        self._keys[row_id] = d
+        return d
+
+    # ------------------------------------------------------------------ settling
+
+    def decide(self, d: Delivery, outcome: str) -> Settlement:
+        """The statement an outcome settles with: the missing-column fallback, then the cap."""
+        s = self.shape
+        assert outcome in OUTCOMES, outcome
+        warnings: list[str] = []
+        kind = outcome
+        if kind == "retry_after" and not s.retry_after:
+            warnings.append("retry_after_without_column")
+            kind = "retry"
+        if (
+            kind in ("retry", "retry_after")
+            and s.max_attempts is not None
+            and d.attempt is not None
+            and d.attempt >= s.max_attempts
+        ):
+            warnings.append("cap")
+            kind = "dead_letter"
+        return Settlement(kind, warnings=tuple(warnings))
+
+    def settle(
+        self, d: Delivery, outcome: str, delay: str = "due", handler_wrote: bool = False
+    ) -> Settlement:
+        """Settle an open delivery with ``outcome`` (retry_after: ``delay`` "due" or "future").
+
+        ``handler_wrote``: in transactional mode the handler wrote one row, kept only by an ack.
+        """
+        assert d.state == "open", d
+        decision = self.decide(d, outcome)
+        form = self.shape.form
+        row = self.rows.get(d.id)
+        if form == "lease" and (row is None or row.lease != "held" or row.holder != d.number):
+            d.state = "lost"  # LeaseLost: another token (or none) is in the row; nothing changes
+            return Settlement(decision.label, lease_lost=True, warnings=decision.warnings)
+        assert row is not None, f"{d.name}: its row is held, so it is still there"
+        self._apply(row, decision.label, delay)
+        d.state = "settled"
+        if handler_wrote and decision.label == "ack":
+            if form == "row_lock":
+                self._batches[d.worker].writes.append(d.number)
+            else:
+                self.writes.append(d.number)
+        if form == "advisory":
+            del self._keys[d.id]
+        return decision
+
+    def _apply(self, row: Row, label: str, delay: str) -> None:
+        s = self.shape
+        form = s.form
+        counts_here = form == "row_lock" and row.attempt is not None
+        if label in ("ack", "drop"):
+            if s.processed_at:
+                row.processed = True
+                if s.lease:
+                    row.lease, row.holder = "none", None
+            else:
+                del self.rows[row.id]
+        elif label == "retry":
+            if counts_here:
+                row.attempt += 1  # type: ignore[operator]
+            if s.lease:
+                row.lease, row.holder = "none", None
+        elif label == "retry_after":
+            row.retry_after = delay
+            if counts_here:
+                row.attempt += 1  # type: ignore[operator]
+            if s.lease:
+                row.lease, row.holder = "none", None
+        elif label == "dead_letter":
+            if counts_here:
+                row.attempt += 1  # type: ignore[operator]
+            if s.lease:
+                row.lease, row.holder = "none", None
+            if s.dead_letter == "group":
+                row.group = DEAD_GROUP
+            else:
+                self.dead[row.id] = row  # the same columns: payload and count kept
+                del self.rows[row.id]
+        else:
+            raise AssertionError(label)
+
+    def give_back(self, d: Delivery) -> None:
+        """Dropped unsettled: row lock writes nothing (the batch's COMMIT returns the row as it
+        was); lease releases at once (if this delivery still holds it); advisory unlocks."""
+        assert d.state == "open", d
+        d.state = "given_back"
+        form = self.shape.form
+        row = self.rows.get(d.id)
+        if form == "lease" and row is not None and row.holder == d.number:
+            row.lease, row.holder = "none", None
+        elif form == "advisory":
+            del self._keys[d.id]
+
+    def extend(self, d: Delivery) -> bool:
+        """Lease: move a held lease forward (a new token); False once the row holds another."""
+        assert self.shape.form == "lease"
+        row = self.rows.get(d.id)
+        return row is not None and row.lease == "held" and row.holder == d.number
+
+    def end_batch(self, worker: int) -> None:
+        """Row lock: COMMIT; unsettled deliveries were given back, their rows return unchanged."""
+        batch = self._batches.pop(worker)
+        for d in batch.deliveries:
+            if d.state == "open":
+                d.state = "given_back"
+        self.writes.extend(batch.writes)
+
+    def abort_batch(self, worker: int) -> None:
+        """Row lock: ROLLBACK; every settlement of the batch is undone and its rows return."""
+        batch = self._batches.pop(worker)
+        for row_id, (row, dead_row) in batch.before.items():
+            _put(self.rows, row_id, row)
+            _put(self.dead, row_id, dead_row)
+        for d in batch.deliveries:
+            if d.state == "open":
+                d.state = "given_back"
+
+    # ------------------------------------------------------------------ the test's own SQL
+
+    def expire_lease(self, row_id: int) -> None:
+        """Time passes beyond a held lease (the test moves locked_until into the past).
+
+        Moving locked_until rewrites the token, so the delivery that held it loses it at once
+        (its settlement raises LeaseLost) even before another claim takes the row; a lease
+        that really ran out keeps its token until then. The model follows the test.
+        """
+        row = self.rows[row_id]
+        assert row.lease == "held"
+        row.lease, row.holder = "expired", None
+
+    def make_due(self, row_id: int) -> None:
+        """Time passes beyond a row's retry_after (the test moves it into the past)."""
+        row = self.rows[row_id]
+        assert row.retry_after == "future"
+        row.retry_after = "due"
+
+
+def _copy(row: Row | None) -> Row | None:
+    return copy.copy(row) if row is not None else None
+
+
+def _put(table: dict[int, Row], row_id: int, row: Row | None) -> None:
+    if row is None:
+        table.pop(row_id, None)
+    else:
+        table[row_id] = copy.copy(row)
+
+
+def lifecycle(shape: Shape, outcomes: list[str]) -> tuple[str, int]:
+    """Where one message ends if its deliveries return ``outcomes`` in turn, and how many
+    deliveries it takes: ("finished" | "dead_letter" | "pending", deliveries).
+
+    The concurrency test predicts each message's fate with it (retry_after due at once).
+    """
+    m = OutcomeModel(shape)
+    row_id = m.enqueue({})
+    for n, outcome in enumerate(outcomes, start=1):
+        if shape.form == "advisory":
+            d = m.take(0, row_id)
+        else:
+            (d,) = m.claim(0, 1)
+        assert d is not None
+        label = m.settle(d, outcome).label
+        if shape.form == "row_lock":
+            m.end_batch(0)
+        if label in ("ack", "drop"):
+            return "finished", n
+        if label == "dead_letter":
+            return "dead_letter", n
+    return "pending", len(outcomes)

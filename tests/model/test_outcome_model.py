@@ -1,0 +1,113 @@
+"""The model on its own: SPEC.md's outcome table as worked examples, no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from model.outcome_model import DEAD_GROUP, FORMS, Delivery, OutcomeModel, Shape, lifecycle
+
+pytestmark = pytest.mark.model
+
+
+def deliver(m: OutcomeModel, worker: int = 0) -> Delivery:
+    """The next delivery of the first ready row, by whatever the form claims with."""
+    if m.shape.form == "advisory":
+        (row_id,) = m.list_candidates(1)
+        d = m.take(worker, row_id)
+        assert d is not None
+        return d
+    (d,) = m.claim(worker, 1)
+    return d
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_form_counts_to_the_same_numbers(form: str) -> None:
+    """ctx.attempt is 1, 2, …; the dead-letter row holds the number a next delivery would read."""
+    m = OutcomeModel(
+        Shape(form, attempt=True, retry_after=True, dead_letter="table", max_attempts=2)
+    )
+    m.enqueue({"n": 1})
+    first = deliver(m)
+    assert first.attempt == 1
+    assert m.settle(first, "retry").label == "retry"
+    if form == "row_lock":
+        m.end_batch(0)
+    second = deliver(m)
+    assert second.attempt == 2
+    settled = m.settle(second, "retry_after", "future")
+    assert (settled.label, settled.warnings) == ("dead_letter", ("cap",))
+    if form == "row_lock":
+        m.end_batch(0)
+    assert not m.rows
+    assert m.dead[1].attempt == 3 and m.dead[1].payload == {"n": 1}
+    assert m.dead[1].lease == ("none" if form == "lease" else None)
+
+
+def test_max_attempts_1_moves_the_row_at_its_first_failure() -> None:
+    m = OutcomeModel(Shape("lease", attempt=True, group=True, dead_letter="group", max_attempts=1))
+    m.enqueue({})
+    d = deliver(m)
+    s = m.settle(d, "retry")
+    assert (s.label, s.warnings) == ("dead_letter", ("cap",))
+    assert m.rows[1].group == DEAD_GROUP and m.rows[1].lease == "none"
+    assert m.claim(0, 1) == []  # the default group has nothing left
+
+
+def test_retry_after_without_its_column_is_a_retry_with_a_warning() -> None:
+    m = OutcomeModel(Shape("row_lock", attempt=True))
+    m.enqueue({})
+    s = m.settle(deliver(m), "retry_after", "future")
+    assert (s.label, s.warnings) == ("retry", ("retry_after_without_column",))
+    m.end_batch(0)
+    assert m.rows[1].attempt == 2 and m.rows[1].retry_after is None
+
+
+def test_ack_and_drop_keep_the_row_when_processed_at_exists() -> None:
+    m = OutcomeModel(Shape("lease", processed_at=True))
+    m.enqueue({})
+    m.enqueue({})
+    first, second = m.claim(0, 2)
+    m.settle(first, "ack")
+    m.settle(second, "drop")
+    assert [(r.processed, r.lease) for r in m.rows.values()] == [(True, "none"), (True, "none")]
+    assert m.claim(0, 2) == []
+
+
+def test_a_stale_lease_settles_nothing() -> None:
+    m = OutcomeModel(Shape("lease", attempt=True))
+    m.enqueue({})
+    stale = deliver(m)
+    m.expire_lease(1)
+    fresh = deliver(m)
+    assert (stale.attempt, fresh.attempt) == (1, 2)
+    assert m.settle(stale, "ack").lease_lost
+    assert m.rows[1].holder == fresh.number
+    assert not m.settle(fresh, "ack").lease_lost and not m.rows
+
+
+def test_a_row_lock_rollback_undoes_the_whole_batch() -> None:
+    m = OutcomeModel(Shape("row_lock", attempt=True, dead_letter="table", max_attempts=1))
+    m.enqueue({})
+    m.enqueue({})
+    a, b = m.claim(0, 2)
+    m.settle(a, "ack")
+    m.settle(b, "retry", handler_wrote=True)
+    assert m.committed()[0].keys() == {1, 2} and not m.committed()[1]
+    m.abort_batch(0)
+    assert [r.attempt for r in m.rows.values()] == [1, 1] and not m.dead
+
+
+def test_the_handler_write_commits_with_an_ack_only() -> None:
+    m = OutcomeModel(Shape("advisory", attempt=True))
+    for _ in range(3):
+        m.enqueue({})
+    for outcome in ("ack", "drop", "retry"):
+        d = deliver(m)
+        m.settle(d, outcome, handler_wrote=True)
+    assert m.writes == [1]
+
+
+def test_lifecycle_predicts_where_a_message_ends() -> None:
+    shape = Shape("advisory", attempt=True, dead_letter="table", max_attempts=3)
+    assert lifecycle(shape, ["retry", "ack"]) == ("finished", 2)
+    assert lifecycle(shape, ["retry", "retry_after", "retry"]) == ("dead_letter", 3)

@@ -1,0 +1,368 @@
+"""Several consumers drain one queue at once: every message ends in exactly one place, once.
+
+About 2000 messages per engine (PostgreSQL and MariaDB), split over the three claim forms.
+Consumers run as asyncio tasks (three Consumers of six workers: enough contention that a
+claim which locks more rows than it takes deadlocks) or, for one form, as two OS processes. Each delivery's
+outcome is seeded by (seed, message, attempt), so the fate of every message is known in
+advance (tests/model/outcome_model.py ``lifecycle``) whatever order the consumers take
+them in; the test then checks:
+
+* every message ends in exactly one final place: finished (deleted, or processed_at set) or
+  in the dead letter (group or table, with its payload and its count);
+* the handler saw each message's deliveries 1..k exactly once each: no delivery ran twice;
+* the consumers' counts per settlement add up to the predicted ones (none lost a lease);
+* transactional mode: the side table the handler writes through ``ctx.db`` holds exactly one
+  row per acked message, written by its last delivery.
+
+``QGEN_MODEL_SEED`` overrides the seed; a failure names the seed it ran with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engines import Engine, engine_for, run, unique_table
+from model.drain_worker import make_handler, outcome_for
+from model.outcome_model import DEAD_GROUP, Shape, lifecycle
+from model.tables import render_queue, render_text
+
+import runtime
+from runtime.queue import Queue, decode_payload
+
+pytestmark = pytest.mark.model
+
+WORKER_SCRIPT = Path(__file__).resolve().parent / "model" / "drain_worker.py"
+REPO = Path(__file__).resolve().parent.parent
+#: the labels the Consumer counts settlements under
+SETTLEMENTS = ("ack", "drop", "retry", "retry_after", "dead_letter")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One drain: a table shape, how the consumers run, and how many messages."""
+
+    shape: Shape
+    transactional: bool
+    #: "tasks": three Consumers (6 workers each) as asyncio tasks; "processes": two OS
+    #: processes (4 workers each)
+    consumers: str
+    messages: int
+    seed: int
+
+    @property
+    def id(self) -> str:
+        tx = "transactional" if self.transactional else "plain"
+        return f"{self.shape.form}-{self.consumers}-{tx}"
+
+
+CASES = [
+    Case(
+        Shape(
+            "lease",
+            attempt=True,
+            retry_after=True,
+            processed_at=True,
+            dead_letter="table",
+            max_attempts=3,
+        ),
+        transactional=False,
+        consumers="tasks",
+        messages=700,
+        seed=1,
+    ),
+    Case(
+        Shape(
+            "row_lock",
+            attempt=True,
+            retry_after=True,
+            group=True,
+            dead_letter="group",
+            max_attempts=3,
+        ),
+        transactional=True,
+        consumers="tasks",
+        messages=700,
+        seed=2,
+    ),
+    Case(
+        Shape(
+            "advisory",
+            attempt=True,
+            retry_after=True,
+            processed_at=True,
+            dead_letter="table",
+            max_attempts=3,
+        ),
+        transactional=True,
+        consumers="processes",
+        messages=600,
+        seed=3,
+    ),
+]
+
+ENGINES = [
+    pytest.param(name, id=name, marks=pytest.mark.engine(name)) for name in ("postgres", "mariadb")
+]
+
+
+@dataclass
+class Prediction:
+    """A message's fate: where it ends, after how many deliveries, and their settlements."""
+
+    place: str  # "finished" | "dead_letter"
+    deliveries: int
+    labels: list[str]
+    acked: bool
+
+
+def predict(case: Case, seed: int, n: int) -> Prediction:
+    cap = case.shape.max_attempts
+    assert cap is not None
+    outcomes = [outcome_for(seed, n, a) for a in range(1, cap + 1)]
+    as_model = ["retry" if o == "raise" else o for o in outcomes]
+    place, k = lifecycle(case.shape, as_model)
+    assert place != "pending"
+    labels = as_model[:k]
+    if place == "dead_letter":
+        labels[-1] = "dead_letter"
+    return Prediction(place, k, labels, acked=labels[-1] == "ack")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_concurrent_consumers_settle_each_delivery_once(
+    engine_name: str, case: Case, tmp_path: Path
+) -> None:
+    engine = engine_for(engine_name, tmp_path)
+    seed = int(os.environ.get("QGEN_MODEL_SEED", case.seed))
+    try:
+        run(_scenario(engine, case, seed, tmp_path))
+    except AssertionError as exc:
+        raise AssertionError(f"[seed {seed}; rerun with QGEN_MODEL_SEED={seed}] {exc}") from None
+
+
+async def _scenario(engine: Engine, case: Case, seed: int, tmp_path: Path) -> None:
+    table, dead_table, side = unique_table("mc"), unique_table("mcd"), unique_table("mcs")
+    queue = render_queue(case.shape, engine.dialect_name, table, dead_table)
+    q = queue.dialect.quote_ident
+    db = await runtime.connect(engine.url)
+    try:
+        for sql in queue.rendered.require("schema"):
+            await db.execute(sql)
+        await db.execute(f"CREATE TABLE {q(side)} (n INTEGER, attempt INTEGER, msg_id BIGINT)")
+        await db.begin()
+        await queue.enqueue_many(db, [{"n": n} for n in range(case.messages)])
+        await db.commit()
+
+        side_table = side if case.transactional else None
+        if case.consumers == "tasks":
+            log, counts = await _drain_in_tasks(engine, queue, case, seed, side_table)
+        else:
+            text = render_text(case.shape, engine.dialect_name, table, dead_table)
+            log, counts = await _drain_in_processes(engine, text, case, seed, side_table, tmp_path)
+        await _check(db, queue, case, seed, log, counts, dead_table, side)
+    finally:
+        for name in (table, dead_table, side):
+            await db.execute(f"DROP TABLE IF EXISTS {q(name)}")
+        await db.close()
+
+
+class _Expected(logging.Filter):
+    """Drops the runtime's expected records (the cap's warnings, the handler's own raises), so a
+    failure report shows what matters."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return "moving it to the dead letter" not in text and "raised: taken as retry()" not in text
+
+
+async def _drain_in_tasks(
+    engine: Engine, queue: Queue, case: Case, seed: int, side: str | None
+) -> tuple[list[dict[str, Any]], Counter[str]]:
+    log: list[dict[str, Any]] = []
+    handle = make_handler(queue, seed, log, side)
+    consumers = [
+        runtime.Consumer(
+            engine.url, queue, handle, transactional=case.transactional, concurrency=6, batch=5
+        )
+        for _ in range(3)
+    ]
+    quiet = _Expected()
+    logging.getLogger("runtime").addFilter(quiet)
+    try:
+        # every consumer runs to its end, so a failing one leaves no task behind
+        results = await asyncio.gather(*(c.drain() for c in consumers), return_exceptions=True)
+    finally:
+        logging.getLogger("runtime").removeFilter(quiet)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return log, sum((Counter(r) for r in results if isinstance(r, dict)), Counter())
+
+
+async def _drain_in_processes(
+    engine: Engine, text: str, case: Case, seed: int, side: str | None, tmp_path: Path
+) -> tuple[list[dict[str, Any]], Counter[str]]:
+    rendered = tmp_path / "queue.sql"
+    rendered.write_text(text, encoding="utf-8")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    procs, logs = [], []
+    for i in range(2):
+        log_file = tmp_path / f"deliveries-{i}.jsonl"
+        logs.append(log_file)
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(WORKER_SCRIPT),
+                    engine.url,
+                    str(rendered),
+                    str(seed),
+                    str(log_file),
+                    side or "-",
+                    "1" if case.transactional else "0",
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        )
+
+    def wait() -> list[tuple[int, str, str]]:
+        for p in procs:  # both connected: start them together
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready", p.communicate(
+                timeout=30
+            )
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        return [(p.wait(timeout=300), *p.communicate(timeout=30)) for p in procs]
+
+    try:
+        finished = await asyncio.get_running_loop().run_in_executor(None, wait)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    counts: Counter[str] = Counter()
+    log: list[dict[str, Any]] = []
+    for (code, out, err), log_file in zip(finished, logs, strict=True):
+        assert code == 0, f"a drain process failed ({code}):\n{err}"
+        assert not err.strip(), f"a drain process logged:\n{err}"
+        own = [json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()]
+        assert own, "one of the two processes handled no delivery: they did not run together"
+        log += own
+        counts += Counter(json.loads(out.strip().splitlines()[-1]))
+    return log, counts
+
+
+async def _check(
+    db: runtime.drivers.Connection,
+    queue: Queue,
+    case: Case,
+    seed: int,
+    log: list[dict[str, Any]],
+    counts: Counter[str],
+    dead_table: str,
+    side: str,
+) -> None:
+    shape = case.shape
+    fate = {n: predict(case, seed, n) for n in range(case.messages)}
+    q = queue.dialect.quote_ident
+    col = {role: q(name) for role, name in queue.columns.items()}
+
+    # the handler saw deliveries 1..k of every message, each exactly once
+    seen: dict[int, list[int]] = {}
+    for entry in log:
+        seen.setdefault(entry["n"], []).append(entry["attempt"])
+    problems = [
+        f"message {n}: deliveries {sorted(seen.get(n, []))}, expected 1..{p.deliveries}"
+        for n, p in fate.items()
+        if sorted(seen.get(n, [])) != list(range(1, p.deliveries + 1))
+    ]
+    assert not problems, "\n".join(problems[:20])
+
+    # the consumers settled each delivery once, with the predicted statement
+    expected = Counter(label for p in fate.values() for label in p.labels)
+    settled = Counter({k: v for k, v in counts.items() if k in SETTLEMENTS})
+    assert settled == expected, f"settlements {dict(settled)}, predicted {dict(expected)}"
+    # lease_lost, released, connection_lost…: none may happen here ("extended" may)
+    unexpected = {k: v for k, v in counts.items() if k not in SETTLEMENTS and k != "extended"}
+    assert not unexpected, f"the consumers also counted {unexpected}"
+
+    # every message is in exactly one final place, its payload and count kept
+    select = [
+        f"{col['id']} AS id",
+        f"{col['payload']} AS payload",
+        f"{col['attempt']} AS attempt",
+    ]
+    if shape.group:
+        select.append(f"{col['group']} AS grp")
+    if shape.processed_at:
+        select.append(f"{col['processed_at']} AS processed_at")
+    found = [
+        (queue.table, r)
+        for r in await db.fetchall(f"SELECT {', '.join(select)} FROM {q(queue.table)}")
+    ]
+    if shape.dead_letter == "table":
+        found += [
+            (dead_table, r)
+            for r in await db.fetchall(f"SELECT {', '.join(select)} FROM {q(dead_table)}")
+        ]
+    place: dict[int, list[str]] = {}
+    wrong: list[str] = []
+    for table, r in found:
+        payload = decode_payload(r["payload"])
+        n = payload.get("n") if isinstance(payload, dict) else None
+        if n not in fate:
+            wrong.append(f"row {r['id']} of {table}: payload {payload!r} is no message's")
+            continue
+        if table != queue.table or r.get("grp") == DEAD_GROUP:
+            where = "dead_letter"
+            if int(r["attempt"]) != fate[n].deliveries + 1:
+                wrong.append(
+                    f"message {n}: dead-letter attempt {r['attempt']}, expected "
+                    f"{fate[n].deliveries + 1} (the next delivery's number)"
+                )
+        elif r.get("processed_at") is not None:
+            where = "finished"
+        else:
+            where = "still queued"
+        place.setdefault(n, []).append(where)
+    if not shape.processed_at:  # finished rows were deleted
+        for n, p in fate.items():
+            if p.place == "finished" and n not in place:
+                place[n] = ["finished"]
+    wrong += [
+        f"message {n}: found in {place.get(n, ['no place'])}, expected {p.place}"
+        for n, p in fate.items()
+        if place.get(n) != [p.place]
+    ]
+    assert not wrong, f"{len(wrong)} problems, the first ones:\n" + "\n".join(wrong[:20])
+
+    # transactional mode: one side row per acked message, from its last delivery
+    side_rows = await db.fetchall(f"SELECT n, attempt FROM {q(side)}")
+    got = Counter((int(r["n"]), int(r["attempt"])) for r in side_rows)
+    want = Counter(
+        {(n, p.deliveries): 1 for n, p in fate.items() if p.acked and case.transactional}
+    )
+    assert got == want, (
+        f"side table: {sum(got.values())} rows; missing {sorted((want - got).elements())[:10]}, "
+        f"extra {sorted((got - want).elements())[:10]}"
+    )

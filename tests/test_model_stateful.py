@@ -1,0 +1,702 @@
+"""Random operation sequences on a real queue table, compared with the outcome model at every step.
+
+Each example draws a table shape (optional columns, dead letter as a group or a table or
+none, max_attempts 1..3, renamed columns, transactional or not), renders its declaration with
+qgen from the templates as they are on disk now, creates the table on the engine (once per
+shape and test: later examples find it emptied, tests/model/session.py), and then runs
+enqueues, claims, settlements, give-backs, lease extensions and expiries, commits and
+rollbacks through the runtime's own form objects (the code the Consumer loops over). After every step the whole table, its dead-letter table and the handler's
+committed writes are read back with plain SQL and compared with tests/model/outcome_model.py.
+A failure prints the shrunk sequence of steps (``state.settle(delivery=deliveries_0, ...)``).
+
+Times are compared as states: NULL, due/expired (at or before the database's now) or future.
+The test makes a delay or a lease run out by moving the column into the past with its own
+SQL; nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+from engines import Engine
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from model.outcome_model import Delivery, OutcomeModel, Row, Shape
+from model.profiles import model_settings
+from model.session import Session
+from model.tables import AN_HOUR_AGO, NOW
+
+from runtime.delivery import Delivery as RuntimeDelivery
+from runtime.delivery import Message
+from runtime.drivers.base import Connection
+from runtime.errors import LeaseLost
+from runtime.forms import Form, form_for
+from runtime.outcomes import Outcome, ack, drop, retry, retry_after
+from runtime.queue import Queue, decode_payload
+from runtime.settle import decide
+
+pytestmark = pytest.mark.model
+
+T = TypeVar("T")
+
+#: the delay of retry_after "future" (and of a delayed enqueue); "due" is 0 seconds
+FUTURE_S = 3600
+OTHER_GROUP = "other"
+
+#: outcomes as the steps print them → (the model's outcome, its delay state, the runtime's)
+OUTCOMES: dict[str, tuple[str, str, Outcome]] = {
+    "ack": ("ack", "due", ack()),
+    "drop": ("drop", "due", drop()),
+    "retry": ("retry", "due", retry()),
+    "retry_after 0s": ("retry_after", "due", retry_after(0)),
+    "retry_after 1h": ("retry_after", "future", retry_after(FUTURE_S)),
+}
+#: the outcomes one Consumer round returns for the deliveries of its claim, in order
+ROUND = st.lists(st.sampled_from(list(OUTCOMES)), min_size=3, max_size=3)
+#: messages enqueued when the table is created, so that the first claims find work
+PREFILL = st.integers(0, 4)
+#: payload texts: quotes, a percent sign (pyformat drivers) and non-ASCII must survive every step
+TEXTS = ["", "a", "it's 100%", 'say "hi"', "zürich ✓"]
+
+
+@st.composite
+def table_shapes(draw: st.DrawFn, form: str) -> Shape:
+    """A table for ``form``; shrinks towards the smallest one (no optional column)."""
+    dead_letter = draw(st.sampled_from([None, "group", "table"]))
+    return Shape(
+        form=form,
+        attempt=dead_letter is not None or draw(st.booleans()),
+        retry_after=draw(st.booleans()),
+        processed_at=draw(st.booleans()),
+        group=dead_letter == "group" or draw(st.booleans()),
+        dead_letter=dead_letter,
+        max_attempts=draw(st.integers(1, 3)) if dead_letter else None,
+    )
+
+
+@dataclass(eq=False)
+class Held:
+    """A delivery in the steps: the model's and the runtime's view of it."""
+
+    model: Delivery
+    runtime: RuntimeDelivery
+
+    def __repr__(self) -> str:
+        return f"{self.model.name}(row {self.model.id}, worker {self.model.worker})"
+
+
+class _Warnings(logging.Filter):
+    """Takes the runtime's warnings (the cap, retry_after without its column) for the step to
+    check, instead of the log: they are expected here."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.records.append(record)
+        return False
+
+
+class QueueMachine(RuleBasedStateMachine):
+    """What every form shares: the table, enqueues, the test's own SQL and the comparison.
+
+    Subclasses add the form's claims and settlements, and an ``initialize`` step that draws
+    the table shape.
+    """
+
+    deliveries = Bundle("deliveries")
+    rows = Bundle("rows")
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.dialect = session.dialect
+        self.shape: Shape | None = None
+        self.model: OutcomeModel
+        self.queue: Queue
+        self.form: Form
+        self.transactional = False
+        self.by_number: dict[int, Held] = {}
+        self.warnings = _Warnings()
+        logging.getLogger("runtime").addFilter(self.warnings)
+
+    # ------------------------------------------------------------ plumbing
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.session.run(coro)
+
+    @property
+    def sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    @property
+    def db(self) -> Connection:
+        """The test's own connection: enqueues, its own SQL, reading the tables back."""
+        return self.run(self.session.conn("db"))
+
+    def q(self, name: str) -> str:
+        return self.queue.dialect.quote_ident(name)
+
+    def col(self, role: str) -> str:
+        return self.q(self.queue.columns[role])
+
+    def p(self, name: str) -> str:
+        return self.queue.dialect.placeholder(name)
+
+    async def worker_conn(self, worker: int) -> Connection:
+        return await self.session.conn(f"w{worker}")
+
+    def setup_queue(self, shape: Shape, renamed: bool, transactional: bool, prefill: int) -> None:
+        self.shape = shape
+        self.model = OutcomeModel(shape)
+        self.transactional = transactional
+        tables = self.run(self.session.queue_tables(shape, renamed))
+        self.queue = tables.queue
+        self.dead_table = tables.dead_table
+        self.side = self.session.side
+        self.form = form_for(
+            self.queue, transactional=transactional, keyspace=self.session.engine.url
+        )
+        for n in range(prefill):
+            self._enqueue(TEXTS[n % len(TEXTS)], None, None)
+
+    def teardown(self) -> None:
+        logging.getLogger("runtime").removeFilter(self.warnings)
+        self.run(self.session.release())  # an open row-lock batch rolls back, keys are freed
+
+    def outside_writes_allowed(self) -> bool:
+        """SQLite's row-lock batch holds the database's write lock: the test's own writes would
+        wait for it, so they happen only between batches there."""
+        return self.shape is not None and not (self.sqlite and self.model.batches_open)
+
+    # ------------------------------------------------------------ enqueue
+
+    def _enqueue(self, text: str, group: str | None, delay: str | None) -> int:
+        payload = {"n": self.model.next_id, "text": text}
+        delay_s = {None: None, "due": 0, "future": FUTURE_S}[delay]
+        returned = self.run(self.queue.enqueue(self.db, payload, delay=delay_s, group=group))
+        row_id = self.model.enqueue(payload, group=group, delay=delay)
+        if returned is not None:
+            assert returned == row_id, f"enqueue returned id {returned}, the model says {row_id}"
+        return row_id
+
+    @precondition(outside_writes_allowed)
+    @rule(target=rows, text=st.sampled_from(TEXTS))
+    def enqueue(self, text: str) -> int:
+        return self._enqueue(text, None, None)
+
+    @precondition(lambda self: self.outside_writes_allowed() and self.shape.retry_after)
+    @rule(target=rows, text=st.sampled_from(TEXTS), delay=st.sampled_from(["due", "future"]))
+    def enqueue_delayed(self, text: str, delay: str) -> int:
+        return self._enqueue(text, None, delay)
+
+    @precondition(lambda self: self.outside_writes_allowed() and self.shape.group)
+    @rule(target=rows, text=st.sampled_from(TEXTS))
+    def enqueue_other_group(self, text: str) -> int:
+        return self._enqueue(text, OTHER_GROUP, None)
+
+    def can_update_rows(self) -> bool:
+        """Whether the test's own UPDATE of a row no batch claimed would go through now.
+
+        Not while a row-lock batch is open on SQLite (its write lock) nor on MySQL/MariaDB:
+        there the claim's FOR UPDATE SKIP LOCKED, reading through the group or processed_at
+        index, also keeps locks on rows it read but did not claim (a future retry_after), so
+        an UPDATE of such a row waits for the batch's COMMIT. PostgreSQL locks only the rows
+        the claim returns.
+        """
+        if not self.outside_writes_allowed():
+            return False
+        return not (self.model.batches_open and self.dialect in ("mysql", "mariadb"))
+
+    @precondition(lambda self: self.can_update_rows() and self.shape.retry_after)
+    @rule(row=rows)
+    def make_due(self, row: int) -> None:
+        """Time passes beyond the row's retry_after (only a future one, on a row no batch locks)."""
+        r = self.model.rows.get(row)
+        if r is None or r.retry_after != "future" or self.model.locked_by_batch(row):
+            return
+        self.run(self._set_past("retry_after", row))
+        self.model.make_due(row)
+
+    async def _set_past(self, role: str, row: int) -> None:
+        sql = (
+            f"UPDATE {self.q(self.queue.table)} SET {self.col(role)} = {AN_HOUR_AGO[self.dialect]} "
+            f"WHERE {self.col('id')} = {self.p('id')}"
+        )
+        db = await self.session.conn("db")
+        assert await db.execute(sql, {"id": row}) == 1
+
+    # ------------------------------------------------------------ claims and settlements
+
+    def check_claimed(self, got: list[RuntimeDelivery], expected: list[Delivery]) -> list[Held]:
+        """The runtime claimed the rows the model says, with the same attempt, payload, group."""
+
+        runtime = sorted((d.message.id, d.message.payload, d.message.group, d.attempt) for d in got)
+        model = sorted((d.id, d.payload, d.group, d.attempt) for d in expected)
+        assert runtime == model, (
+            f"claimed (id, payload, group, attempt) {runtime}, the model says {model}"
+        )
+        by_id = {d.message.id: d for d in got}
+        held = [Held(m, by_id[m.id]) for m in expected]
+        for h in held:
+            self.by_number[h.model.number] = h
+        return held
+
+    async def handler_writes(self, conn: Connection, h: Held) -> None:
+        """Transactional mode: the handler's own write, through ctx.db (the worker's connection)."""
+        await self.form.begin_handler(conn, h.runtime)
+        if self.transactional:
+            await conn.execute(
+                f"INSERT INTO {self.q(self.side)} (delivery, msg_id) "
+                f"VALUES ({self.p('delivery')}, {self.p('msg_id')})",
+                {"delivery": h.model.number, "msg_id": h.model.id},
+            )
+
+    def settle_delivery(self, h: Held, outcome: str) -> None:
+        """As the Consumer does: run the handler (its write, in transactional mode), decide,
+        settle."""
+        kind, delay, runtime_outcome = OUTCOMES[outcome]
+        conn = self.run(self.worker_conn(h.model.worker))
+        self.run(self.handler_writes(conn, h))
+        self.warnings.records.clear()
+        decision = decide(self.queue, h.runtime, runtime_outcome)
+        logged = [r for r in self.warnings.records if r.levelno >= logging.WARNING]
+        expected = self.model.settle(h.model, kind, delay, handler_wrote=self.transactional)
+        assert decision.label == expected.label, (
+            f"{h!r}: the runtime settles {outcome} as {decision.label}, the model as "
+            f"{expected.label}"
+        )
+        assert len(logged) == len(expected.warnings), (
+            f"{h!r}: warnings {[r.getMessage() for r in logged]}, the model expects "
+            f"{list(expected.warnings)}"
+        )
+        for record, why in zip(logged, expected.warnings, strict=True):
+            text = record.getMessage()
+            assert ("dead letter" in text) if why == "cap" else ("taken as retry()" in text), text
+        try:
+            self.run(self.form.settle(conn, h.runtime, decision))
+            lost = False
+        except LeaseLost:
+            lost = True
+        assert lost == expected.lease_lost, (
+            f"{h!r}: settling {outcome} {'raised' if lost else 'did not raise'} LeaseLost; "
+            f"the model says it {'does' if expected.lease_lost else 'does not'}"
+        )
+
+    # ------------------------------------------------------------ the comparison
+
+    @invariant()
+    def table_matches_model(self) -> None:
+        if self.shape is None:
+            return
+        rows, dead, writes = self.model.committed()
+        got_rows, got_dead, got_writes, tokens = self.run(self._read())
+        problems = []
+        if got_rows != _expected(rows):
+            problems.append(_diff("queue table", got_rows, _expected(rows)))
+        if self.dead_table is not None and got_dead != _expected(dead):
+            problems.append(_diff("dead-letter table", got_dead, _expected(dead)))
+        if got_writes != sorted(writes):
+            problems.append(
+                f"handler writes (deliveries): read {got_writes}, model {sorted(writes)}"
+            )
+        for row in rows.values():
+            if row.lease == "held":
+                token = self.by_number[row.holder].runtime.token  # type: ignore[index]
+                if tokens[row.id] != token:
+                    problems.append(
+                        f"row {row.id}: locked_until {tokens[row.id]!r} is not the token "
+                        f"{token!r} of d{row.holder}, which holds the lease"
+                    )
+        assert not problems, "\n".join(problems)
+
+    async def _read(self) -> tuple[list[tuple], list[tuple], list[int], dict[int, Any]]:
+        db = await self.session.conn("db")
+        rows, tokens = await self._read_table(self.queue.table)
+        dead: list[tuple] = []
+        if self.dead_table is not None:
+            dead, _ = await self._read_table(self.dead_table)
+        side = await db.fetchall(f"SELECT delivery FROM {self.q(self.side)} ORDER BY delivery")
+        return rows, dead, [int(r["delivery"]) for r in side], tokens
+
+    async def _read_table(self, table: str) -> tuple[list[tuple], dict[int, Any]]:
+        cols = self.queue.columns
+        now = NOW[self.dialect]
+
+        def when(role: str, past: str, future: str) -> str:
+            c = self.col(role)
+            return (
+                f"CASE WHEN {c} IS NULL THEN 'none' WHEN {c} <= {now} THEN '{past}' "
+                f"ELSE '{future}' END"
+            )
+
+        select = [f"{self.col('id')} AS id", f"{self.col('payload')} AS payload"]
+        if "group" in cols:
+            select.append(f"{self.col('group')} AS grp")
+        if "attempt" in cols:
+            select.append(f"{self.col('attempt')} AS attempt")
+        if "retry_after" in cols:
+            select.append(f"{when('retry_after', 'due', 'future')} AS retry_after")
+        if "locked_until" in cols:
+            # lease_free in the claim is "locked_until < now": at or before now is expired
+            select.append(f"{when('locked_until', 'expired', 'held')} AS lease")
+            select.append(f"{self.col('locked_until')} AS token")
+        if "processed_at" in cols:
+            select.append(
+                f"CASE WHEN {self.col('processed_at')} IS NULL THEN 0 ELSE 1 END AS processed"
+            )
+        found = await (await self.session.conn("db")).fetchall(
+            f"SELECT {', '.join(select)} FROM {self.q(table)} ORDER BY {self.col('id')}"
+        )
+        out = [
+            (
+                int(r["id"]),
+                decode_payload(r["payload"]),
+                r.get("grp"),
+                int(r["attempt"]) if r.get("attempt") is not None else None,
+                r.get("retry_after"),
+                r.get("lease"),
+                bool(r["processed"]) if "processed" in r else None,
+            )
+            for r in found
+        ]
+        return out, {int(r["id"]): r.get("token") for r in found}
+
+
+def _expected(rows: dict[int, Row]) -> list[tuple]:
+    return [
+        (r.id, r.payload, r.group, r.attempt, r.retry_after, r.lease, r.processed)
+        for _, r in sorted(rows.items())
+    ]
+
+
+_FIELDS = ("id", "payload", "group", "attempt", "retry_after", "lease", "processed")
+
+
+def _diff(what: str, got: list[tuple], want: list[tuple]) -> str:
+    lines = [f"{what} differs from the model ({', '.join(_FIELDS)}):"]
+    got_by, want_by = {r[0]: r for r in got}, {r[0]: r for r in want}
+    for row_id in sorted(set(got_by) | set(want_by)):
+        g, w = got_by.get(row_id), want_by.get(row_id)
+        if g != w:
+            lines.append(f"  row {row_id}: read {g}, model {w}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- row lock
+
+
+class RowLockMachine(QueueMachine):
+    """Row lock: a claim opens its worker's transaction, settlements run in it, COMMIT ends it.
+
+    Two workers hold batches at once (SKIP LOCKED between them) except on SQLite, whose
+    ``BEGIN IMMEDIATE`` makes batches take turns.
+    """
+
+    @initialize(
+        shape=table_shapes("row_lock"),
+        renamed=st.booleans(),
+        transactional=st.booleans(),
+        prefill=PREFILL,
+    )
+    def create_queue(self, shape: Shape, renamed: bool, transactional: bool, prefill: int) -> None:
+        self.setup_queue(shape, renamed, transactional, prefill)
+
+    def _can_claim(self, worker: int) -> bool:
+        if self.model.open_batch(worker):
+            return False  # a worker claims again only after its batch ends
+        return not (self.sqlite and self.model.batches_open)  # SQLite: one batch at a time
+
+    def _claim(self, worker: int, limit: int, group: str | None) -> Any:
+        if not self._can_claim(worker):
+            return multiple()
+        conn = self.run(self.worker_conn(worker))
+        got = self.run(self.form.claim(conn, limit, group))
+        return multiple(*self.check_claimed(got, self.model.claim(worker, limit, group)))
+
+    @precondition(lambda self: self.shape is not None)
+    @rule(target=QueueMachine.deliveries, worker=st.sampled_from([0, 1]), limit=st.integers(1, 3))
+    def claim(self, worker: int, limit: int) -> Any:
+        return self._claim(worker, limit, None)
+
+    @precondition(lambda self: self.shape is not None and self.shape.group)
+    @rule(target=QueueMachine.deliveries, worker=st.sampled_from([0, 1]), limit=st.integers(1, 3))
+    def claim_other_group(self, worker: int, limit: int) -> Any:
+        return self._claim(worker, limit, OTHER_GROUP)
+
+    @precondition(lambda self: self.shape is not None)
+    @rule(limit=st.integers(1, 3), outcomes=ROUND)
+    def consume(self, limit: int, outcomes: list[str]) -> None:
+        """One Consumer round on a free worker: claim, settle each delivery in turn, COMMIT."""
+        worker = next((w for w in (0, 1) if self._can_claim(w)), None)
+        if worker is None:
+            return
+        for h, outcome in zip(self._claim(worker, limit, None).values, outcomes, strict=False):
+            self.settle_delivery(h, outcome)
+        if self.model.open_batch(worker):
+            self.run(self.form.end_batch(self.run(self.worker_conn(worker))))
+            self.model.end_batch(worker)
+
+    @rule(delivery=consumes(QueueMachine.deliveries), outcome=st.sampled_from(list(OUTCOMES)))
+    def settle(self, delivery: Held, outcome: str) -> None:
+        if delivery.model.state != "open":
+            return  # its batch ended: it was given back at the COMMIT or the rollback
+        self.settle_delivery(delivery, outcome)
+
+    @rule(delivery=consumes(QueueMachine.deliveries))
+    def give_back(self, delivery: Held) -> None:
+        """A delivery the worker will not start (the Consumer stopping): its row returns as it
+        was."""
+        if delivery.model.state != "open":
+            return
+        conn = self.run(self.worker_conn(delivery.model.worker))
+        self.run(self.form.give_back(conn, delivery.runtime))
+        self.model.give_back(delivery.model)
+
+    @precondition(lambda self: self.shape is not None and self.model.batches_open)
+    @rule(worker=st.sampled_from([0, 1]))
+    def end_batch(self, worker: int) -> None:
+        """COMMIT: every settlement of the batch becomes visible; unsettled rows return."""
+        if not self.model.open_batch(worker):
+            return
+        conn = self.run(self.worker_conn(worker))
+        self.run(self.form.end_batch(conn))
+        self.model.end_batch(worker)
+
+    @precondition(lambda self: self.shape is not None and self.model.batches_open)
+    @rule(worker=st.sampled_from([0, 1]))
+    def roll_back_batch(self, worker: int) -> None:
+        """The batch cannot finish (a crash mid-batch): ROLLBACK undoes all its settlements."""
+        if not self.model.open_batch(worker):
+            return
+        conn = self.run(self.worker_conn(worker))
+        self.run(self.form.abort_batch(conn))
+        self.model.abort_batch(worker)
+
+
+# ---------------------------------------------------------------- lease
+
+
+class LeaseMachine(QueueMachine):
+    """Lease: the claim writes each row's lease (the token); every settlement carries it."""
+
+    WORKER = 0  # leases need no per-worker state: one connection claims and settles
+
+    @initialize(
+        shape=table_shapes("lease"),
+        renamed=st.booleans(),
+        transactional=st.booleans(),
+        prefill=PREFILL,
+    )
+    def create_queue(self, shape: Shape, renamed: bool, transactional: bool, prefill: int) -> None:
+        self.setup_queue(shape, renamed, transactional, prefill)
+
+    def _claim(self, limit: int, group: str | None) -> Any:
+        conn = self.run(self.worker_conn(self.WORKER))
+        got = self.run(self.form.claim(conn, limit, group))
+        return multiple(*self.check_claimed(got, self.model.claim(self.WORKER, limit, group)))
+
+    @precondition(lambda self: self.shape is not None)
+    @rule(target=QueueMachine.deliveries, limit=st.integers(1, 3))
+    def claim(self, limit: int) -> Any:
+        return self._claim(limit, None)
+
+    @precondition(lambda self: self.shape is not None and self.shape.group)
+    @rule(target=QueueMachine.deliveries, limit=st.integers(1, 3))
+    def claim_other_group(self, limit: int) -> Any:
+        return self._claim(limit, OTHER_GROUP)
+
+    @precondition(lambda self: self.shape is not None)
+    @rule(limit=st.integers(1, 3), outcomes=ROUND)
+    def consume(self, limit: int, outcomes: list[str]) -> None:
+        """One Consumer round: claim, then settle each delivery in turn."""
+        for h, outcome in zip(self._claim(limit, None).values, outcomes, strict=False):
+            self.settle_delivery(h, outcome)
+
+    @rule(delivery=consumes(QueueMachine.deliveries), outcome=st.sampled_from(list(OUTCOMES)))
+    def settle(self, delivery: Held, outcome: str) -> None:
+        """A stale delivery (its lease expired) must raise LeaseLost and change nothing."""
+        self.settle_delivery(delivery, outcome)
+
+    @rule(delivery=consumes(QueueMachine.deliveries))
+    def give_back(self, delivery: Held) -> None:
+        """Dropped unsettled (after the handler wrote): the lease is released at once."""
+        conn = self.run(self.worker_conn(self.WORKER))
+        self.run(self.handler_writes(conn, delivery))
+        self.run(self.form.give_back(conn, delivery.runtime))
+        # the Consumer re-raises the cancellation, and the batch's cleanup rolls back
+        self.run(self.form.abort_batch(conn))
+        self.model.give_back(delivery.model)
+
+    @rule(delivery=QueueMachine.deliveries)
+    def extend(self, delivery: Held) -> None:
+        """The runtime moves a held lease forward; the new token must settle it later."""
+        conn = self.run(self.worker_conn(self.WORKER))
+        got = self.run(self.form.extend(conn, delivery.runtime))
+        want = delivery.model.state == "open" and self.model.extend(delivery.model)
+        assert got == want, f"extend({delivery!r}) returned {got}, the model says {want}"
+
+    @rule(delivery=QueueMachine.deliveries)
+    def expire_lease(self, delivery: Held) -> None:
+        """Time passes beyond the delivery's lease (only while its delivery still holds it)."""
+        row = self.model.rows.get(delivery.model.id)
+        if row is None or row.holder != delivery.model.number:
+            return
+        self.run(self._set_past("locked_until", row.id))
+        self.model.expire_lease(row.id)
+        if self.sqlite:
+            # Tokens there are milliseconds: the next claim must not write this very token
+            # again. A real lease runs out only after lease_s, so a new token is always later.
+            self.run(asyncio.sleep(0.003))
+
+
+# ---------------------------------------------------------------- advisory
+
+
+@dataclass
+class _Worker:
+    """An advisory worker: the candidates its last claim listed, and what it holds now."""
+
+    candidates: list[int] = field(default_factory=list)
+    group: str | None = None
+    holding: Held | None = None
+
+
+class AdvisoryMachine(QueueMachine):
+    """Advisory lock: a claim lists candidates; acquire takes the next one under its key.
+
+    Two workers, each on its own connection, as two Consumer workers are: a key one holds is
+    refused to the other, and a row settled after the listing is skipped at the take.
+    """
+
+    @initialize(
+        shape=table_shapes("advisory"),
+        renamed=st.booleans(),
+        transactional=st.booleans(),
+        prefill=PREFILL,
+    )
+    def create_queue(self, shape: Shape, renamed: bool, transactional: bool, prefill: int) -> None:
+        self.setup_queue(shape, renamed, transactional, prefill)
+        self.workers = {0: _Worker(), 1: _Worker()}
+
+    def _idle(self, worker: int) -> bool:
+        w = self.workers[worker]
+        return w.holding is None and not w.candidates
+
+    def _list(self, worker: int, limit: int, group: str | None) -> None:
+        if not self._idle(worker):
+            return  # the Consumer claims again only after it worked through its list
+        conn = self.run(self.worker_conn(worker))
+        got = [d.message.id for d in self.run(self.form.claim(conn, limit, group))]
+        want = self.model.list_candidates(limit, group)
+        assert got == want, f"claim listed {got}, the model says {want}"
+        self.workers[worker] = _Worker(candidates=got, group=group)
+
+    @precondition(lambda self: self.shape is not None)
+    @rule(worker=st.sampled_from([0, 1]), limit=st.integers(1, 3))
+    def claim(self, worker: int, limit: int) -> None:
+        self._list(worker, limit, None)
+
+    @precondition(lambda self: self.shape is not None and self.shape.group)
+    @rule(worker=st.sampled_from([0, 1]), limit=st.integers(1, 3))
+    def claim_other_group(self, worker: int, limit: int) -> None:
+        self._list(worker, limit, OTHER_GROUP)
+
+    @precondition(
+        lambda self: (
+            self.shape is not None
+            and any(w.candidates and w.holding is None for w in self.workers.values())
+        )
+    )
+    @rule(target=QueueMachine.deliveries, worker=st.sampled_from([0, 1]))
+    def acquire(self, worker: int) -> Any:
+        """Take the worker's next candidate whose key is free and whose row is still ready."""
+        taken = self._acquire(worker)
+        return multiple() if taken is None else multiple(taken)
+
+    def _acquire(self, worker: int) -> Held | None:
+        w = self.workers[worker]
+        if w.holding is not None:
+            return None
+        conn = self.run(self.worker_conn(worker))
+        while w.candidates:
+            row_id = w.candidates.pop(0)
+            listed = RuntimeDelivery(message=Message(id=row_id, payload=None), attempt=None)
+            got = self.run(self.form.acquire(conn, listed, w.group))
+            want = self.model.take(worker, row_id, w.group)
+            assert (got is None) == (want is None), (
+                f"acquire(row {row_id}) on worker {worker} "
+                f"{'took nothing' if got is None else 'took it'}; the model says "
+                f"{'it is taken' if want is not None else 'nothing is taken'}"
+            )
+            if got is not None and want is not None:
+                (w.holding,) = self.check_claimed([got], [want])
+                return w.holding
+        return None
+
+    @precondition(lambda self: self.shape is not None)
+    @rule(limit=st.integers(1, 3), outcomes=ROUND)
+    def consume(self, limit: int, outcomes: list[str]) -> None:
+        """One Consumer round on an idle worker: list, then take and settle each candidate."""
+        worker = next((w for w in (0, 1) if self._idle(w)), None)
+        if worker is None:
+            return
+        self._list(worker, limit, None)
+        for outcome in outcomes:
+            taken = self._acquire(worker)
+            if taken is None:
+                break
+            self._settle(taken, outcome)
+
+    @rule(delivery=consumes(QueueMachine.deliveries), outcome=st.sampled_from(list(OUTCOMES)))
+    def settle(self, delivery: Held, outcome: str) -> None:
+        self._settle(delivery, outcome)
+
+    def _settle(self, delivery: Held, outcome: str) -> None:
+        self.settle_delivery(delivery, outcome)
+        self.workers[delivery.model.worker].holding = None
+
+    @rule(delivery=consumes(QueueMachine.deliveries))
+    def give_back(self, delivery: Held) -> None:
+        """Dropped unsettled (after the handler wrote): unlocked, its connection closed; the
+        Consumer's worker stops there, so its remaining candidates go too."""
+        worker = delivery.model.worker
+        conn = self.run(self.worker_conn(worker))
+        self.run(self.handler_writes(conn, delivery))
+        self.run(self.form.give_back(conn, delivery.runtime))
+        self.run(self.form.abort_batch(conn))
+        self.model.give_back(delivery.model)
+        self.workers[worker] = _Worker()
+
+
+MACHINES: dict[str, type[QueueMachine]] = {
+    "row_lock": RowLockMachine,
+    "lease": LeaseMachine,
+    "advisory": AdvisoryMachine,
+}
+
+
+@pytest.mark.parametrize("form", list(MACHINES))
+def test_outcome_model(engine: Engine, form: str) -> None:
+    """The table, its dead letter and the handler's writes match the model after every step."""
+    machine, session = MACHINES[form], Session(engine)
+    try:
+        run_state_machine_as_test(lambda: machine(session), settings=model_settings())
+    finally:
+        session.close()
