@@ -22,6 +22,9 @@ log = logging.getLogger("runtime")
 
 Handler = Callable[[Message, Ctx], Awaitable[Outcome]]
 
+#: drain() gives up after this many failed batches in a row (run() keeps backing off)
+MAX_FAILED_BATCHES = 5
+
 
 class Consumer:
     """Claims and settles a queue's messages with ``concurrency`` workers, ``batch`` rows a claim.
@@ -133,6 +136,7 @@ class Consumer:
     async def _worker(self, until_empty: bool) -> None:
         conn: Connection | None = None
         idle = self.poll_interval
+        failures = 0
         try:
             while not self._stopping.is_set():
                 if conn is None or conn.closed:
@@ -166,7 +170,25 @@ class Consumer:
                     idle = min(idle * 2, self.max_poll_interval)
                     continue
                 idle = self.poll_interval
-                await self._deliver_batch(conn, claimed)
+                try:
+                    await self._deliver_batch(conn, claimed)
+                    failures = 0
+                except Exception:
+                    # a deadlock, a lock wait timeout, a statement the engine refused: the
+                    # batch's unsettled rows returned (rolled back, released or unlocked)
+                    failures += 1
+                    self.counts["failed_batches"] += 1
+                    log.exception(
+                        "queue %s: a batch failed; its unsettled rows return (failure %d in a row)",
+                        self.queue.name,
+                        failures,
+                    )
+                    if until_empty and failures >= MAX_FAILED_BATCHES:
+                        raise
+                    await conn.close()  # a fresh connection for the next claim
+                    await asyncio.sleep(
+                        min(self.poll_interval * 2**failures, self.max_poll_interval)
+                    )
         finally:
             if conn is not None:
                 await conn.close()

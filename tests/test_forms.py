@@ -391,3 +391,39 @@ def test_advisory_take_skips_a_row_settled_after_the_claim_listed_it(engine):
             await qt.drop()
 
     run(go())
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_failing_settlement_returns_the_rows_and_the_consumer_goes_on(engine, form, caplog):
+    # an ack the engine refuses (NOT NULL), while retry works: the consumer survives the
+    # failed batches, the message is never lost, and drain gives up only after several
+    guard = " AND locked_until = :token" if form == "lease" else ""
+    statements = {"ack": f"UPDATE {{t}} SET payload = NULL WHERE id = :id{guard}"}
+
+    async def go():
+        qt = await make_queue(engine, form, statements=statements)
+        try:
+            (mid,) = await qt.enqueue({"n": 1})
+
+            async def ack(message, ctx):
+                return runtime.ack()
+
+            with caplog.at_level(logging.ERROR, logger="runtime"), pytest.raises(Exception):  # noqa: B017
+                await runtime.Consumer(
+                    qt.url, qt.queue, ack, concurrency=1, poll_interval=0.01
+                ).drain()
+            assert sum("a batch failed" in r.getMessage() for r in caplog.records) == 5
+            (row,) = await qt.rows()
+            assert row["payload"] == {"n": 1} and row["processed_at"] is None
+            assert row.get("locked_until") is None  # released, not left leased
+
+            async def drop(message, ctx):
+                assert message.id == mid
+                return runtime.drop()
+
+            counts = await runtime.Consumer(qt.url, qt.queue, drop, concurrency=1).drain()
+            assert counts == {"drop": 1}
+        finally:
+            await qt.drop()
+
+    run(go())
