@@ -1,0 +1,104 @@
+"""Statements and commits per message: a tally, and a hook that counts what the runtime sends.
+
+The hook replaces ``runtime.consumer.connect`` in the bench's own process only: each
+connection the Consumer opens gets counting wrappers on its statement and transaction
+methods (instance attributes, so the object stays the runtime's own Connection class).
+The raw baselines call the same tally by hand, with the same rules:
+
+* statements: every round trip of SQL, BEGIN, COMMIT and ROLLBACK included;
+* commits: every COMMIT, plus every write statement run outside a transaction (autocommit
+  makes it a transaction of its own). A read outside a transaction is not a commit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import runtime.consumer
+from runtime.connect import connect as runtime_connect
+from runtime.drivers.base import Connection
+
+_WRITE = re.compile(
+    r"^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH\b.*\b(DELETE|UPDATE|INSERT)\b)", re.I | re.S
+)
+
+
+def is_write(sql: str) -> bool:
+    return bool(_WRITE.match(sql))
+
+
+@dataclass
+class Tally:
+    """Round trips and commits, summed over every connection of one run."""
+
+    statements: int = 0
+    commits: int = 0
+
+    def statement(self, sql: str, in_transaction: bool) -> None:
+        self.statements += 1
+        if not in_transaction and is_write(sql):
+            self.commits += 1
+
+    def control(self, commit: bool = False) -> None:
+        """BEGIN / ROLLBACK (commit=False) or COMMIT (commit=True)."""
+        self.statements += 1
+        if commit:
+            self.commits += 1
+
+    def __iadd__(self, other: Tally) -> Tally:
+        self.statements += other.statements
+        self.commits += other.commits
+        return self
+
+
+def instrument(conn: Connection, tally: Tally) -> Connection:
+    """Count every statement and transaction call made on ``conn`` into ``tally``."""
+
+    def counted(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def call(sql: str, params: Any = None) -> Any:
+            tally.statement(sql, conn.in_transaction)
+            return await method(sql, params)
+
+        return call
+
+    for name in ("execute", "fetchall", "fetchone", "executemany"):
+        setattr(conn, name, counted(getattr(conn, name)))
+
+    begin, commit, rollback = conn.begin, conn.commit, conn.rollback
+
+    async def counted_begin(immediate: bool = False) -> None:
+        tally.control()
+        await begin(immediate=immediate)
+
+    async def counted_commit() -> None:
+        tally.control(commit=True)
+        await commit()
+
+    async def counted_rollback() -> None:
+        if conn.in_transaction and not conn.closed:  # otherwise the runtime sends nothing
+            tally.control()
+        await rollback()
+
+    conn.begin = counted_begin  # type: ignore[method-assign]
+    conn.commit = counted_commit  # type: ignore[method-assign]
+    conn.rollback = counted_rollback  # type: ignore[method-assign]
+    return conn
+
+
+@contextmanager
+def counting_consumer_connections(tally: Tally) -> Iterator[None]:
+    """Every connection ``runtime.Consumer`` opens inside the block counts into ``tally``."""
+
+    async def counting_connect(url: str, **kwargs: Any) -> Connection:
+        return instrument(await runtime_connect(url, **kwargs), tally)
+
+    saved = runtime.consumer.connect
+    runtime.consumer.connect = counting_connect  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        runtime.consumer.connect = saved  # type: ignore[assignment]

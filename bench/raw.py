@@ -1,0 +1,554 @@
+"""The raw baselines: the same rendered statements, run in a plain loop on the bare driver.
+
+No runtime code runs here: the SQL text comes from the loaded file's ``rendered.statements``
+and the engine's own driver executes it. The loop does what the outcome table says and
+nothing more: claim a batch, decode each payload, settle it (ack; or, in the retry-once
+scenario, the form's retry on a first delivery), commit or unlock as the form requires. A
+step of several statements (MariaDB's lease claim and advisory take) runs in one
+transaction, its first row and ``ids`` bound to the statements after it, as the rendered
+file documents.
+
+Two baselines:
+
+* **async** (the headline): asyncio tasks, one connection per worker, as the runtime runs —
+  psycopg's ``AsyncConnection``; aiosqlite's public API (``execute``/``execute_fetchall``:
+  one trip to its thread per statement); PyMySQL through a one-thread executor per
+  connection (the way a blocking driver is called from asyncio at all).
+* **sync** (MariaDB and SQLite only): PyMySQL and sqlite3 called directly, one thread per
+  worker, no event loop at all. It shows what asyncio itself costs with blocking drivers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from bench.counting import Tally
+
+_SELECT = re.compile(r"^\s*SELECT\b", re.I)
+_ROWS = re.compile(r"^\s*SELECT\b|\bRETURNING\b", re.I)
+Statements = dict[str, tuple[str, ...]]
+Result = tuple[Sequence[Any], dict[str, int], int]  # rows, column → index, rowcount
+
+
+def _encode(payload: Any) -> str:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        value = value.decode()
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _cols(description: Any) -> dict[str, int]:
+    return {d[0]: i for i, d in enumerate(description)}
+
+
+def enqueue_params(payloads: Sequence[Any]) -> list[dict[str, Any]]:
+    return [{"payload": _encode(p), "group": None, "delay_s": None} for p in payloads]
+
+
+def pg_conninfo(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(("postgresql", parts.netloc, parts.path, parts.query, ""))
+
+
+def sqlite_path(url: str) -> str:
+    return url.removeprefix("sqlite:///")
+
+
+_SQLITE_PRAGMAS = (
+    "PRAGMA busy_timeout = 30000",
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+)
+_MARIADB_SESSION = (
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+    "SET time_zone = '+00:00'",
+)
+
+
+def _pymysql_connect(url: str) -> Any:
+    """A PyMySQL session set up as the runtime's driver sets it up (same semantics)."""
+    import pymysql
+    from pymysql.constants import CLIENT
+
+    parts = urlsplit(url)
+    conn = pymysql.connect(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=unquote(parts.username or ""),
+        password=unquote(parts.password or ""),
+        database=unquote(parts.path.lstrip("/")) or None,
+        charset="utf8mb4",
+        autocommit=True,
+        client_flag=CLIENT.FOUND_ROWS,
+    )
+    with conn.cursor() as cur:
+        for sql in _MARIADB_SESSION:
+            cur.execute(sql)
+    return conn
+
+
+def _sqlite3_connect(path: str) -> Any:
+    import sqlite3
+
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    for pragma in _SQLITE_PRAGMAS:
+        conn.execute(pragma).close()
+    return conn
+
+
+# ------------------------------------------------------- async drivers (one trip each)
+
+
+class _PgDriver:
+    async def open(self, url: str) -> None:
+        import psycopg
+
+        self.conn = await psycopg.AsyncConnection.connect(pg_conninfo(url), autocommit=True)
+
+    async def run(self, sql: str, params: dict[str, Any] | None) -> Result:
+        cur = await self.conn.execute(sql, params)
+        if cur.description is None:
+            return (), {}, cur.rowcount
+        return await cur.fetchall(), _cols(cur.description), cur.rowcount
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+class _AiosqliteDriver:
+    async def open(self, url: str) -> None:
+        import sqlite3
+
+        import aiosqlite
+
+        self.db = await aiosqlite.connect(sqlite_path(url), isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        for pragma in _SQLITE_PRAGMAS:
+            await self.db.execute(pragma)
+
+    async def run(self, sql: str, params: dict[str, Any] | None) -> Result:
+        if _ROWS.search(sql):
+            rows = await self.db.execute_fetchall(sql, params or {})
+            rows = list(rows)
+            cols = {k: i for i, k in enumerate(rows[0].keys())} if rows else {}
+            return rows, cols, len(rows)
+        cur = await self.db.execute(sql, params or {})
+        return (), {}, cur.rowcount
+
+    async def close(self) -> None:
+        await self.db.close()
+
+
+class _PyMySQLExecutorDriver:
+    async def open(self, url: str) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=1)
+        loop = asyncio.get_running_loop()
+        self.conn = await loop.run_in_executor(self.executor, _pymysql_connect, url)
+        self.cur = self.conn.cursor()
+
+    def _run(self, sql: str, params: dict[str, Any] | None) -> Result:
+        cur = self.cur
+        cur.execute(sql, params)
+        if cur.description is None:
+            return (), {}, cur.rowcount
+        return cur.fetchall(), _cols(cur.description), cur.rowcount
+
+    async def run(self, sql: str, params: dict[str, Any] | None) -> Result:
+        return await asyncio.get_running_loop().run_in_executor(
+            self.executor, self._run, sql, params
+        )
+
+    async def close(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self.executor, self.conn.close)
+        self.executor.shutdown(wait=False)
+
+
+ASYNC_DRIVERS: dict[str, Callable[[], Any]] = {
+    "postgres": _PgDriver,
+    "sqlite": _AiosqliteDriver,
+    "mariadb": _PyMySQLExecutorDriver,
+}
+
+
+class _Loop:
+    """What any hand-written consumer of these statements does; shared by both baselines."""
+
+    def __init__(
+        self,
+        engine: str,
+        st: Statements,
+        retry_once: bool,
+        batch: int,
+        lease_s: float | None,
+        tally: Tally,
+        counts: Counter[str],
+        keys: set[int] | None,
+        keys_lock: threading.Lock,
+    ) -> None:
+        self.engine, self.st, self.retry_once = engine, st, retry_once
+        self.params: dict[str, Any] = {"limit": batch, "group": None, "lease_s": lease_s}
+        self.tally, self.counts, self.keys, self.keys_lock = tally, counts, keys, keys_lock
+        self.in_tx = False
+
+    def settle_name(self, attempt: Any) -> str:
+        return "retry" if self.retry_once and attempt == 1 else "ack"
+
+    def begin_sql(self, immediate: bool) -> str:
+        return "BEGIN IMMEDIATE" if immediate and self.engine == "sqlite" else "BEGIN"
+
+    def lock_local(self, row_id: int) -> bool:
+        assert self.keys is not None
+        with self.keys_lock:
+            if row_id in self.keys:
+                return False
+            self.keys.add(row_id)
+            return True
+
+    def unlock_local(self, row_id: int) -> None:
+        assert self.keys is not None
+        with self.keys_lock:
+            self.keys.discard(row_id)
+
+
+class _AsyncWorker(_Loop):
+    def __init__(self, driver: Any, *args: Any) -> None:
+        super().__init__(*args)
+        self.drv = driver
+
+    async def begin(self, immediate: bool = False) -> None:
+        self.tally.control()
+        await self.drv.run(self.begin_sql(immediate), None)
+        self.in_tx = True
+
+    async def end(self, commit: bool) -> None:
+        self.tally.control(commit=commit)
+        await self.drv.run("COMMIT" if commit else "ROLLBACK", None)
+        self.in_tx = False
+
+    async def step(self, name: str, params: dict[str, Any]) -> Result:
+        stmts = self.st[name]
+        if len(stmts) == 1:
+            self.tally.statement(stmts[0], self.in_tx)
+            return await self.drv.run(stmts[0], params)
+        own = not self.in_tx
+        if own:
+            await self.begin()
+        rows: Sequence[Any] = ()
+        cols: dict[str, int] = {}
+        rowcount = -1
+        bound = dict(params)
+        for sql in stmts:
+            self.tally.statement(sql, True)
+            got, got_cols, n = await self.drv.run(sql, bound)
+            if _SELECT.match(sql):
+                rows, cols = got, got_cols
+                if not rows:
+                    break
+                bound.update({k: rows[0][i] for k, i in cols.items()})
+                bound["ids"] = json.dumps([r[cols["id"]] for r in rows])
+            elif rowcount == -1:
+                rowcount = n
+        if own:
+            await self.end(commit=True)
+        return rows, cols, rowcount
+
+    async def run(self, form: str) -> None:
+        if form == "row_lock":
+            while True:
+                await self.begin(immediate=True)
+                rows, c, _ = await self.step("claim", self.params)
+                if not rows:
+                    await self.end(commit=False)
+                    return
+                for row in rows:
+                    _decode(row[c["payload"]])
+                    name = self.settle_name(row[c["attempt"]])
+                    await self.step(name, {"id": row[c["id"]]})
+                    self.counts[name] += 1
+                await self.end(commit=True)
+        elif form == "lease":
+            while True:
+                rows, c, _ = await self.step("claim", self.params)
+                if not rows:
+                    return
+                for row in rows:
+                    _decode(row[c["payload"]])
+                    name = self.settle_name(row[c["attempt"]])
+                    _, _, n = await self.step(name, {"id": row[c["id"]], "token": row[c["token"]]})
+                    self.counts[name if n == 1 else "lease_lost"] += 1
+        else:
+            while True:
+                rows, _, _ = await self.step("claim", self.params)
+                if not rows:
+                    return
+                for cand in rows:
+                    row_id = cand[0]
+                    if self.keys is not None:
+                        if not self.lock_local(row_id):
+                            continue
+                    else:
+                        got, _, _ = await self.step("lock", {"id": row_id})
+                        if not (got and got[0][0]):
+                            continue
+                    taken, c, _ = await self.step("take", self.params | {"id": row_id})
+                    if taken:
+                        _decode(taken[0][c["payload"]])
+                        name = self.settle_name(taken[0][c["attempt"]])
+                        if name == "ack":  # the advisory retry has no statement: unlock returns it
+                            await self.step("ack", {"id": row_id})
+                        self.counts[name] += 1
+                    if self.keys is not None:
+                        self.unlock_local(row_id)
+                    else:
+                        await self.step("unlock", {"id": row_id})
+
+
+async def drain_async(
+    url: str,
+    engine: str,
+    st: Statements,
+    form: str,
+    retry_once: bool,
+    concurrency: int,
+    batch: int,
+    lease_s: float | None,
+    tally: Tally,
+) -> Counter[str]:
+    """``concurrency`` asyncio workers, each opening its own connection (inside the timing)."""
+    counts: Counter[str] = Counter()
+    keys: set[int] | None = set() if engine == "sqlite" else None
+    keys_lock = threading.Lock()
+
+    async def worker() -> None:
+        driver = ASYNC_DRIVERS[engine]()
+        await driver.open(url)
+        try:
+            await _AsyncWorker(
+                driver, engine, st, retry_once, batch, lease_s, tally, counts, keys, keys_lock
+            ).run(form)
+        finally:
+            await driver.close()
+
+    try:
+        async with asyncio.TaskGroup() as tg:  # one worker failing stops the others
+            for _ in range(concurrency):
+                tg.create_task(worker())
+    except* Exception as group:
+        raise group.exceptions[0] from None
+    return counts
+
+
+# ---------------------------------------------- sync: PyMySQL / sqlite3 on threads
+
+
+class _SyncWorker(_Loop):
+    def __init__(self, conn: Any, *args: Any) -> None:
+        super().__init__(*args)
+        self.conn = conn
+        self.cur = conn.cursor()
+
+    def begin(self, immediate: bool = False) -> None:
+        self.tally.control()
+        self.cur.execute(self.begin_sql(immediate))
+        self.in_tx = True
+
+    def end(self, commit: bool) -> None:
+        self.tally.control(commit=commit)
+        self.cur.execute("COMMIT" if commit else "ROLLBACK")
+        self.in_tx = False
+
+    def _one(self, sql: str, params: dict[str, Any]) -> Result:
+        cur = self.cur
+        cur.execute(sql, params)
+        if cur.description is None:
+            return (), {}, cur.rowcount
+        return cur.fetchall(), _cols(cur.description), cur.rowcount
+
+    def step(self, name: str, params: dict[str, Any]) -> Result:
+        stmts = self.st[name]
+        if len(stmts) == 1:
+            self.tally.statement(stmts[0], self.in_tx)
+            return self._one(stmts[0], params)
+        own = not self.in_tx
+        if own:
+            self.begin()
+        rows: Sequence[Any] = ()
+        cols: dict[str, int] = {}
+        rowcount = -1
+        bound = dict(params)
+        for sql in stmts:
+            self.tally.statement(sql, True)
+            got, got_cols, n = self._one(sql, bound)
+            if _SELECT.match(sql):
+                rows, cols = got, got_cols
+                if not rows:
+                    break
+                bound.update({k: rows[0][i] for k, i in cols.items()})
+                bound["ids"] = json.dumps([r[cols["id"]] for r in rows])
+            elif rowcount == -1:
+                rowcount = n
+        if own:
+            self.end(commit=True)
+        return rows, cols, rowcount
+
+    def run(self, form: str) -> None:
+        if form == "row_lock":
+            while True:
+                self.begin(immediate=True)
+                rows, c, _ = self.step("claim", self.params)
+                if not rows:
+                    self.end(commit=False)
+                    return
+                for row in rows:
+                    _decode(row[c["payload"]])
+                    name = self.settle_name(row[c["attempt"]])
+                    self.step(name, {"id": row[c["id"]]})
+                    self.counts[name] += 1
+                self.end(commit=True)
+        elif form == "lease":
+            while True:
+                rows, c, _ = self.step("claim", self.params)
+                if not rows:
+                    return
+                for row in rows:
+                    _decode(row[c["payload"]])
+                    name = self.settle_name(row[c["attempt"]])
+                    _, _, n = self.step(name, {"id": row[c["id"]], "token": row[c["token"]]})
+                    self.counts[name if n == 1 else "lease_lost"] += 1
+        else:
+            while True:
+                rows, _, _ = self.step("claim", self.params)
+                if not rows:
+                    return
+                for cand in rows:
+                    row_id = cand[0]
+                    if self.keys is not None:
+                        if not self.lock_local(row_id):
+                            continue
+                    else:
+                        got, _, _ = self.step("lock", {"id": row_id})
+                        if not (got and got[0][0]):
+                            continue
+                    taken, c, _ = self.step("take", self.params | {"id": row_id})
+                    if taken:
+                        _decode(taken[0][c["payload"]])
+                        name = self.settle_name(taken[0][c["attempt"]])
+                        if name == "ack":
+                            self.step("ack", {"id": row_id})
+                        self.counts[name] += 1
+                    if self.keys is not None:
+                        self.unlock_local(row_id)
+                    else:
+                        self.step("unlock", {"id": row_id})
+
+
+def _sync_connect(url: str, engine: str) -> Any:
+    return _sqlite3_connect(sqlite_path(url)) if engine == "sqlite" else _pymysql_connect(url)
+
+
+async def drain_sync(
+    url: str,
+    engine: str,
+    st: Statements,
+    form: str,
+    retry_once: bool,
+    concurrency: int,
+    batch: int,
+    lease_s: float | None,
+    tally: Tally,
+) -> Counter[str]:
+    """``concurrency`` threads, each with its own connection (opened inside the timing)."""
+    keys: set[int] | None = set() if engine == "sqlite" else None
+    keys_lock = threading.Lock()
+    errors: list[BaseException] = []
+    # one tally and counter per thread (``+=`` is not atomic across threads), summed after
+    tallies = [Tally() for _ in range(concurrency)]
+    counters: list[Counter[str]] = [Counter() for _ in range(concurrency)]
+
+    def work(i: int) -> None:
+        try:
+            conn = _sync_connect(url, engine)
+            try:
+                _SyncWorker(
+                    conn,
+                    engine,
+                    st,
+                    retry_once,
+                    batch,
+                    lease_s,
+                    tallies[i],
+                    counters[i],
+                    keys,
+                    keys_lock,
+                ).run(form)
+            finally:
+                conn.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    def run_all() -> None:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(concurrency)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    await asyncio.to_thread(run_all)
+    if errors:
+        raise errors[0]
+    counts: Counter[str] = Counter()
+    for i in range(concurrency):
+        tally += tallies[i]
+        counts.update(counters[i])
+    return counts
+
+
+# --------------------------------------------------------------------- enqueue
+
+
+async def enqueue(url: str, engine: str, st: Statements, payloads: Sequence[Any]) -> float:
+    """The batch in one transaction on the bare driver's executemany; returns the seconds.
+
+    The timing covers what ``queue.enqueue_many`` does too: encoding the payloads, BEGIN,
+    the batch, COMMIT (the connection is opened before it).
+    """
+    (sql,) = st["enqueue"]
+    if engine == "postgres":
+        import psycopg
+
+        conninfo = pg_conninfo(url)
+        async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+            t0 = time.perf_counter()
+            params = enqueue_params(payloads)
+            await conn.execute("BEGIN")
+            async with conn.cursor() as cur:
+                await cur.executemany(sql, params)
+            await conn.execute("COMMIT")
+            return time.perf_counter() - t0
+
+    def sync() -> float:
+        conn = _sync_connect(url, engine)
+        try:
+            cur = conn.cursor()
+            t0 = time.perf_counter()
+            params = enqueue_params(payloads)
+            cur.execute("BEGIN")
+            cur.executemany(sql, params)
+            cur.execute("COMMIT")
+            return time.perf_counter() - t0
+        finally:
+            conn.close()
+
+    return await asyncio.to_thread(sync)
