@@ -153,14 +153,20 @@ class Consumer:
                     await asyncio.sleep(idle)
                     continue
                 except Exception:
-                    if until_empty:
-                        raise
-                    # e.g. SQLite's write lock busy past its timeout: keep running, back off
+                    # a deadlock (InnoDB rolls the claim back whole), SQLite's write lock busy
+                    # past its timeout: nothing was claimed, so back off and claim again
+                    failures += 1
                     log.exception(
-                        "queue %s: claim failed; trying again in %.2fs", self.queue.name, idle
+                        "queue %s: claim failed (failure %d in a row); trying again",
+                        self.queue.name,
+                        failures,
                     )
-                    await asyncio.sleep(idle)
-                    idle = min(idle * 2, self.max_poll_interval)
+                    if until_empty and failures >= MAX_FAILED_BATCHES:
+                        raise
+                    await conn.close()
+                    await asyncio.sleep(
+                        min(self.poll_interval * 2**failures, self.max_poll_interval)
+                    )
                     continue
                 if not claimed:
                     if until_empty:
