@@ -70,14 +70,13 @@ async def run_step(
 async def _run_one(
     conn: Connection, sql: str, params: dict[str, Any], result: StepResult
 ) -> StepResult:
-    if _returns_rows(sql):
+    """Run one statement; keep the rows it returns, and the first count of changed rows."""
+    if _SELECT.match(sql):  # reads: rows, no change to count
+        return StepResult(rows=await conn.fetchall(sql, params), rowcount=result.rowcount)
+    if _returns_rows(sql):  # … RETURNING: the rows are the changed ones
         rows = await conn.fetchall(sql, params)
-        changed = not _SELECT.match(sql)
-        return StepResult(
-            rows=rows,
-            rowcount=result.rowcount if result.rowcount is not None or not changed else len(rows),
-        )
-    count = await conn.execute(sql, params)
-    return StepResult(
-        rows=result.rows, rowcount=result.rowcount if result.rowcount is not None else count
-    )
+        changed = len(rows)
+    else:
+        rows, changed = result.rows, await conn.execute(sql, params)
+    first = result.rowcount if result.rowcount is not None else changed
+    return StepResult(rows=rows, rowcount=first)
