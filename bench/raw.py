@@ -3,7 +3,10 @@
 No runtime code runs here: the SQL text comes from the loaded file's ``rendered.statements``
 and the engine's own driver executes it. The loop does what the outcome table says and
 nothing more: claim a batch, decode each payload, settle it (ack; or, in the retry-once
-scenario, the form's retry on a first delivery), commit or unlock as the form requires. A
+scenario, the form's retry on a first delivery), commit or unlock as the form requires —
+with no-op handlers, as the runtime does for quick handlers: a lease batch's settlements
+commit together; an advisory batch is taken in one transaction and settled in another,
+then unlocked. A
 step of several statements (MariaDB's lease claim and advisory take) runs in one
 transaction, its first row and ``ids`` bound to the statements after it, as the rendered
 file documents.
@@ -32,6 +35,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from bench.counting import Tally
+
+#: an advisory claim that found every listed key held waits this long before claiming again
+#: (the runtime's Consumer: poll_interval / 10)
+CONTENDED_SLEEP_S = 0.005
 
 _SELECT = re.compile(r"^\s*SELECT\b", re.I)
 _ROWS = re.compile(r"^\s*SELECT\b|\bRETURNING\b", re.I)
@@ -191,6 +198,7 @@ class _Loop:
         st: Statements,
         retry_once: bool,
         batch: int,
+        concurrency: int,
         lease_s: float | None,
         tally: Tally,
         counts: Counter[str],
@@ -199,6 +207,8 @@ class _Loop:
     ) -> None:
         self.engine, self.st, self.retry_once = engine, st, retry_once
         self.params: dict[str, Any] = {"limit": batch, "group": None, "lease_s": lease_s}
+        # the advisory claim looks past its batch by the workers claiming beside it
+        self.params["scan"] = batch * concurrency
         self.tally, self.counts, self.keys, self.keys_lock = tally, counts, keys, keys_lock
         self.in_tx = False
 
@@ -208,13 +218,17 @@ class _Loop:
     def begin_sql(self, immediate: bool) -> str:
         return "BEGIN IMMEDIATE" if immediate and self.engine == "sqlite" else "BEGIN"
 
-    def lock_local(self, row_id: int) -> bool:
-        assert self.keys is not None
+    def held(self, rows: Sequence[Any], c: dict[str, int]) -> list[int]:
+        """The advisory claim's rows whose keys this worker now holds (at most limit)."""
+        if self.keys is None:  # the server took the keys: the held column says which
+            return [r[c["id"]] for r in rows if r[c["held"]]]
+        held: list[int] = []
         with self.keys_lock:
-            if row_id in self.keys:
-                return False
-            self.keys.add(row_id)
-            return True
+            for r in rows:
+                if r[c["id"]] not in self.keys and len(held) < self.params["limit"]:
+                    self.keys.add(r[c["id"]])
+                    held.append(r[c["id"]])
+        return held
 
     def unlock_local(self, row_id: int) -> None:
         assert self.keys is not None
@@ -283,32 +297,40 @@ class _AsyncWorker(_Loop):
                 rows, c, _ = await self.step("claim", self.params)
                 if not rows:
                     return
+                settle = []
                 for row in rows:
                     _decode(row[c["payload"]])
                     name = self.settle_name(row[c["attempt"]])
-                    _, _, n = await self.step(name, {"id": row[c["id"]], "token": row[c["token"]]})
+                    settle.append((name, {"id": row[c["id"]], "token": row[c["token"]]}))
+                await self.begin()  # quick handlers: the batch's settlements commit together
+                for name, params in settle:
+                    _, _, n = await self.step(name, params)
                     self.counts[name if n == 1 else "lease_lost"] += 1
+                await self.end(commit=True)
         else:
             while True:
-                rows, _, _ = await self.step("claim", self.params)
+                rows, c, _ = await self.step("claim", self.params)
                 if not rows:
                     return
-                for cand in rows:
-                    row_id = cand[0]
-                    if self.keys is not None:
-                        if not self.lock_local(row_id):
-                            continue
-                    else:
-                        got, _, _ = await self.step("lock", {"id": row_id})
-                        if not (got and got[0][0]):
-                            continue
-                    taken, c, _ = await self.step("take", self.params | {"id": row_id})
-                    if taken:
-                        _decode(taken[0][c["payload"]])
-                        name = self.settle_name(taken[0][c["attempt"]])
-                        if name == "ack":  # the advisory retry has no statement: unlock returns it
-                            await self.step("ack", {"id": row_id})
-                        self.counts[name] += 1
+                held = self.held(rows, c)
+                if not held:  # other workers hold every listed key for now
+                    await asyncio.sleep(CONTENDED_SLEEP_S)
+                    continue
+                await self.begin(immediate=True)  # take each held row: re-check and count
+                taken = [await self.step("take", self.params | {"id": i}) for i in held]
+                await self.end(commit=True)
+                settle = []
+                for got, tc, _ in taken:
+                    if got:
+                        _decode(got[0][tc["payload"]])
+                        settle.append((got[0][tc["id"]], self.settle_name(got[0][tc["attempt"]])))
+                await self.begin()  # the settlements commit together, then the unlocks
+                for row_id, name in settle:
+                    if name == "ack":  # the advisory retry has no statement: unlock returns it
+                        await self.step("ack", {"id": row_id})
+                    self.counts[name] += 1
+                await self.end(commit=True)
+                for row_id in held:
                     if self.keys is not None:
                         self.unlock_local(row_id)
                     else:
@@ -336,7 +358,17 @@ async def drain_async(
         await driver.open(url)
         try:
             await _AsyncWorker(
-                driver, engine, st, retry_once, batch, lease_s, tally, counts, keys, keys_lock
+                driver,
+                engine,
+                st,
+                retry_once,
+                batch,
+                concurrency,
+                lease_s,
+                tally,
+                counts,
+                keys,
+                keys_lock,
             ).run(form)
         finally:
             await driver.close()
@@ -422,32 +454,40 @@ class _SyncWorker(_Loop):
                 rows, c, _ = self.step("claim", self.params)
                 if not rows:
                     return
+                settle = []
                 for row in rows:
                     _decode(row[c["payload"]])
                     name = self.settle_name(row[c["attempt"]])
-                    _, _, n = self.step(name, {"id": row[c["id"]], "token": row[c["token"]]})
+                    settle.append((name, {"id": row[c["id"]], "token": row[c["token"]]}))
+                self.begin()
+                for name, params in settle:
+                    _, _, n = self.step(name, params)
                     self.counts[name if n == 1 else "lease_lost"] += 1
+                self.end(commit=True)
         else:
             while True:
-                rows, _, _ = self.step("claim", self.params)
+                rows, c, _ = self.step("claim", self.params)
                 if not rows:
                     return
-                for cand in rows:
-                    row_id = cand[0]
-                    if self.keys is not None:
-                        if not self.lock_local(row_id):
-                            continue
-                    else:
-                        got, _, _ = self.step("lock", {"id": row_id})
-                        if not (got and got[0][0]):
-                            continue
-                    taken, c, _ = self.step("take", self.params | {"id": row_id})
-                    if taken:
-                        _decode(taken[0][c["payload"]])
-                        name = self.settle_name(taken[0][c["attempt"]])
-                        if name == "ack":
-                            self.step("ack", {"id": row_id})
-                        self.counts[name] += 1
+                held = self.held(rows, c)
+                if not held:
+                    time.sleep(CONTENDED_SLEEP_S)
+                    continue
+                self.begin(immediate=True)
+                taken = [self.step("take", self.params | {"id": i}) for i in held]
+                self.end(commit=True)
+                settle = []
+                for got, tc, _ in taken:
+                    if got:
+                        _decode(got[0][tc["payload"]])
+                        settle.append((got[0][tc["id"]], self.settle_name(got[0][tc["attempt"]])))
+                self.begin()
+                for row_id, name in settle:
+                    if name == "ack":
+                        self.step("ack", {"id": row_id})
+                    self.counts[name] += 1
+                self.end(commit=True)
+                for row_id in held:
                     if self.keys is not None:
                         self.unlock_local(row_id)
                     else:
@@ -487,6 +527,7 @@ async def drain_sync(
                     st,
                     retry_once,
                     batch,
+                    concurrency,
                     lease_s,
                     tallies[i],
                     counters[i],

@@ -5,18 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runtime.connect import connect
-from runtime.delivery import Ctx, Delivery, Message
+from runtime.delivery import Batch, Ctx, Delivery, Message
 from runtime.drivers.base import Connection
 from runtime.errors import BrokerError, ConnectionLost, LeaseLost, UnknownCustomEvent
 from runtime.forms import LeaseForm, form_for
 from runtime.outcomes import Outcome, retry
 from runtime.queue import Queue, check_dialect
-from runtime.settle import decide
+from runtime.settle import Decision, decide
 
 log = logging.getLogger("runtime")
 
@@ -32,6 +33,12 @@ class Consumer:
     ``counts = await Consumer(url, queue, handle).drain()`` runs until nothing is claimable;
     ``run()`` runs until ``stop()``, which lets in-flight deliveries settle and gives back
     the rows it claimed but did not start.
+
+    Lease and advisory, not transactional: the settlements of handlers that finish within
+    ``settle_window`` seconds of the first one commit together, each by its own statement
+    (one commit for a batch of quick handlers); they are written before the next handler
+    starts once that window has passed, and at the end of each batch. ``settle_window=0``
+    commits every settlement on its own.
     """
 
     def __init__(
@@ -47,6 +54,7 @@ class Consumer:
         max_poll_interval: float = 2.0,
         handler_timeout: float | None = None,
         stop_timeout: float = 30.0,
+        settle_window: float = 0.02,
     ) -> None:
         if concurrency < 1 or batch < 1:
             raise ValueError("concurrency and batch must be at least 1")
@@ -54,13 +62,16 @@ class Consumer:
         self.queue = queue
         self.handle = handle
         self.group = group
-        self.form = form_for(queue, transactional=transactional, keyspace=db_url)
+        self.form = form_for(
+            queue, transactional=transactional, keyspace=db_url, spread=concurrency
+        )
         self.concurrency = concurrency
         self.batch = batch
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
         self.handler_timeout = handler_timeout
         self.stop_timeout = stop_timeout
+        self.settle_window = settle_window
         self.counts: Counter[str] = Counter()
         self._stopping = asyncio.Event()
         self._held: set[Delivery] = set()  # claimed, not yet settled (lease extension)
@@ -169,6 +180,9 @@ class Consumer:
                     )
                     continue
                 if not claimed:
+                    if claimed.contended:  # other workers hold every ready row for now
+                        await asyncio.sleep(self.poll_interval / 10)
+                        continue
                     if until_empty:
                         return
                     with contextlib.suppress(asyncio.TimeoutError):
@@ -199,25 +213,31 @@ class Consumer:
             if conn is not None:
                 await conn.close()
 
-    async def _deliver_batch(self, conn: Connection, claimed: list[Delivery]) -> None:
+    async def _deliver_batch(self, conn: Connection, claimed: Batch) -> None:
         self._held.update(claimed)
         pending = list(claimed)
+        group: list[tuple[Delivery, Decision]] = []
+        grouping = self.settle_window > 0 and self.form.groups_settlements()
+        opened = 0.0
         try:
-            while pending:
+            while pending and not self._stopping.is_set():
+                if group and time.monotonic() - opened > self.settle_window:
+                    await self._settle_group(conn, group)
+                    group = []
                 d = pending.pop(0)
-                if self._stopping.is_set():
-                    pending.insert(0, d)
-                    break
-                taken = await self.form.acquire(conn, d, self.group)
-                if taken is None:
+                decision = await self._handle(conn, d)
+                if grouping:
+                    if not group:
+                        opened = time.monotonic()
+                    group.append((d, decision))
+                else:
+                    await self._settle(conn, d, decision)
                     self._held.discard(d)
-                    continue
-                if taken is not d:
-                    self._held.discard(d)
-                    self._held.add(taken)
-                await self._deliver(conn, taken)
-                self._held.discard(taken)
-            await self._give_back_all(conn, pending)
+            if group:
+                await self._settle_group(conn, group)
+            for d in pending:  # claimed, never started: back at once
+                if await self.form.return_unstarted(conn, d):
+                    self.counts["released"] += 1
             await self.form.end_batch(conn)
         except ConnectionLost as exc:
             log.warning(
@@ -228,6 +248,8 @@ class Consumer:
             )
             self.counts["connection_lost"] += 1
             await self._release_elsewhere([d for d in claimed if not d.settled])
+            with contextlib.suppress(Exception):
+                await self.form.abort_batch(conn)  # keys held in this process go too
             await conn.close()
         except BaseException:
             with contextlib.suppress(Exception):
@@ -236,12 +258,6 @@ class Consumer:
             raise
         finally:
             self._held.difference_update(claimed)
-
-    async def _give_back_all(self, conn: Connection, pending: list[Delivery]) -> None:
-        for d in pending:
-            if isinstance(self.form, LeaseForm):  # only leases were written at the claim
-                await self.form.give_back(conn, d)
-                self.counts["released"] += 1
 
     async def _release_elsewhere(self, deliveries: list[Delivery]) -> None:
         """Give back leases on a fresh connection when the worker's own one is gone."""
@@ -290,7 +306,8 @@ class Consumer:
             return retry()
         return outcome
 
-    async def _deliver(self, conn: Connection, d: Delivery) -> None:
+    async def _handle(self, conn: Connection, d: Delivery) -> Decision:
+        """Run the handler; its outcome, turned into the statement that settles it."""
         ctx = Ctx(
             attempt=d.attempt, db=conn if self.form.transactional else None, queue=self.queue.name
         )
@@ -301,18 +318,37 @@ class Consumer:
             await self.form.give_back(conn, d)
             raise
         try:
-            decision = decide(self.queue, d, outcome)
+            return decide(self.queue, d, outcome)
         except UnknownCustomEvent as exc:
             log.error("%s: taken as retry()", exc)
             self.counts["unknown_custom"] += 1
-            decision = decide(self.queue, d, retry())
+            return decide(self.queue, d, retry())
+
+    async def _settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         try:
             await self.form.settle(conn, d, decision)
         except LeaseLost as exc:
-            log.warning("%s", exc)
-            self.counts["lease_lost"] += 1
+            self._lost(exc)
             return
         self.counts[decision.label] += 1
+
+    async def _settle_group(self, conn: Connection, group: list[tuple[Delivery, Decision]]) -> None:
+        met = await self.form.settle_group(conn, group)
+        if met is None:  # its transaction failed, nothing committed: one by one, as usual
+            for d, decision in group:
+                await self._settle(conn, d, decision)
+                self._held.discard(d)
+            return
+        for (d, decision), lost in zip(group, met, strict=True):
+            if lost is None:
+                self.counts[decision.label] += 1
+            else:
+                self._lost(lost)
+            self._held.discard(d)
+
+    def _lost(self, exc: LeaseLost) -> None:
+        log.warning("%s", exc)
+        self.counts["lease_lost"] += 1
 
     async def _extend_leases(self) -> None:
         assert isinstance(self.form, LeaseForm)

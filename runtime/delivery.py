@@ -40,3 +40,11 @@ class Delivery:
     #: serialises the lease extension with the settlement, so neither sees a stale token
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     conn: Connection | None = None
+
+
+class Batch(list[Delivery]):
+    """A claim's deliveries; ``contended``: ready rows were there, but other workers held them all."""
+
+    def __init__(self, deliveries: list[Delivery] | None = None, contended: bool = False) -> None:
+        super().__init__(deliveries or ())
+        self.contended = contended

@@ -87,6 +87,7 @@ def params_for(dialect: str) -> dict[str, Any]:
         "delay_s": 1.5,
         "lease_s": 30.0,
         "limit": 5,
+        "scan": 20,
         "ids": "[1]",
         "attempt": 1,
         # the outbox's

@@ -166,16 +166,13 @@ def test_advisory_keys_of_two_tables_never_collide(engine):
             await b.enqueue({"n": 1})
             fa, fb = form_for(a.queue, keyspace=a.url), form_for(b.queue, keyspace=b.url)
             async with await runtime.connect(a.url) as c1, await runtime.connect(a.url) as c2:
-                (da,) = await fa.claim(c1, 1, None)
-                (db_,) = await fb.claim(c2, 1, None)
-                assert da.message.id == db_.message.id  # the same id in both tables
-                ta = await fa.acquire(c1, da, None)
-                tb = await fb.acquire(c2, db_, None)
-                assert ta is not None and tb is not None  # both keys held at once
+                (ta,) = await fa.claim(c1, 1, None)
+                (tb,) = await fb.claim(c2, 1, None)  # both keys held at once
+                assert ta.message.id == tb.message.id  # the same id in both tables
                 # while held, a second consumer of table a cannot take the same row
                 async with await runtime.connect(a.url) as c3:
-                    (again,) = await fa.claim(c3, 1, None)
-                    assert await fa.acquire(c3, again, None) is None
+                    other = await fa.claim(c3, 1, None)
+                    assert other == [] and other.contended  # ready, but its key is held
                 await fa.settle(c1, ta, decide(a.queue, ta, runtime.ack()))
                 await fb.settle(c2, tb, decide(b.queue, tb, runtime.ack()))
             assert await a.rows() == [] or all(r["processed_at"] for r in await a.rows())
@@ -195,15 +192,12 @@ def test_advisory_failed_statement_still_unlocks_and_the_row_returns(engine):
         try:
             await qt.enqueue({"n": 1})
             async with await runtime.connect(qt.url) as db:
-                (cand,) = await form.claim(db, 1, None)
-                d = await form.acquire(db, cand, None)
-                assert d is not None
+                (d,) = await form.claim(db, 1, None)
                 with pytest.raises(Exception):  # noqa: B017 - the engine's own error type
                     await form.settle(db, d, decide(qt.queue, d, runtime.ack()))
             async with await runtime.connect(qt.url) as other:
-                (cand,) = await form.claim(other, 1, None)
-                again = await form.acquire(other, cand, None)
-                assert again is not None and again.attempt == 2  # unlocked; row as it was
+                (again,) = await form.claim(other, 1, None)
+                assert again.attempt == 2  # unlocked; the row as it was
                 assert again.message.payload == {"n": 1}
                 await form.settle(other, again, decide(qt.queue, again, runtime.retry()))
         finally:
@@ -372,21 +366,53 @@ def test_a_delivery_that_outlives_stop_timeout_is_dropped_unsettled(engine, form
     run(go())
 
 
-def test_advisory_take_skips_a_row_settled_after_the_claim_listed_it(engine):
+def test_advisory_claim_skips_held_keys_and_unlocks_what_it_does_not_keep(engine):
+    async def go():
+        qt = await make_queue(engine, "advisory")
+        form = form_for(qt.queue, keyspace=qt.url, spread=3)
+        try:
+            for n in range(6):
+                await qt.enqueue({"n": n})
+            async with (
+                await runtime.connect(qt.url) as a,
+                await runtime.connect(qt.url) as b,
+                await runtime.connect(qt.url) as c,
+            ):
+                first = await form.claim(a, 2, None)  # looks at 6 rows, keeps the first 2
+                second = await form.claim(b, 2, None)  # the next 2 free ones
+                assert [d.message.payload["n"] for d in first] == [0, 1]
+                assert [d.message.payload["n"] for d in second] == [2, 3]
+                for d in first:
+                    await form.settle(a, d, decide(qt.queue, d, runtime.ack()))
+                # the keys a's claim did not keep were unlocked at once: c takes rows 4 and 5
+                third = await form.claim(c, 5, None)
+                assert [d.message.payload["n"] for d in third] == [4, 5]
+                for d in [*second, *third]:
+                    await form.settle(
+                        b if d in second else c, d, decide(qt.queue, d, runtime.ack())
+                    )
+            assert await qt.rows() == [] or all(r["processed_at"] for r in await qt.rows())
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_advisory_take_skips_a_row_settled_since_the_claim_listed_it(engine):
+    # the claim reads its candidates, then takes their keys: a row another worker settled in
+    # between has its key free again, and only the take (which re-reads it) sees it is gone
     async def go():
         qt = await make_queue(engine, "advisory")
         form = form_for(qt.queue, keyspace=qt.url)
         try:
             await qt.enqueue({"n": 1})
-            async with await runtime.connect(qt.url) as a, await runtime.connect(qt.url) as b:
-                (listed_by_a,) = await form.claim(a, 1, None)
-                (listed_by_b,) = await form.claim(b, 1, None)
-                d = await form.acquire(b, listed_by_b, None)
-                await form.settle(b, d, decide(qt.queue, d, runtime.ack()))
-                # a's key is free again, but the row is finished: take finds nothing
-                assert await form.acquire(a, listed_by_a, None) is None
-            (row,) = await qt.rows()
-            assert row["attempt"] == 2  # counted once, by the one take that happened
+            async with await runtime.connect(qt.url) as a:
+                (d,) = await form.claim(a, 1, None)
+                await form.settle(a, d, decide(qt.queue, d, runtime.ack()))
+                # the key is free and the row finished: a take of it finds nothing
+                assert await form._take(a, [d.message.id], None) == []
+                assert await form.claim(a, 1, None) == []
+            assert await qt.rows() == [] or all(r["processed_at"] for r in await qt.rows())
         finally:
             await qt.drop()
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
@@ -36,19 +36,18 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from model.outcome_model import Delivery, OutcomeModel, Row, Shape
+from model.outcome_model import Delivery, OutcomeModel, Row, Settlement, Shape
 from model.profiles import model_settings
 from model.session import Session
 from model.tables import AN_HOUR_AGO, NOW
 
 from runtime.delivery import Delivery as RuntimeDelivery
-from runtime.delivery import Message
 from runtime.drivers.base import Connection
 from runtime.errors import LeaseLost
 from runtime.forms import Form, form_for
 from runtime.outcomes import Outcome, ack, drop, retry, retry_after
 from runtime.queue import Queue, decode_payload
-from runtime.settle import decide
+from runtime.settle import Decision, decide
 
 pytestmark = pytest.mark.model
 
@@ -268,9 +267,9 @@ class QueueMachine(RuleBasedStateMachine):
                 {"delivery": h.model.number, "msg_id": h.model.id},
             )
 
-    def settle_delivery(self, h: Held, outcome: str) -> None:
-        """As the Consumer does: run the handler (its write, in transactional mode), decide,
-        settle."""
+    def _decide(self, h: Held, outcome: str) -> tuple[Decision, Settlement]:
+        """Run the handler (its write, in transactional mode) and decide, as the Consumer
+        does; the model settles alongside, and the labels and warnings must agree."""
         kind, delay, runtime_outcome = OUTCOMES[outcome]
         conn = self.run(self.worker_conn(h.model.worker))
         self.run(self.handler_writes(conn, h))
@@ -289,6 +288,12 @@ class QueueMachine(RuleBasedStateMachine):
         for record, why in zip(logged, expected.warnings, strict=True):
             text = record.getMessage()
             assert ("dead letter" in text) if why == "cap" else ("taken as retry()" in text), text
+        return decision, expected
+
+    def settle_delivery(self, h: Held, outcome: str) -> None:
+        """As the Consumer does: run the handler, decide, settle."""
+        decision, expected = self._decide(h, outcome)
+        conn = self.run(self.worker_conn(h.model.worker))
         try:
             self.run(self.form.settle(conn, h.runtime, decision))
             lost = False
@@ -298,6 +303,19 @@ class QueueMachine(RuleBasedStateMachine):
             f"{h!r}: settling {outcome} {'raised' if lost else 'did not raise'} LeaseLost; "
             f"the model says it {'does' if expected.lease_lost else 'does not'}"
         )
+
+    def settle_together(self, held: list[Held], outcomes: list[str]) -> None:
+        """As the Consumer does for quick handlers (not transactional): each handler runs and
+        decides, then their settlements commit together in one transaction."""
+        assert not self.transactional and held
+        decided = [self._decide(h, outcome) for h, outcome in zip(held, outcomes, strict=True)]
+        conn = self.run(self.worker_conn(held[0].model.worker))
+        items = [(h.runtime, decision) for h, (decision, _) in zip(held, decided, strict=True)]
+        met = self.run(self.form.settle_group(conn, items))
+        assert met is not None, "the group's transaction failed"
+        lost = [m is not None for m in met]
+        want = [expected.lease_lost for _, expected in decided]
+        assert lost == want, f"{held!r}: LeaseLost per delivery {lost}, the model says {want}"
 
     # ------------------------------------------------------------ the comparison
 
@@ -523,10 +541,15 @@ class LeaseMachine(QueueMachine):
         return self._claim(limit, OTHER_GROUP)
 
     @precondition(lambda self: self.shape is not None)
-    @rule(limit=st.integers(1, 3), outcomes=ROUND)
-    def consume(self, limit: int, outcomes: list[str]) -> None:
-        """One Consumer round: claim, then settle each delivery in turn."""
-        for h, outcome in zip(self._claim(limit, None).values, outcomes, strict=False):
+    @rule(limit=st.integers(1, 3), outcomes=ROUND, together=st.booleans())
+    def consume(self, limit: int, outcomes: list[str], together: bool) -> None:
+        """One Consumer round: claim, then settle each delivery in turn, or (quick handlers,
+        not transactional) all of them in one transaction."""
+        held = list(self._claim(limit, None).values)[: len(outcomes)]
+        if together and held and not self.transactional:
+            self.settle_together(held, outcomes[: len(held)])
+            return
+        for h, outcome in zip(held, outcomes, strict=False):
             self.settle_delivery(h, outcome)
 
     @rule(delivery=consumes(QueueMachine.deliveries), outcome=st.sampled_from(list(OUTCOMES)))
@@ -569,20 +592,12 @@ class LeaseMachine(QueueMachine):
 # ---------------------------------------------------------------- advisory
 
 
-@dataclass
-class _Worker:
-    """An advisory worker: the candidates its last claim listed, and what it holds now."""
-
-    candidates: list[int] = field(default_factory=list)
-    group: str | None = None
-    holding: Held | None = None
-
-
 class AdvisoryMachine(QueueMachine):
-    """Advisory lock: a claim lists candidates; acquire takes the next one under its key.
+    """Advisory lock: a claim takes the keys of the first free rows among its candidates and
+    takes each row under its key.
 
     Two workers, each on its own connection, as two Consumer workers are: a key one holds is
-    refused to the other, and a row settled after the listing is skipped at the take.
+    refused to the other, and a worker claims again only when it holds nothing.
     """
 
     @initialize(
@@ -593,96 +608,72 @@ class AdvisoryMachine(QueueMachine):
     )
     def create_queue(self, shape: Shape, renamed: bool, transactional: bool, prefill: int) -> None:
         self.setup_queue(shape, renamed, transactional, prefill)
-        self.workers = {0: _Worker(), 1: _Worker()}
 
-    def _idle(self, worker: int) -> bool:
-        w = self.workers[worker]
-        return w.holding is None and not w.candidates
+    def _open(self, worker: int) -> list[Delivery]:
+        return [d for d in self.model._keys.values() if d.worker == worker]
 
-    def _list(self, worker: int, limit: int, group: str | None) -> None:
-        if not self._idle(worker):
-            return  # the Consumer claims again only after it worked through its list
+    def _claim(self, worker: int, limit: int, group: str | None) -> list[Held]:
+        if self._open(worker):
+            return []  # the Consumer claims again only after it worked through its batch
         conn = self.run(self.worker_conn(worker))
-        got = [d.message.id for d in self.run(self.form.claim(conn, limit, group))]
-        want = self.model.list_candidates(limit, group)
-        assert got == want, f"claim listed {got}, the model says {want}"
-        self.workers[worker] = _Worker(candidates=got, group=group)
+        got = self.run(self.form.claim(conn, limit, group))
+        want = self.model.claim(worker, limit, group, scan=limit * self.form.spread)
+        assert got.contended == self.model.contended, (
+            f"claim on worker {worker}: contended {got.contended}, the model says "
+            f"{self.model.contended}"
+        )
+        return self.check_claimed(got, want)
 
     @precondition(lambda self: self.shape is not None)
-    @rule(worker=st.sampled_from([0, 1]), limit=st.integers(1, 3))
-    def claim(self, worker: int, limit: int) -> None:
-        self._list(worker, limit, None)
+    @rule(target=QueueMachine.deliveries, worker=st.sampled_from([0, 1]), limit=st.integers(1, 3))
+    def claim(self, worker: int, limit: int) -> Any:
+        return multiple(*self._claim(worker, limit, None))
 
     @precondition(lambda self: self.shape is not None and self.shape.group)
-    @rule(worker=st.sampled_from([0, 1]), limit=st.integers(1, 3))
-    def claim_other_group(self, worker: int, limit: int) -> None:
-        self._list(worker, limit, OTHER_GROUP)
-
-    @precondition(
-        lambda self: (
-            self.shape is not None
-            and any(w.candidates and w.holding is None for w in self.workers.values())
-        )
-    )
-    @rule(target=QueueMachine.deliveries, worker=st.sampled_from([0, 1]))
-    def acquire(self, worker: int) -> Any:
-        """Take the worker's next candidate whose key is free and whose row is still ready."""
-        taken = self._acquire(worker)
-        return multiple() if taken is None else multiple(taken)
-
-    def _acquire(self, worker: int) -> Held | None:
-        w = self.workers[worker]
-        if w.holding is not None:
-            return None
-        conn = self.run(self.worker_conn(worker))
-        while w.candidates:
-            row_id = w.candidates.pop(0)
-            listed = RuntimeDelivery(message=Message(id=row_id, payload=None), attempt=None)
-            got = self.run(self.form.acquire(conn, listed, w.group))
-            want = self.model.take(worker, row_id, w.group)
-            assert (got is None) == (want is None), (
-                f"acquire(row {row_id}) on worker {worker} "
-                f"{'took nothing' if got is None else 'took it'}; the model says "
-                f"{'it is taken' if want is not None else 'nothing is taken'}"
-            )
-            if got is not None and want is not None:
-                (w.holding,) = self.check_claimed([got], [want])
-                return w.holding
-        return None
+    @rule(target=QueueMachine.deliveries, worker=st.sampled_from([0, 1]), limit=st.integers(1, 3))
+    def claim_other_group(self, worker: int, limit: int) -> Any:
+        return multiple(*self._claim(worker, limit, OTHER_GROUP))
 
     @precondition(lambda self: self.shape is not None)
-    @rule(limit=st.integers(1, 3), outcomes=ROUND)
-    def consume(self, limit: int, outcomes: list[str]) -> None:
-        """One Consumer round on an idle worker: list, then take and settle each candidate."""
-        worker = next((w for w in (0, 1) if self._idle(w)), None)
-        if worker is None:
-            return
-        self._list(worker, limit, None)
-        for outcome in outcomes:
-            taken = self._acquire(worker)
-            if taken is None:
-                break
-            self._settle(taken, outcome)
+    @rule(
+        worker=st.sampled_from([0, 1]),
+        limit=st.integers(1, 3),
+        outcomes=st.lists(st.sampled_from(list(OUTCOMES)), min_size=0, max_size=3),
+        together=st.booleans(),
+    )
+    def consume(self, worker: int, limit: int, outcomes: list[str], together: bool) -> None:
+        """One Consumer round on an idle worker: claim, settle what the outcomes cover (one by
+        one, or together), then return the rest unstarted (as a stopping Consumer does)."""
+        held = self._claim(worker, limit, None)
+        handled, rest = held[: len(outcomes)], held[len(outcomes) :]
+        if together and handled and not self.transactional:
+            self.settle_together(handled, outcomes[: len(handled)])
+        else:
+            for h, outcome in zip(handled, outcomes, strict=False):
+                self.settle_delivery(h, outcome)
+        conn = self.run(self.worker_conn(worker))
+        for h in rest:
+            self.run(self.form.return_unstarted(conn, h.runtime))
+            self.model.give_back(h.model)
 
     @rule(delivery=consumes(QueueMachine.deliveries), outcome=st.sampled_from(list(OUTCOMES)))
     def settle(self, delivery: Held, outcome: str) -> None:
-        self._settle(delivery, outcome)
-
-    def _settle(self, delivery: Held, outcome: str) -> None:
-        self.settle_delivery(delivery, outcome)
-        self.workers[delivery.model.worker].holding = None
+        if delivery.model.state == "open":  # else: given back with its worker's connection
+            self.settle_delivery(delivery, outcome)
 
     @rule(delivery=consumes(QueueMachine.deliveries))
     def give_back(self, delivery: Held) -> None:
         """Dropped unsettled (after the handler wrote): unlocked, its connection closed; the
-        Consumer's worker stops there, so its remaining candidates go too."""
+        Consumer's worker stops there, so every key of its batch goes with the connection."""
+        if delivery.model.state != "open":
+            return
         worker = delivery.model.worker
         conn = self.run(self.worker_conn(worker))
         self.run(self.handler_writes(conn, delivery))
         self.run(self.form.give_back(conn, delivery.runtime))
         self.run(self.form.abort_batch(conn))
-        self.model.give_back(delivery.model)
-        self.workers[worker] = _Worker()
+        for d in self._open(worker):
+            self.model.give_back(d)
 
 
 MACHINES: dict[str, type[QueueMachine]] = {

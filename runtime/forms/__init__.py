@@ -15,9 +15,11 @@ FORMS: dict[str, type[Form]] = {
 }
 
 
-def form_for(queue: Queue, transactional: bool = False, keyspace: str = "") -> Form:
-    """The form object that claims and settles this queue's rows."""
-    return FORMS[queue.form](queue, transactional=transactional, keyspace=keyspace)
+def form_for(
+    queue: Queue, transactional: bool = False, keyspace: str = "", spread: int = 4
+) -> Form:
+    """The form object that claims and settles this queue's rows (``spread``: the workers)."""
+    return FORMS[queue.form](queue, transactional=transactional, keyspace=keyspace, spread=spread)
 
 
 __all__ = ["FORMS", "AdvisoryForm", "Form", "LeaseForm", "RowLockForm", "form_for"]

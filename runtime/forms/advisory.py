@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import ClassVar
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
-from runtime.delivery import Delivery, Message
+from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
+from runtime.errors import LeaseLost
 from runtime.forms.base import Form
 from runtime.settle import Decision
 
@@ -16,53 +18,87 @@ log = logging.getLogger("runtime")
 class AdvisoryForm(Form):
     """``pg_try_advisory_lock`` / ``GET_LOCK``; on SQLite the keys live in this process.
 
-    The claim only lists candidates; ``acquire`` takes a key without waiting and re-checks
-    the row under it (``take``), so a row settled meanwhile is skipped.
+    The claim tries the keys of up to ``scan`` ready rows and keeps the first ``limit`` it
+    gets (in one statement on a server); the take then re-checks each held row under its key
+    and counts the attempt, all in one transaction, so a row settled since the listing is
+    skipped. Settlements commit before their keys are unlocked.
     """
 
     #: SQLite's keys: (database, table, id) held by a consumer of this process
     _process_keys: ClassVar[set[tuple[str, str, int]]] = set()
 
-    async def claim(self, conn: Connection, limit: int, group: str | None) -> list[Delivery]:
-        result = await self.run(conn, "claim", self.claim_params(limit, group))
-        return [
-            Delivery(message=Message(id=row["id"], payload=None), attempt=None)
-            for row in result.rows
-        ]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: the rows whose keys each worker connection holds now
+        self._held: dict[Connection, set[int]] = {}
 
-    async def _lock(self, conn: Connection, row_id: int) -> bool:
-        if not self.queue.dialect.server_advisory:
+    async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
+        params = self.claim_params(limit, group) | {"scan": limit * self.spread}
+        listed = (await self.run(conn, "claim", params)).rows
+        if self.queue.dialect.server_advisory:
+            held = sorted(row["id"] for row in listed if row["held"])
+        else:
+            held = self._lock_in_process([row["id"] for row in listed], limit)
+        if not held:  # nothing ready, or every ready row's key is another worker's
+            return Batch(contended=bool(listed))
+        self._held.setdefault(conn, set()).update(held)
+        try:
+            return Batch(await self._take(conn, held, group))
+        except BaseException:
+            await self.unlock(conn, held)
+            raise
+
+    async def _take(self, conn: Connection, held: list[int], group: str | None) -> list[Delivery]:
+        """Re-check and count every held row in one transaction; unlock the ones gone since."""
+        taken: list[Delivery] = []
+        gone: list[int] = []
+        await conn.begin(immediate=True)
+        try:
+            for row_id in held:
+                result = await self.run(conn, "take", self.claim_params(1, group) | {"id": row_id})
+                if result.rows:
+                    d = self.delivery(result.rows[0])
+                    d.conn = conn
+                    taken.append(d)
+                else:  # settled or moved since the claim listed it
+                    gone.append(row_id)
+            await conn.commit()
+        except BaseException:
+            if conn.in_transaction and not conn.closed:
+                await conn.rollback()
+            raise
+        await self.unlock(conn, gone)
+        return taken
+
+    def _lock_in_process(self, ids: list[int], limit: int) -> list[int]:
+        held: list[int] = []
+        for row_id in ids:
             key = (self.keyspace, self.queue.table, row_id)
-            if key in self._process_keys:
-                return False
-            self._process_keys.add(key)
-            return True
-        result = await self.run(conn, "lock", {"id": row_id})
-        return bool(result.rows and result.rows[0]["locked"])
+            if key not in self._process_keys:
+                self._process_keys.add(key)
+                held.append(row_id)
+                if len(held) == limit:
+                    break
+        return held
 
-    async def _unlock(self, conn: Connection | None, row_id: int) -> None:
+    async def unlock(self, conn: Connection | None, ids: Iterable[int]) -> None:
+        """Release the keys of these rows (a row whose key is released is claimable again)."""
+        ids = list(ids)
+        mine = self._held.get(conn) if conn is not None else None
+        if mine is not None:
+            mine.difference_update(ids)
+            if not mine:
+                del self._held[conn]
         if not self.queue.dialect.server_advisory:
-            self._process_keys.discard((self.keyspace, self.queue.table, row_id))
+            for row_id in ids:
+                self._process_keys.discard((self.keyspace, self.queue.table, row_id))
             return
         if conn is not None and not conn.closed:
-            await self.run(conn, "unlock", {"id": row_id})
+            for row_id in ids:
+                await self.run(conn, "unlock", {"id": row_id})
 
-    async def acquire(self, conn: Connection, d: Delivery, group: str | None) -> Delivery | None:
-        row_id = d.message.id
-        if not await self._lock(conn, row_id):
-            return None
-        try:
-            params = self.claim_params(1, group) | {"id": row_id}
-            result = await self.run(conn, "take", params)
-        except BaseException:
-            await self._unlock(conn, row_id)
-            raise
-        if not result.rows:  # settled or moved since the claim listed it
-            await self._unlock(conn, row_id)
-            return None
-        taken = self.delivery(result.rows[0])
-        taken.conn = conn
-        return taken
+    def groups_settlements(self) -> bool:
+        return not self.transactional
 
     async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         try:
@@ -81,15 +117,46 @@ class AdvisoryForm(Form):
                 await conn.commit()
             d.settled = True
         finally:
-            await self._unlock(conn, d.message.id)
+            await self.unlock(conn, [d.message.id])
+
+    async def settle_group(
+        self, conn: Connection, items: list[tuple[Delivery, Decision]]
+    ) -> list[LeaseLost | None] | None:
+        await conn.begin()
+        try:
+            for _, decision in items:
+                if decision.step is not None:
+                    await self.run(conn, decision.step, decision.params)
+            await conn.commit()
+        except Exception:
+            if conn.in_transaction and not conn.closed:
+                await conn.rollback()
+            return None  # nothing of it committed: the caller settles them one by one
+        for d, _ in items:
+            d.settled = True
+        await self.unlock(conn, [d.message.id for d, _ in items])
+        return [None] * len(items)
+
+    async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
+        d.settled = True
+        await self.unlock(conn, [d.message.id])
+        return True
+
+    async def abort_batch(self, conn: Connection) -> None:
+        """The batch cannot finish: every key its connection holds is released."""
+        try:
+            await super().abort_batch(conn)
+        finally:
+            await self.unlock(conn, self._held.get(conn, ()))
 
     async def give_back(self, conn: Connection | None, d: Delivery) -> None:
-        """Dropped unsettled: unlock and close the key's connection (the worker reconnects)."""
+        """Dropped unsettled: unlock and close the key's connection (the worker stops, and
+        every key of its batch goes with the connection)."""
         d.settled = True
         try:
             if conn is not None and conn.in_transaction and not conn.closed:
                 await conn.rollback()
-            await self._unlock(conn, d.message.id)
+            await self.unlock(conn, {d.message.id, *self._held.get(conn, ())})
         finally:
             if conn is not None and self.queue.dialect.server_advisory:
                 await conn.abort()

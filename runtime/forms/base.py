@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.delivery import Delivery, Message
+from runtime.delivery import Batch, Delivery, Message
 from runtime.drivers.base import Connection
+from runtime.errors import LeaseLost
 from runtime.queue import Queue, decode_payload
 from runtime.settle import Decision
 from runtime.steps import StepResult, run_step
@@ -14,10 +15,14 @@ from runtime.steps import StepResult, run_step
 class Form:
     """Claims rows and settles deliveries on one worker connection; subclasses per form."""
 
-    def __init__(self, queue: Queue, transactional: bool = False, keyspace: str = "") -> None:
+    def __init__(
+        self, queue: Queue, transactional: bool = False, keyspace: str = "", spread: int = 4
+    ) -> None:
         self.queue = queue
         self.transactional = transactional
         self.keyspace = keyspace
+        #: workers claiming side by side (advisory: how far past its batch a claim looks)
+        self.spread = spread
 
     # -- helpers shared by the forms
     async def run(self, conn: Connection, step: str, params: dict[str, Any]) -> StepResult:
@@ -42,12 +47,8 @@ class Form:
         )
 
     # -- the form's own steps
-    async def claim(self, conn: Connection, limit: int, group: str | None) -> list[Delivery]:
+    async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         raise NotImplementedError
-
-    async def acquire(self, conn: Connection, d: Delivery, group: str | None) -> Delivery | None:
-        """Take what the claim only listed (advisory); the other forms hold rows already."""
-        return d
 
     async def begin_handler(self, conn: Connection, d: Delivery) -> None:
         """Open what the handler's writes go into (transactional mode)."""
@@ -56,6 +57,26 @@ class Form:
 
     async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         raise NotImplementedError
+
+    def groups_settlements(self) -> bool:
+        """Whether settlements of quick handlers may commit together (``settle_group``)."""
+        return False
+
+    async def settle_group(
+        self, conn: Connection, items: list[tuple[Delivery, Decision]]
+    ) -> list[LeaseLost | None] | None:
+        """Settle several deliveries in one transaction, each by its own statement and guard.
+
+        Returns, per delivery, None when it settled or the LeaseLost it met; or None for the
+        whole group when its transaction failed and nothing committed (settle them one by one).
+        """
+        raise NotImplementedError
+
+    async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
+        """A claimed delivery whose handler never started (the consumer stops): return its row;
+        True when that took a statement (row lock: the batch's COMMIT returns it)."""
+        d.settled = True
+        return False
 
     async def give_back(self, conn: Connection | None, d: Delivery) -> None:
         """A delivery that will not be settled: return its row at once."""

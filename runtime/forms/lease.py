@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from runtime.delivery import Delivery
+from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
 from runtime.errors import LeaseLost
 from runtime.forms.base import Form
@@ -16,9 +16,9 @@ log = logging.getLogger("runtime")
 class LeaseForm(Form):
     """``locked_until`` guards the row; zero rows touched means another claim holds it now."""
 
-    async def claim(self, conn: Connection, limit: int, group: str | None) -> list[Delivery]:
+    async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         result = await self.run(conn, "claim", self.claim_params(limit, group))
-        return [self.delivery(row, token=row["token"]) for row in result.rows]
+        return Batch([self.delivery(row, token=row["token"]) for row in result.rows])
 
     def _lost(self, d: Delivery, what: str) -> LeaseLost:
         d.lost = True
@@ -50,6 +50,37 @@ class LeaseForm(Form):
                 raise
             if in_tx:
                 await conn.commit()
+
+    def groups_settlements(self) -> bool:
+        return not self.transactional
+
+    async def settle_group(
+        self, conn: Connection, items: list[tuple[Delivery, Decision]]
+    ) -> list[LeaseLost | None] | None:
+        held: list[bool] = []
+        await conn.begin()
+        try:
+            for d, decision in items:
+                async with d.lock:
+                    d.settled = True  # no extension after this point
+                    params = {**decision.params, "token": d.token}
+                    result = await self.run(conn, decision.step or "retry", params)
+                held.append(bool(result.rowcount))
+            await conn.commit()
+        except Exception:
+            for d, _ in items:
+                d.settled = False  # nothing committed: they can still be settled or given back
+            if conn.in_transaction and not conn.closed:
+                await conn.rollback()
+            return None
+        return [
+            None if ok else self._lost(d, decision.label)
+            for (d, decision), ok in zip(items, held, strict=True)
+        ]
+
+    async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
+        await self.give_back(conn, d)
+        return True
 
     async def extend(self, conn: Connection, d: Delivery) -> bool:
         """Move the lease forward while the handler runs; False once it is lost or settled."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.delivery import Delivery
+from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
 from runtime.forms.base import Form
 from runtime.settle import Decision
@@ -17,7 +17,7 @@ class RowLockForm(Form):
     settles them all; a batch that cannot finish rolls back and every row of it returns.
     """
 
-    async def claim(self, conn: Connection, limit: int, group: str | None) -> list[Delivery]:
+    async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         await conn.begin(immediate=True)
         try:
             result = await self.run(conn, "claim", self.claim_params(limit, group))
@@ -26,7 +26,7 @@ class RowLockForm(Form):
             raise
         if not result.rows:
             await conn.rollback()
-        return [self.delivery(row) for row in result.rows]
+        return Batch([self.delivery(row) for row in result.rows])
 
     async def begin_handler(self, conn: Connection, d: Delivery) -> None:
         if self.transactional:  # the handler writes inside the claim's transaction

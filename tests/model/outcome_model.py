@@ -15,7 +15,10 @@ The rules, as SPEC.md gives them:
 * The attempt column holds the number the row's next delivery reads (1 for a new row);
   ``ctx.attempt`` is the delivery's own number (None without the column).
 * Row lock counts in the statement that returns the row (retry, retry_after, dead-letter
-  move: +1); lease counts at the claim (+1); advisory at the take (+1).
+  move: +1); lease counts at the claim (+1); advisory at the take (+1), which the claim
+  runs for each row whose key it kept.
+* Advisory claim: the first ``scan`` claimable rows by id are candidates; it keeps the
+  first ``limit`` whose keys no other delivery holds (the others' keys stay free).
 * ack and drop delete the row, or set processed_at when the column exists (and clear a lease).
 * retry: row lock +1 (without an attempt column: nothing, the row returns as it was);
   lease clears the lease; advisory writes nothing (the unlock returns the row).
@@ -154,6 +157,8 @@ class OutcomeModel:
         self._batches: dict[int, _Batch] = {}
         #: advisory: row id → the delivery holding its key
         self._keys: dict[int, Delivery] = {}
+        #: advisory: the last claim found ready rows but every key was held
+        self.contended = False
 
     # ------------------------------------------------------------------ reading
 
@@ -236,11 +241,24 @@ class OutcomeModel:
             row.attempt += 1
         return d
 
-    def claim(self, worker: int, limit: int, group: str | None = None) -> list[Delivery]:
+    def claim(
+        self, worker: int, limit: int, group: str | None = None, scan: int | None = None
+    ) -> list[Delivery]:
         """Row lock (opens the worker's batch) or lease (writes each row's lease): the first
-        ``limit`` claimable rows by id."""
+        ``limit`` claimable rows by id. Advisory: of the first ``scan`` claimable rows, the
+        first ``limit`` whose keys are free, each taken (counted) under its key."""
         form = self.shape.form
-        assert form in ("row_lock", "lease")
+        if form == "advisory":
+            assert all(d.worker != worker for d in self._keys.values()), "claims hold nothing"
+            listed = self._ready(scan or limit, group, worker)
+            out = []
+            for r in listed:
+                if r.id not in self._keys and len(out) < limit:
+                    d = self._deliver(r, worker, counted=True)
+                    self._keys[r.id] = d
+                    out.append(d)
+            self.contended = bool(listed) and not out
+            return out
         rows = self._ready(limit, group, worker)
         if form == "row_lock":
             assert worker not in self._batches, "a worker holds one batch at a time"
@@ -255,23 +273,6 @@ class OutcomeModel:
             r.lease, r.holder = "held", d.number
             out.append(d)
         return out
-
-    def list_candidates(self, limit: int, group: str | None = None) -> list[int]:
-        """Advisory claim: the ids of the first ``limit`` claimable rows; nothing is held."""
-        assert self.shape.form == "advisory"
-        return [r.id for r in self._ready(limit, group, None)]
-
-    def take(self, worker: int, row_id: int, group: str | None = None) -> Delivery | None:
-        """Advisory: take the row's key without waiting, re-check it under the key, count."""
-        assert self.shape.form == "advisory"
-        if row_id in self._keys:  # another worker holds the key
-            return None
-        row = self.rows.get(row_id)
-        if row is None or not self.claimable(row, group):
-            return None  # settled or moved since the claim listed it: unlock, skip
-        d = self._deliver(row, worker, counted=True)
-        self._keys[row_id] = d
-        return d
 
     # ------------------------------------------------------------------ settling
 
@@ -429,13 +430,9 @@ def lifecycle(shape: Shape, outcomes: list[str]) -> tuple[str, int]:
     The concurrency test predicts each message's fate with it (retry_after due at once).
     """
     m = OutcomeModel(shape)
-    row_id = m.enqueue({})
+    m.enqueue({})
     for n, outcome in enumerate(outcomes, start=1):
-        if shape.form == "advisory":
-            d = m.take(0, row_id)
-        else:
-            (d,) = m.claim(0, 1)
-        assert d is not None
+        (d,) = m.claim(0, 1)
         label = m.settle(d, outcome).label
         if shape.form == "row_lock":
             m.end_batch(0)

@@ -11,11 +11,6 @@ pytestmark = pytest.mark.model
 
 def deliver(m: OutcomeModel, worker: int = 0) -> Delivery:
     """The next delivery of the first ready row, by whatever the form claims with."""
-    if m.shape.form == "advisory":
-        (row_id,) = m.list_candidates(1)
-        d = m.take(worker, row_id)
-        assert d is not None
-        return d
     (d,) = m.claim(worker, 1)
     return d
 
@@ -111,3 +106,16 @@ def test_lifecycle_predicts_where_a_message_ends() -> None:
     shape = Shape("advisory", attempt=True, dead_letter="table", max_attempts=3)
     assert lifecycle(shape, ["retry", "ack"]) == ("finished", 2)
     assert lifecycle(shape, ["retry", "retry_after", "retry"]) == ("dead_letter", 3)
+
+
+def test_an_advisory_claim_keeps_the_first_free_keys_of_its_candidates() -> None:
+    m = OutcomeModel(Shape("advisory", attempt=True))
+    for n in range(5):
+        m.enqueue({"n": n})
+    first = m.claim(0, 2, scan=4)
+    assert [d.id for d in first] == [1, 2] and not m.contended
+    second = m.claim(1, 3, scan=3)  # rows 1-3 listed, 1 and 2 held by worker 0
+    assert [d.id for d in second] == [3]
+    m.settle(second[0], "ack")
+    assert m.claim(1, 2, scan=2) == [] and m.contended  # ready rows, every key held
+    assert m.rows[1].attempt == 2 and m.rows[4].attempt == 1  # counted at the take only

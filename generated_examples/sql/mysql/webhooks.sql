@@ -31,16 +31,28 @@ INSERT INTO `webhooks_queue` (`payload`, `retry_after`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
--- Lists up to limit ready rows as candidates; nothing is held until lock succeeds.
-SELECT `id` AS id
-FROM `webhooks_queue`
-WHERE `processed_at` IS NULL
-  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
-ORDER BY `id`
-LIMIT %(limit)s;
+-- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
+WITH candidates AS (
+  SELECT r.id, CASE WHEN GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', r.id), 0) = 1 THEN 1 ELSE 0 END AS locked
+  FROM (
+    SELECT `id` AS id
+    FROM `webhooks_queue`
+    WHERE `processed_at` IS NULL
+      AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+    ORDER BY `id`
+    LIMIT %(scan)s
+  ) AS r
+  ORDER BY r.id
+  LIMIT %(scan)s
+), counted AS (
+  SELECT id, locked, SUM(locked) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS nth
+  FROM candidates
+)
+SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', id)) = 1 THEN 0 ELSE 0 END AS held
+FROM counted;
 
 -- name: lock
--- Tries the row's named lock without waiting; 1 means this session holds it until unlock.
+-- Tries one row's named lock without waiting (the claim takes its rows' locks itself); 1: held until unlock.
 SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take

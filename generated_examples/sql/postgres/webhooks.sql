@@ -32,16 +32,28 @@ VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(
 RETURNING "id" AS id;
 
 -- name: claim
--- Lists up to limit ready rows as candidates; nothing is held until lock succeeds.
-SELECT "id" AS id
-FROM "webhooks_queue"
-WHERE "processed_at" IS NULL
-  AND ("retry_after" IS NULL OR "retry_after" <= now())
-ORDER BY "id"
-LIMIT %(limit)s;
+-- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
+WITH candidates AS (
+  SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:webhooks_queue:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
+  FROM (
+    SELECT "id" AS id
+    FROM "webhooks_queue"
+    WHERE "processed_at" IS NULL
+      AND ("retry_after" IS NULL OR "retry_after" <= now())
+    ORDER BY "id"
+    LIMIT %(scan)s
+  ) AS r
+  ORDER BY r.id
+  LIMIT %(scan)s
+), counted AS (
+  SELECT id, locked, SUM(locked) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS nth
+  FROM candidates
+)
+SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:webhooks_queue:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
+FROM counted;
 
 -- name: lock
--- Tries the row's advisory key without waiting; true means this connection holds it until unlock.
+-- Tries one row's advisory key without waiting (the claim takes its rows' keys itself); true: held until unlock.
 SELECT pg_try_advisory_lock(hashtextextended('qgen:webhooks_queue:' || CAST(%(id)s AS TEXT), 0)) AS locked;
 
 -- name: take

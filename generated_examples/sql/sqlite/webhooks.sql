@@ -33,13 +33,13 @@ VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seco
 RETURNING "id" AS id;
 
 -- name: claim
--- Lists up to limit ready rows as candidates; nothing is held until lock succeeds.
+-- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.
 SELECT "id" AS id
 FROM "webhooks_queue"
 WHERE "processed_at" IS NULL
   AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ORDER BY "id"
-LIMIT :limit;
+LIMIT :scan;
 
 -- name: take
 -- Under the key: re-checks the row is still claimable and counts the attempt (no row: skip it and unlock).

@@ -22,11 +22,11 @@ VALUES (:payload)
 RETURNING "id" AS id;
 
 -- name: claim
--- Lists up to limit ready rows as candidates; nothing is held until lock succeeds.
+-- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.
 SELECT "id" AS id
 FROM "hooks"
 ORDER BY "id"
-LIMIT :limit;
+LIMIT :scan;
 
 -- name: take
 -- Under the key: re-checks the row is still claimable (no row: skip it and unlock).
