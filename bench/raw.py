@@ -5,8 +5,8 @@ and the engine's own driver executes it. The loop does what the outcome table sa
 nothing more: claim a batch, decode each payload, settle it (ack; or, in the retry-once
 scenario, the form's retry on a first delivery), commit or unlock as the form requires —
 with no-op handlers, as the runtime does for quick handlers: a lease batch's settlements
-commit together; an advisory batch is taken in one transaction and settled in another,
-then unlocked. A
+commit together; an advisory batch is taken in one step, settled in one transaction, then
+unlocked in one statement. A
 step of several statements (MariaDB's lease claim and advisory take) runs in one
 transaction, its first row and ``ids`` bound to the statements after it, as the rendered
 file documents.
@@ -230,10 +230,10 @@ class _Loop:
                     held.append(r[c["id"]])
         return held
 
-    def unlock_local(self, row_id: int) -> None:
+    def unlock_local(self, ids: list[int]) -> None:
         assert self.keys is not None
         with self.keys_lock:
-            self.keys.discard(row_id)
+            self.keys.difference_update(ids)
 
 
 class _AsyncWorker(_Loop):
@@ -316,25 +316,22 @@ class _AsyncWorker(_Loop):
                 if not held:  # other workers hold every listed key for now
                     await asyncio.sleep(CONTENDED_SLEEP_S)
                     continue
-                await self.begin(immediate=True)  # take each held row: re-check and count
-                taken = [await self.step("take", self.params | {"id": i}) for i in held]
-                await self.end(commit=True)
+                # take the held rows: re-check and count (one step)
+                got, tc, _ = await self.step("take", self.params | {"ids": json.dumps(held)})
                 settle = []
-                for got, tc, _ in taken:
-                    if got:
-                        _decode(got[0][tc["payload"]])
-                        settle.append((got[0][tc["id"]], self.settle_name(got[0][tc["attempt"]])))
-                await self.begin()  # the settlements commit together, then the unlocks
+                for row in got:
+                    _decode(row[tc["payload"]])
+                    settle.append((row[tc["id"]], self.settle_name(row[tc["attempt"]])))
+                await self.begin()  # the settlements commit together, then the unlock
                 for row_id, name in settle:
                     if name == "ack":  # the advisory retry has no statement: unlock returns it
                         await self.step("ack", {"id": row_id})
                     self.counts[name] += 1
                 await self.end(commit=True)
-                for row_id in held:
-                    if self.keys is not None:
-                        self.unlock_local(row_id)
-                    else:
-                        await self.step("unlock", {"id": row_id})
+                if self.keys is not None:
+                    self.unlock_local(held)
+                else:
+                    await self.step("unlock", {"ids": json.dumps(held)})
 
 
 async def drain_async(
@@ -473,25 +470,21 @@ class _SyncWorker(_Loop):
                 if not held:
                     time.sleep(CONTENDED_SLEEP_S)
                     continue
-                self.begin(immediate=True)
-                taken = [self.step("take", self.params | {"id": i}) for i in held]
-                self.end(commit=True)
+                got, tc, _ = self.step("take", self.params | {"ids": json.dumps(held)})
                 settle = []
-                for got, tc, _ in taken:
-                    if got:
-                        _decode(got[0][tc["payload"]])
-                        settle.append((got[0][tc["id"]], self.settle_name(got[0][tc["attempt"]])))
+                for row in got:
+                    _decode(row[tc["payload"]])
+                    settle.append((row[tc["id"]], self.settle_name(row[tc["attempt"]])))
                 self.begin()
                 for row_id, name in settle:
                     if name == "ack":
                         self.step("ack", {"id": row_id})
                     self.counts[name] += 1
                 self.end(commit=True)
-                for row_id in held:
-                    if self.keys is not None:
-                        self.unlock_local(row_id)
-                    else:
-                        self.step("unlock", {"id": row_id})
+                if self.keys is not None:
+                    self.unlock_local(held)
+                else:
+                    self.step("unlock", {"ids": json.dumps(held)})
 
 
 def _sync_connect(url: str, engine: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from typing import Any, ClassVar
@@ -19,8 +20,8 @@ class AdvisoryForm(Form):
     """``pg_try_advisory_lock`` / ``GET_LOCK``; on SQLite the keys live in this process.
 
     The claim tries the keys of up to ``scan`` ready rows and keeps the first ``limit`` it
-    gets (in one statement on a server); the take then re-checks each held row under its key
-    and counts the attempt, all in one transaction, so a row settled since the listing is
+    gets (in one statement on a server); the take then re-checks the held rows under their
+    keys and counts their attempt, in one step, so a row settled since the listing is
     skipped. Settlements commit before their keys are unlocked.
     """
 
@@ -49,26 +50,15 @@ class AdvisoryForm(Form):
             raise
 
     async def _take(self, conn: Connection, held: list[int], group: str | None) -> list[Delivery]:
-        """Re-check and count every held row in one transaction; unlock the ones gone since."""
-        taken: list[Delivery] = []
-        gone: list[int] = []
-        await conn.begin(immediate=True)
-        try:
-            for row_id in held:
-                result = await self.run(conn, "take", self.claim_params(1, group) | {"id": row_id})
-                if result.rows:
-                    d = self.delivery(result.rows[0])
-                    d.conn = conn
-                    taken.append(d)
-                else:  # settled or moved since the claim listed it
-                    gone.append(row_id)
-            await conn.commit()
-        except BaseException:
-            if conn.in_transaction and not conn.closed:
-                await conn.rollback()
-            raise
-        await self.unlock(conn, gone)
-        return taken
+        """Re-check and count the held rows (one step); unlock the ones gone since the claim."""
+        params = self.claim_params(len(held), group) | {"ids": json.dumps(held)}
+        rows = (await self.run(conn, "take", params)).rows
+        taken = [self.delivery(row) for row in rows]
+        for d in taken:
+            d.conn = conn
+        found = {d.message.id for d in taken}
+        await self.unlock(conn, [row_id for row_id in held if row_id not in found])
+        return sorted(taken, key=lambda d: d.message.id)
 
     def _lock_in_process(self, ids: list[int], limit: int) -> list[int]:
         held: list[int] = []
@@ -93,9 +83,8 @@ class AdvisoryForm(Form):
             for row_id in ids:
                 self._process_keys.discard((self.keyspace, self.queue.table, row_id))
             return
-        if conn is not None and not conn.closed:
-            for row_id in ids:
-                await self.run(conn, "unlock", {"id": row_id})
+        if ids and conn is not None and not conn.closed:
+            await self.run(conn, "unlock", {"ids": json.dumps(ids)})
 
     def groups_settlements(self) -> bool:
         return not self.transactional

@@ -56,15 +56,15 @@ FROM counted;
 SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
--- Under the key: reads the row if it is still claimable (no row: skip it and unlock), then counts the attempt.
-SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+-- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it), then counts their attempt.
+SELECT `webhooks_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt
 FROM `webhooks_queue`
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `webhooks_queue`.`id` = j.qgen_id
 WHERE `processed_at` IS NULL
-  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
-  AND `id` = %(id)s;
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6));
 UPDATE `webhooks_queue`
-SET `attempt` = `attempt` + 1
-WHERE `id` = %(id)s;
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `webhooks_queue`.`id` = j.qgen_id
+SET `webhooks_queue`.`attempt` = `webhooks_queue`.`attempt` + 1;
 
 -- name: ack
 -- Finishes the row: marks it processed.
@@ -94,5 +94,6 @@ DELETE FROM `webhooks_queue`
 WHERE `id` = %(id)s;
 
 -- name: unlock
--- Releases the row's named lock held by this session.
-SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', %(id)s)) AS unlocked;
+-- Releases the named locks of the rows ids (a JSON array) held by this session.
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', j.qgen_id)) AS unlocked
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j;

@@ -50,15 +50,15 @@ FROM counted;
 SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
--- Under the key: reads the row if it is still claimable (no row: skip it and unlock), then counts the attempt.
-SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`
+-- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it), then counts their attempt.
+SELECT `exports_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`
 FROM `exports_queue`
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `exports_queue`.`id` = j.qgen_id
 WHERE `lane` = %(group)s
-  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
-  AND `id` = %(id)s;
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6));
 UPDATE `exports_queue`
-SET `attempt` = `attempt` + 1
-WHERE `id` = %(id)s;
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `exports_queue`.`id` = j.qgen_id
+SET `exports_queue`.`attempt` = `exports_queue`.`attempt` + 1;
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -81,5 +81,6 @@ SET `lane` = %(dead_group)s
 WHERE `id` = %(id)s;
 
 -- name: unlock
--- Releases the row's named lock held by this session.
-SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s)) AS unlocked;
+-- Releases the named locks of the rows ids (a JSON array) held by this session.
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', j.qgen_id)) AS unlocked
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j;

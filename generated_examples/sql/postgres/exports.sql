@@ -51,12 +51,12 @@ FROM counted;
 SELECT pg_try_advisory_lock(hashtextextended('qgen:exports_queue:' || CAST(%(id)s AS TEXT), 0)) AS locked;
 
 -- name: take
--- Under the key: re-checks the row is still claimable and counts the attempt (no row: skip it and unlock).
+-- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
 UPDATE "exports_queue"
 SET "attempt" = "attempt" + 1
 WHERE "lane" = %(group)s
   AND ("retry_after" IS NULL OR "retry_after" <= now())
-  AND "id" = %(id)s
+  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group";
 
 -- name: ack
@@ -80,5 +80,6 @@ SET "lane" = %(dead_group)s
 WHERE "id" = %(id)s;
 
 -- name: unlock
--- Releases the row's advisory key held by this connection.
-SELECT pg_advisory_unlock(hashtextextended('qgen:exports_queue:' || CAST(%(id)s AS TEXT), 0)) AS unlocked;
+-- Releases the advisory keys of the rows ids (a JSON array) held by this connection.
+SELECT pg_advisory_unlock(hashtextextended('qgen:exports_queue:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j;

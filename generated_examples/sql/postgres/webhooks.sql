@@ -57,12 +57,12 @@ FROM counted;
 SELECT pg_try_advisory_lock(hashtextextended('qgen:webhooks_queue:' || CAST(%(id)s AS TEXT), 0)) AS locked;
 
 -- name: take
--- Under the key: re-checks the row is still claimable and counts the attempt (no row: skip it and unlock).
+-- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
 UPDATE "webhooks_queue"
 SET "attempt" = "attempt" + 1
 WHERE "processed_at" IS NULL
   AND ("retry_after" IS NULL OR "retry_after" <= now())
-  AND "id" = %(id)s
+  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt;
 
 -- name: ack
@@ -95,5 +95,6 @@ SELECT "id", "payload", "attempt", "retry_after", "processed_at"
 FROM moved;
 
 -- name: unlock
--- Releases the row's advisory key held by this connection.
-SELECT pg_advisory_unlock(hashtextextended('qgen:webhooks_queue:' || CAST(%(id)s AS TEXT), 0)) AS unlocked;
+-- Releases the advisory keys of the rows ids (a JSON array) held by this connection.
+SELECT pg_advisory_unlock(hashtextextended('qgen:webhooks_queue:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j;

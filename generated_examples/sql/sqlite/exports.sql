@@ -36,12 +36,12 @@ ORDER BY "id"
 LIMIT :scan;
 
 -- name: take
--- Under the key: re-checks the row is still claimable and counts the attempt (no row: skip it and unlock).
+-- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
 UPDATE "exports_queue"
 SET "attempt" = "attempt" + 1
 WHERE "lane" = :group
   AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-  AND "id" = :id
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j)
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group";
 
 -- name: ack

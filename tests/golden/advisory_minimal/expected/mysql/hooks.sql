@@ -43,10 +43,10 @@ FROM counted;
 SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
--- Under the key: reads the row if it is still claimable (no row: skip it and unlock).
-SELECT `id` AS id, `payload` AS payload
+-- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it).
+SELECT `hooks`.`id` AS id, `payload` AS payload
 FROM `hooks`
-WHERE `id` = %(id)s;
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `hooks`.`id` = j.qgen_id;
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -59,5 +59,6 @@ DELETE FROM `hooks`
 WHERE `id` = %(id)s;
 
 -- name: unlock
--- Releases the row's named lock held by this session.
-SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', %(id)s)) AS unlocked;
+-- Releases the named locks of the rows ids (a JSON array) held by this session.
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', j.qgen_id)) AS unlocked
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j;

@@ -44,10 +44,10 @@ FROM counted;
 SELECT pg_try_advisory_lock(hashtextextended('qgen:hooks:' || CAST(%(id)s AS TEXT), 0)) AS locked;
 
 -- name: take
--- Under the key: re-checks the row is still claimable (no row: skip it and unlock).
+-- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable; a row not returned was settled since the claim (unlock it).
 SELECT "id" AS id, "payload" AS payload
 FROM "hooks"
-WHERE "id" = %(id)s;
+WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -60,5 +60,6 @@ DELETE FROM "hooks"
 WHERE "id" = %(id)s;
 
 -- name: unlock
--- Releases the row's advisory key held by this connection.
-SELECT pg_advisory_unlock(hashtextextended('qgen:hooks:' || CAST(%(id)s AS TEXT), 0)) AS unlocked;
+-- Releases the advisory keys of the rows ids (a JSON array) held by this connection.
+SELECT pg_advisory_unlock(hashtextextended('qgen:hooks:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j;

@@ -29,10 +29,10 @@ ORDER BY "id"
 LIMIT :scan;
 
 -- name: take
--- Under the key: re-checks the row is still claimable (no row: skip it and unlock).
+-- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable; a row not returned was settled since the claim (unlock it).
 SELECT "id" AS id, "payload" AS payload
 FROM "hooks"
-WHERE "id" = :id;
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: ack
 -- Finishes the row: deletes it.
