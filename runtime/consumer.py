@@ -221,11 +221,17 @@ class Consumer:
         opened = 0.0
         try:
             while pending and not self._stopping.is_set():
-                if group and time.monotonic() - opened > self.settle_window:
+                d = pending.pop(0)
+                if group and time.monotonic() - opened >= self.settle_window:
                     await self._settle_group(conn, group)
                     group = []
-                d = pending.pop(0)
-                decision = await self._handle(conn, d)
+                if group:
+                    left = self.settle_window - (time.monotonic() - opened)
+                    decision, settled = await self._handle_settling(conn, d, group, left)
+                    if settled:
+                        group = []
+                else:
+                    decision = await self._handle(conn, d)
                 if grouping:
                     if not group:
                         opened = time.monotonic()
@@ -323,6 +329,24 @@ class Consumer:
             log.error("%s: taken as retry()", exc)
             self.counts["unknown_custom"] += 1
             return decide(self.queue, d, retry())
+
+    async def _handle_settling(
+        self, conn: Connection, d: Delivery, group: list[tuple[Delivery, Decision]], left: float
+    ) -> tuple[Decision, bool]:
+        """Run the next handler; if it is still running when the group's window closes, the
+        group settles meanwhile (a non-transactional handler does not use the connection).
+        Returns the handler's decision and whether the group was settled."""
+        flushing: list[asyncio.Task[None]] = []
+        timer = asyncio.get_running_loop().call_later(
+            left, lambda: flushing.append(asyncio.ensure_future(self._settle_group(conn, group)))
+        )
+        try:
+            decision = await self._handle(conn, d)
+        finally:
+            timer.cancel()
+            if flushing:
+                await flushing[0]
+        return decision, bool(flushing)
 
     async def _settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         try:

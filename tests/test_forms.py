@@ -453,3 +453,29 @@ def test_a_failing_settlement_returns_the_rows_and_the_consumer_goes_on(engine, 
             await qt.drop()
 
     run(go())
+
+
+@pytest.mark.parametrize("form", ["lease", "advisory"])
+def test_a_quick_ack_is_written_while_the_next_handler_is_still_running(engine, form):
+    # settlements of quick handlers wait to commit together, but never past settle_window:
+    # a slow handler that follows does not hold the ack before it back
+    async def go():
+        qt = await make_queue(engine, form)
+        try:
+            first, _second = await qt.enqueue({"n": 0}, {"n": 1})
+            seen: list[bool] = []
+
+            async def handle(message, ctx):
+                if message.payload["n"] == 1:
+                    await asyncio.sleep(0.5)
+                    rows = {r["id"]: r for r in await qt.rows()}
+                    seen.append(first not in rows or rows[first]["processed_at"] is not None)
+                return runtime.ack()
+
+            consumer = runtime.Consumer(qt.url, qt.queue, handle, concurrency=1, batch=2)
+            assert await consumer.drain() == {"ack": 2}
+            assert seen == [True]
+        finally:
+            await qt.drop()
+
+    run(go())
