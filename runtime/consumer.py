@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,6 +24,44 @@ Handler = Callable[[Message, Ctx], Awaitable[Outcome]]
 
 #: drain() gives up after this many failed batches in a row (run() keeps backing off)
 MAX_FAILED_BATCHES = 5
+
+
+class _Group:
+    """Settlements waiting to commit together (lease and advisory, not transactional).
+
+    The first one opens a window of ``window`` seconds; when it closes while a handler runs,
+    ``write`` starts at once (a non-transactional handler does not use the worker's
+    connection), else the worker writes the group before its next handler.
+    """
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self.items: list[tuple[Delivery, Decision]] = []
+        self.handling = False
+        self.writing: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._deadline = 0.0
+
+    def open(self, write: Callable[[], Awaitable[None]]) -> None:
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + self.window
+        self._timer = loop.call_at(self._deadline, self._closing, write)
+
+    def _closing(self, write: Callable[[], Awaitable[None]]) -> None:
+        self._timer = None
+        if self.handling and self.items and self.writing is None:
+            self.writing = asyncio.ensure_future(write())
+
+    def closed(self) -> bool:
+        return bool(self.items) and asyncio.get_running_loop().time() >= self._deadline
+
+    def take(self) -> list[tuple[Delivery, Decision]]:
+        """The waiting settlements, to be written now; the group is empty again."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        items, self.items = self.items, []
+        return items
 
 
 class Consumer:
@@ -216,31 +253,33 @@ class Consumer:
     async def _deliver_batch(self, conn: Connection, claimed: Batch) -> None:
         self._held.update(claimed)
         pending = list(claimed)
-        group: list[tuple[Delivery, Decision]] = []
         grouping = self.settle_window > 0 and self.form.groups_settlements()
-        opened = 0.0
+        group = _Group(self.settle_window) if grouping else None
         try:
             while pending and not self._stopping.is_set():
                 d = pending.pop(0)
-                if group and time.monotonic() - opened >= self.settle_window:
-                    await self._settle_group(conn, group)
-                    group = []
-                if group:
-                    left = self.settle_window - (time.monotonic() - opened)
-                    decision, settled = await self._handle_settling(conn, d, group, left)
-                    if settled:
-                        group = []
-                else:
-                    decision = await self._handle(conn, d)
-                if grouping:
-                    if not group:
-                        opened = time.monotonic()
-                    group.append((d, decision))
-                else:
-                    await self._settle(conn, d, decision)
+                if group is None:
+                    await self._settle(conn, d, await self._handle(conn, d))
                     self._held.discard(d)
-            if group:
-                await self._settle_group(conn, group)
+                    continue
+                if group.closed():
+                    await self._settle_group(conn, group.take())
+                if not group.items:
+                    decision = await self._handle(conn, d)
+                else:
+                    group.handling = True
+                    try:
+                        decision = await self._handle(conn, d)
+                    finally:
+                        group.handling = False
+                        if group.writing is not None:  # the window closed meanwhile
+                            await group.writing
+                            group.writing = None
+                if not group.items:
+                    group.open(lambda: self._settle_group(conn, group.take()))
+                group.items.append((d, decision))
+            if group is not None and group.items:
+                await self._settle_group(conn, group.take())
             for d in pending:  # claimed, never started: back at once
                 if await self.form.return_unstarted(conn, d):
                     self.counts["released"] += 1
@@ -263,6 +302,8 @@ class Consumer:
             await self._release_elsewhere([d for d in claimed if not d.settled])
             raise
         finally:
+            if group is not None:
+                group.take()
             self._held.difference_update(claimed)
 
     async def _release_elsewhere(self, deliveries: list[Delivery]) -> None:
@@ -285,7 +326,10 @@ class Consumer:
     async def _call_handler(self, d: Delivery, ctx: Ctx) -> Outcome:
         try:
             result = self.handle(d.message, ctx)
-            outcome = await asyncio.wait_for(result, self.handler_timeout)
+            if self.handler_timeout is None:
+                outcome = await result
+            else:
+                outcome = await asyncio.wait_for(result, self.handler_timeout)
         except TimeoutError:
             log.error(
                 "queue %s: handler for message %s ran past %ss: taken as retry()",
@@ -329,24 +373,6 @@ class Consumer:
             log.error("%s: taken as retry()", exc)
             self.counts["unknown_custom"] += 1
             return decide(self.queue, d, retry())
-
-    async def _handle_settling(
-        self, conn: Connection, d: Delivery, group: list[tuple[Delivery, Decision]], left: float
-    ) -> tuple[Decision, bool]:
-        """Run the next handler; if it is still running when the group's window closes, the
-        group settles meanwhile (a non-transactional handler does not use the connection).
-        Returns the handler's decision and whether the group was settled."""
-        flushing: list[asyncio.Task[None]] = []
-        timer = asyncio.get_running_loop().call_later(
-            left, lambda: flushing.append(asyncio.ensure_future(self._settle_group(conn, group)))
-        )
-        try:
-            decision = await self._handle(conn, d)
-        finally:
-            timer.cancel()
-            if flushing:
-                await flushing[0]
-        return decision, bool(flushing)
 
     async def _settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         try:

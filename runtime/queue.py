@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cached_property
 from typing import Any
 
 from runtime.dialects import Dialect
@@ -47,46 +48,49 @@ def check_dialect(rendered: RenderedFile, conn: Connection) -> None:
 
 @dataclass
 class Queue:
-    """A queue loaded from its rendered file: ``queue = runtime.load("sql/sqlite/orders.sql")``."""
+    """A queue loaded from its rendered file: ``queue = runtime.load("sql/sqlite/orders.sql")``.
+
+    Its settings are read from the file's header once, on first use.
+    """
 
     rendered: RenderedFile
 
-    @property
+    @cached_property
     def name(self) -> str:
         return self.rendered.header["queue"]
 
-    @property
+    @cached_property
     def dialect(self) -> Dialect:
         return self.rendered.dialect
 
-    @property
+    @cached_property
     def form(self) -> str:
         return self.rendered.header["form"]
 
-    @property
+    @cached_property
     def table(self) -> str:
         return self.rendered.header["table"]
 
-    @property
+    @cached_property
     def max_attempts(self) -> int | None:
         v = self.rendered.header.get("max_attempts", "none")
         return None if v == "none" else int(v)
 
-    @property
+    @cached_property
     def dead_group(self) -> str | None:
         v = self.rendered.header.get("dead_letter", "none")
         return v.split(" ", 1)[1] if v.startswith("group ") else None
 
-    @property
+    @cached_property
     def default_group(self) -> str | None:
         return self.rendered.header.get("default_group")
 
-    @property
+    @cached_property
     def lease_s(self) -> float | None:
         v = self.rendered.header.get("lease_s")
         return float(v) if v else None
 
-    @property
+    @cached_property
     def columns(self) -> dict[str, str]:
         return self.rendered.columns
 

@@ -33,6 +33,23 @@ def _returns_rows(sql: str) -> bool:
     return False
 
 
+#: statement text → 0: changes rows, 1: reads rows, 2: changes rows and returns them
+_KIND: dict[str, int] = {}
+_CHANGES, _READS, _CHANGES_RETURNING = 0, 1, 2
+
+
+def _kind(sql: str) -> int:
+    kind = _KIND.get(sql)
+    if kind is None:
+        if _SELECT.match(sql):
+            kind = _READS
+        else:
+            kind = _CHANGES_RETURNING if _returns_rows(sql) else _CHANGES
+        if len(_KIND) < 10_000:  # the statements of the loaded files: a few hundred at most
+            _KIND[sql] = kind
+    return kind
+
+
 async def run_step(
     conn: Connection, statements: tuple[str, ...], params: Mapping[str, Any]
 ) -> StepResult:
@@ -53,7 +70,7 @@ async def run_step(
         result, bound = StepResult(), dict(params)
         for sql in statements:
             result = await _run_one(conn, sql, bound, result)
-            if _SELECT.match(sql):
+            if _kind(sql) == _READS:
                 if not result.rows:
                     break
                 bound.update(result.rows[0])
@@ -71,9 +88,10 @@ async def _run_one(
     conn: Connection, sql: str, params: dict[str, Any], result: StepResult
 ) -> StepResult:
     """Run one statement; keep the rows it returns, and the first count of changed rows."""
-    if _SELECT.match(sql):  # reads: rows, no change to count
+    kind = _kind(sql)
+    if kind == _READS:  # reads: rows, no change to count
         return StepResult(rows=await conn.fetchall(sql, params), rowcount=result.rowcount)
-    if _returns_rows(sql):  # … RETURNING: the rows are the changed ones
+    if kind == _CHANGES_RETURNING:  # … RETURNING: the rows are the changed ones
         rows = await conn.fetchall(sql, params)
         changed = len(rows)
     else:
