@@ -34,8 +34,7 @@ class AdvisoryForm(Form):
         self._held: dict[Connection, set[int]] = {}
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
-        params = self.claim_params(limit, group) | {"scan": limit * self.spread}
-        listed = (await self.run(conn, "claim", params)).rows
+        listed = (await self.run(conn, "claim", self.claim_params(limit, group))).rows
         if self.queue.dialect.server_advisory:
             held = sorted(row["id"] for row in listed if row["held"])
         else:

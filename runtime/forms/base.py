@@ -31,6 +31,8 @@ class Form:
     def claim_params(self, limit: int, group: str | None) -> dict[str, Any]:
         return {
             "limit": limit,
+            # how far past its batch a claim looks: the rows the other workers hold
+            "scan": limit * self.spread,
             "group": group if group is not None else self.queue.default_group,
             "lease_s": self.queue.lease_s,
         }

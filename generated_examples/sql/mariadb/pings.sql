@@ -22,15 +22,20 @@ INSERT INTO `pings` (`data`)
 VALUES (%(payload)s);
 
 -- name: claim
--- Locks up to limit ready rows (free or expired; locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to those rows (ids: their ids as a JSON array). One transaction.
-SELECT `ping_id` AS id, `data` AS payload, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
+-- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array). One transaction.
+SELECT `ping_id` AS id
 FROM `pings`
 WHERE (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6))
 ORDER BY `ping_id`
+LIMIT %(scan)s;
+SELECT `pings`.`ping_id` AS id, `data` AS payload, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `pings` ON `pings`.`ping_id` = j.qgen_id
+WHERE (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 UPDATE `pings`
-JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j ON `pings`.`ping_id` = j.id
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `pings`.`ping_id` = j.qgen_id
 SET `pings`.`leased_until` = %(token)s;
 
 -- name: extend

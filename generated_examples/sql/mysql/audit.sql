@@ -20,10 +20,14 @@ INSERT INTO `audit_queue` (`entry`)
 VALUES (%(payload)s);
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
-SELECT `id` AS id, `entry` AS payload
+-- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
+SELECT `id` AS id
 FROM `audit_queue`
 ORDER BY `id`
+LIMIT %(scan)s;
+SELECT `audit_queue`.`id` AS id, `entry` AS payload
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` ON `audit_queue`.`id` = j.qgen_id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 

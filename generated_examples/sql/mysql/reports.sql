@@ -25,12 +25,18 @@ INSERT INTO `reports_queue` (`payload`, `grp`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
-SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `grp` AS `group`
+-- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
+SELECT `id` AS id
 FROM `reports_queue`
 WHERE `grp` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 ORDER BY `id`
+LIMIT %(scan)s;
+SELECT `reports_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `grp` AS `group`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` ON `reports_queue`.`id` = j.qgen_id
+WHERE `grp` = %(group)s
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 

@@ -22,11 +22,16 @@ INSERT INTO `locked` (`payload`)
 VALUES (%(payload)s);
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
-SELECT `id` AS id, `payload` AS payload
+-- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
+SELECT `id` AS id
 FROM `locked`
 WHERE `done_at` IS NULL
 ORDER BY `id`
+LIMIT %(scan)s;
+SELECT `locked`.`id` AS id, `payload` AS payload
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `locked` ON `locked`.`id` = j.qgen_id
+WHERE `done_at` IS NULL
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 

@@ -27,17 +27,24 @@ INSERT INTO `tasks` (`payload`, `lane`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
--- Locks up to limit ready rows (free or expired; locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to those rows (ids: their ids as a JSON array), counting the attempt. One transaction.
-SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
+-- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.
+SELECT `id` AS id
 FROM `tasks`
 WHERE `lane` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
 ORDER BY `id`
+LIMIT %(scan)s;
+SELECT `tasks`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `tasks` ON `tasks`.`id` = j.qgen_id
+WHERE `lane` = %(group)s
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 UPDATE `tasks`
-JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j ON `tasks`.`id` = j.id
+JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `tasks`.`id` = j.qgen_id
 SET `tasks`.`locked_until` = %(token)s, `tasks`.`attempt` = `tasks`.`attempt` + 1;
 
 -- name: extend

@@ -28,11 +28,16 @@ INSERT INTO `mail_queue` (`message`, `not_before`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
-SELECT `mail_id` AS id, `message` AS payload, `tries` AS attempt
+-- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
+SELECT `mail_id` AS id
 FROM `mail_queue`
 WHERE (`not_before` IS NULL OR `not_before` <= UTC_TIMESTAMP(6))
 ORDER BY `mail_id`
+LIMIT %(scan)s;
+SELECT `mail_queue`.`mail_id` AS id, `message` AS payload, `tries` AS attempt
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `mail_queue` ON `mail_queue`.`mail_id` = j.qgen_id
+WHERE (`not_before` IS NULL OR `not_before` <= UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
