@@ -11,7 +11,7 @@ SEQUENCE engine on MariaDB, a recursive CTE on SQLite):
 differs. After the fill the tables are analysed (PostgreSQL: VACUUM ANALYZE, as autovacuum
 would) and the engine is let settle (a checkpoint). Each form then claims one batch through
 the runtime's own step runner, timed from BEGIN to the rows in hand, and rolls back, so the
-depth never changes (the advisory claim only lists candidates and holds nothing). The cases
+depth never changes (the advisory claim's keys are unlocked after it). The cases
 are claimed round-robin, one claim each per round, so background noise falls on all of
 them alike; a form whose claims are slow stops after a time budget (three rounds at least).
 Tables are dropped at the end.
@@ -142,25 +142,40 @@ async def _fill_mariadb(db: Connection, t: str, n: int, processed: bool, payload
 
 
 async def claim_once(db: Connection, queue: Queue, form: str, batch: int) -> float:
-    """One claim of ``batch`` rows, timed, then rolled back (advisory: it holds nothing)."""
+    """One claim of ``batch`` rows, timed, then rolled back (advisory: its keys unlocked)."""
     claim = queue.rendered.require("claim")
-    params = {"limit": batch, "group": None, "lease_s": queue.lease_s}
+    params = claim_params(queue, batch)
     t0 = time.perf_counter()
     if form != "advisory":
         await db.begin(immediate=True)
     result = await run_step(db, claim, params)
     dt = time.perf_counter() - t0
+    rows = result.rows
     if form != "advisory":
         await db.rollback()
-    if len(result.rows) != batch:
-        raise RuntimeError(f"the claim returned {len(result.rows)} rows, not {batch}")
+    elif rows and "held" in rows[0]:  # the server took the keys of the rows it kept
+        rows = [r for r in rows if r["held"]]
+        await run_step(db, queue.rendered.require("unlock"), {"ids": _ids(rows)})
+    else:  # SQLite lists candidates; the keys live in the consumer's process
+        rows = rows[:batch]
+    if len(rows) != batch:
+        raise RuntimeError(f"the claim returned {len(rows)} rows, not {batch}")
     return dt
+
+
+def claim_params(queue: Queue, batch: int) -> dict[str, Any]:
+    """What the Consumer binds to a claim (scan: as far as four workers' batches)."""
+    return {"limit": batch, "scan": batch * 4, "group": None, "lease_s": queue.lease_s}
+
+
+def _ids(rows: list[dict[str, Any]]) -> str:
+    return json.dumps([r["id"] for r in rows])
 
 
 async def explain(db: Connection, engine: str, queue: Queue, batch: int) -> tuple[list[str], str]:
     """Every statement of the claim explained, as lines; and how it reaches the rows."""
-    params: dict[str, Any] = {"limit": batch, "group": None, "lease_s": queue.lease_s}
-    # MariaDB's lease claim binds the first statement's token and ids into its UPDATE
+    params = claim_params(queue, batch)
+    # MariaDB's claims bind an earlier statement's ids (and the lease's token) into the next
     params |= {"token": "2030-01-01 00:00:00", "ids": json.dumps(list(range(1, batch + 1)))}
     lines: list[str] = []
     access: list[str] = []
