@@ -11,7 +11,9 @@ SEQUENCE engine on MariaDB, a recursive CTE on SQLite):
 differs. After the fill the tables are analysed (PostgreSQL: VACUUM ANALYZE, as autovacuum
 would) and the engine is let settle (a checkpoint). Each form then claims one batch through
 the runtime's own step runner, timed from BEGIN to the rows in hand, and rolls back, so the
-depth never changes (the advisory claim's keys are unlocked after it). The cases
+depth never changes (the advisory claim's keys are unlocked after it; on PostgreSQL the
+tables are vacuumed after each form, so the lease claims' rolled-back updates do not slow the
+next form's reads). The cases
 are claimed round-robin, one claim each per round, so background noise falls on all of
 them alike; a form whose claims are slow stops after a time budget (three rounds at least).
 Tables are dropped at the end.
@@ -304,6 +306,11 @@ async def run_depth(
                 t = timings[c.name]
                 t.plan, t.access = await explain(db, engine.name, queues[c.name], batch)
                 results.append(t)
+            if engine.name == "postgres":
+                # the lease claims' rolled-back updates leave dead row versions at the head of
+                # each table; vacuum them, as autovacuum would, before the next form claims
+                for table in tables.values():
+                    await db.execute(f"VACUUM {quoted(engine.name, table)}")
     finally:
         for table in tables.values():
             with contextlib.suppress(Exception):  # report the numbers even if a drop fails
