@@ -261,23 +261,8 @@ class Consumer:
                 if group is None:
                     await self._settle(conn, d, await self._handle(conn, d))
                     self._held.discard(d)
-                    continue
-                if group.closed():
-                    await self._settle_group(conn, group.take())
-                if not group.items:
-                    decision = await self._handle(conn, d)
                 else:
-                    group.handling = True
-                    try:
-                        decision = await self._handle(conn, d)
-                    finally:
-                        group.handling = False
-                        if group.writing is not None:  # the window closed meanwhile
-                            await group.writing
-                            group.writing = None
-                if not group.items:
-                    group.open(lambda: self._settle_group(conn, group.take()))
-                group.items.append((d, decision))
+                    await self._handle_grouped(conn, d, group)
             if group is not None and group.items:
                 await self._settle_group(conn, group.take())
             for d in pending:  # claimed, never started: back at once
@@ -361,7 +346,8 @@ class Consumer:
         ctx = Ctx(
             attempt=d.attempt, db=conn if self.form.transactional else None, queue=self.queue.name
         )
-        await self.form.begin_handler(conn, d)
+        if self.form.transactional:
+            await self.form.begin_handler(conn, d)
         try:
             outcome = await self._call_handler(d, ctx)
         except asyncio.CancelledError:
@@ -373,6 +359,22 @@ class Consumer:
             log.error("%s: taken as retry()", exc)
             self.counts["unknown_custom"] += 1
             return decide(self.queue, d, retry())
+
+    async def _handle_grouped(self, conn: Connection, d: Delivery, group: _Group) -> None:
+        """Run the handler; its settlement joins the group, written when the window closes."""
+        if group.closed():
+            await self._settle_group(conn, group.take())
+        group.handling = bool(group.items)
+        try:
+            decision = await self._handle(conn, d)
+        finally:
+            group.handling = False
+            if group.writing is not None:  # the window closed while the handler ran
+                await group.writing
+                group.writing = None
+        if not group.items:
+            group.open(lambda: self._settle_group(conn, group.take()))
+        group.items.append((d, decision))
 
     async def _settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         try:

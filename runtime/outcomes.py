@@ -19,19 +19,23 @@ class Outcome:
         return f"custom.{self.name}" if self.kind == "custom" else self.kind
 
 
+# an Outcome is immutable: the three without arguments are made once
+_ACK, _DROP, _RETRY = Outcome("ack"), Outcome("drop"), Outcome("retry")
+
+
 def ack() -> Outcome:
     """The message is handled: ``return runtime.ack()``."""
-    return Outcome("ack")
+    return _ACK
 
 
 def drop() -> Outcome:
     """A poison message: it leaves the queue exactly as an ack would. ``return runtime.drop()``."""
-    return Outcome("drop")
+    return _DROP
 
 
 def retry() -> Outcome:
     """Deliver again at once (or move to the dead letter at the cap): ``return runtime.retry()``."""
-    return Outcome("retry")
+    return _RETRY
 
 
 def retry_after(delay: float | timedelta) -> Outcome:

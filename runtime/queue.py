@@ -22,9 +22,11 @@ def encode_payload(payload: Any) -> str:
 
 def decode_payload(value: Any) -> Any:
     """Payloads are JSON: PostgreSQL's driver hands back objects, the others text."""
+    if isinstance(value, str):
+        return json.loads(value)
     if isinstance(value, bytes | bytearray | memoryview):
-        value = bytes(value).decode()
-    return json.loads(value) if isinstance(value, str) else value
+        return json.loads(bytes(value).decode())
+    return value
 
 
 def delay_seconds(delay: float | timedelta | None) -> float | None:

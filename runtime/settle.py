@@ -14,7 +14,7 @@ from runtime.queue import Queue
 log = logging.getLogger("runtime")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Decision:
     """The step to run (None: no statement, e.g. a row-lock retry without an attempt column)
     and the label the counts report."""
