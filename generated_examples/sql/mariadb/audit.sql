@@ -27,7 +27,7 @@ ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `audit_queue`.`id` AS id, `entry` AS payload
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `audit_queue` ON `audit_queue`.`id` = j.qgen_id
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 

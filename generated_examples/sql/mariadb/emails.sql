@@ -40,13 +40,13 @@ ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `emails_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `emails_queue` ON `emails_queue`.`id` = j.qgen_id
+STRAIGHT_JOIN `emails_queue` FORCE INDEX (PRIMARY) ON `emails_queue`.`id` = j.qgen_id
 WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
-UPDATE `emails_queue`
-JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `emails_queue`.`id` = j.qgen_id
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `emails_queue` FORCE INDEX (PRIMARY) ON `emails_queue`.`id` = j.qgen_id
 SET `emails_queue`.`locked_until` = %(token)s, `emails_queue`.`attempt` = `emails_queue`.`attempt` + 1;
 
 -- name: extend

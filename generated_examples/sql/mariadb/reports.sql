@@ -34,7 +34,7 @@ ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `reports_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `grp` AS `group`
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `reports_queue` ON `reports_queue`.`id` = j.qgen_id
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
 WHERE `grp` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 LIMIT %(limit)s

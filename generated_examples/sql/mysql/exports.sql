@@ -53,11 +53,11 @@ SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 
 -- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it), then counts their attempt.
 SELECT `exports_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `exports_queue` ON `exports_queue`.`id` = j.qgen_id
+STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id
 WHERE `lane` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6));
-UPDATE `exports_queue`
-JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `exports_queue`.`id` = j.qgen_id
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id
 SET `exports_queue`.`attempt` = `exports_queue`.`attempt` + 1;
 
 -- name: ack

@@ -40,7 +40,7 @@ ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `invoices_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `invoices_queue` ON `invoices_queue`.`id` = j.qgen_id
+STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
 WHERE `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 LIMIT %(limit)s

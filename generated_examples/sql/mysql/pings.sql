@@ -30,12 +30,12 @@ ORDER BY `ping_id`
 LIMIT %(scan)s;
 SELECT `pings`.`ping_id` AS id, `data` AS payload, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `pings` ON `pings`.`ping_id` = j.qgen_id
+STRAIGHT_JOIN `pings` FORCE INDEX (PRIMARY) ON `pings`.`ping_id` = j.qgen_id
 WHERE (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
-UPDATE `pings`
-JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `pings`.`ping_id` = j.qgen_id
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `pings` FORCE INDEX (PRIMARY) ON `pings`.`ping_id` = j.qgen_id
 SET `pings`.`leased_until` = %(token)s;
 
 -- name: extend

@@ -32,10 +32,10 @@ VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(
 RETURNING "id" AS id;
 
 -- name: claim
--- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
+-- Leases up to limit ready rows (free or expired; locked rows skipped) for lease_s seconds, counting the attempt; the expiry is the token.
 UPDATE "emails_queue"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s), "attempt" = "attempt" + 1
-WHERE "id" IN (
+WHERE "id" = ANY(ARRAY(
   SELECT "id"
   FROM "emails_queue"
   WHERE ("retry_after" IS NULL OR "retry_after" <= now())
@@ -43,7 +43,7 @@ WHERE "id" IN (
   ORDER BY "id"
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
-)
+))
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "locked_until" AS token;
 
 -- name: extend

@@ -29,10 +29,10 @@ VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval
 RETURNING "id" AS id;
 
 -- name: claim
--- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
+-- Leases up to limit ready rows (free or expired; locked rows skipped) for lease_s seconds, counting the attempt; the expiry is the token.
 UPDATE "orders_queue"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s), "attempt" = "attempt" + 1
-WHERE "id" IN (
+WHERE "id" = ANY(ARRAY(
   SELECT "id"
   FROM "orders_queue"
   WHERE "queue" = %(group)s
@@ -42,7 +42,7 @@ WHERE "id" IN (
   ORDER BY "id"
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
-)
+))
 RETURNING "id" AS id, "body" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", "locked_until" AS token;
 
 -- name: extend

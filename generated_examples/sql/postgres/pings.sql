@@ -23,17 +23,17 @@ VALUES (CAST(%(payload)s AS JSONB))
 RETURNING "ping_id" AS id;
 
 -- name: claim
--- Leases up to limit ready rows (free or expired) for lease_s seconds; the expiry is the token.
+-- Leases up to limit ready rows (free or expired; locked rows skipped) for lease_s seconds; the expiry is the token.
 UPDATE "pings"
 SET "leased_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
-WHERE "ping_id" IN (
+WHERE "ping_id" = ANY(ARRAY(
   SELECT "ping_id"
   FROM "pings"
   WHERE ("leased_until" IS NULL OR "leased_until" < now())
   ORDER BY "ping_id"
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
-)
+))
 RETURNING "ping_id" AS id, "data" AS payload, "leased_until" AS token;
 
 -- name: extend

@@ -46,7 +46,7 @@ SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24
 -- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it).
 SELECT `hooks`.`id` AS id, `payload` AS payload
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `hooks` ON `hooks`.`id` = j.qgen_id;
+STRAIGHT_JOIN `hooks` FORCE INDEX (PRIMARY) ON `hooks`.`id` = j.qgen_id;
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -39,15 +39,15 @@ ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `jobs`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `jobs` ON `jobs`.`id` = j.qgen_id
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id
 WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
-UPDATE `jobs`
-JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `jobs`.`id` = j.qgen_id
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id
 SET `jobs`.`locked_until` = %(token)s, `jobs`.`attempt` = `jobs`.`attempt` + 1;
 
 -- name: extend

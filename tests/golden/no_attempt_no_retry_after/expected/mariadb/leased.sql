@@ -30,12 +30,12 @@ ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `leased`.`id` AS id, `payload` AS payload, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `leased` ON `leased`.`id` = j.qgen_id
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id
 WHERE (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
-UPDATE `leased`
-JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `leased`.`id` = j.qgen_id
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id
 SET `leased`.`locked_until` = %(token)s;
 
 -- name: extend

@@ -30,7 +30,7 @@ ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `locked`.`id` AS id, `payload` AS payload
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `locked` ON `locked`.`id` = j.qgen_id
+STRAIGHT_JOIN `locked` FORCE INDEX (PRIMARY) ON `locked`.`id` = j.qgen_id
 WHERE `done_at` IS NULL
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;

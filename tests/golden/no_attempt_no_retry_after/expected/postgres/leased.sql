@@ -23,17 +23,17 @@ VALUES (CAST(%(payload)s AS JSONB))
 RETURNING "id" AS id;
 
 -- name: claim
--- Leases up to limit ready rows (free or expired) for lease_s seconds; the expiry is the token.
+-- Leases up to limit ready rows (free or expired; locked rows skipped) for lease_s seconds; the expiry is the token.
 UPDATE "leased"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
-WHERE "id" IN (
+WHERE "id" = ANY(ARRAY(
   SELECT "id"
   FROM "leased"
   WHERE ("locked_until" IS NULL OR "locked_until" < now())
   ORDER BY "id"
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
-)
+))
 RETURNING "id" AS id, "payload" AS payload, "locked_until" AS token;
 
 -- name: extend

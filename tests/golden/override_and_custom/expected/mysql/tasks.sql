@@ -37,14 +37,14 @@ ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `tasks`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `tasks` ON `tasks`.`id` = j.qgen_id
+STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id
 WHERE `lane` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
-UPDATE `tasks`
-JOIN JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j ON `tasks`.`id` = j.qgen_id
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id
 SET `tasks`.`locked_until` = %(token)s, `tasks`.`attempt` = `tasks`.`attempt` + 1;
 
 -- name: extend

@@ -36,7 +36,7 @@ ORDER BY `mail_id`
 LIMIT %(scan)s;
 SELECT `mail_queue`.`mail_id` AS id, `message` AS payload, `tries` AS attempt
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
-STRAIGHT_JOIN `mail_queue` ON `mail_queue`.`mail_id` = j.qgen_id
+STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id
 WHERE (`not_before` IS NULL OR `not_before` <= UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
