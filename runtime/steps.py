@@ -22,29 +22,27 @@ class StepResult:
     rowcount: int | None = None
 
 
-def _returns_rows(sql: str) -> bool:
-    """A SELECT, or a RETURNING of the statement itself (not of a WITH … (DELETE … RETURNING))."""
-    if _SELECT.match(sql):
-        return True
-    for m in _RETURNING.finditer(sql):
-        before = sql[: m.start()]
-        if before.count("(") == before.count(")"):
-            return True
-    return False
-
-
 #: statement text → 0: changes rows, 1: reads rows, 2: changes rows and returns them
 _KIND: dict[str, int] = {}
 _CHANGES, _READS, _CHANGES_RETURNING = 0, 1, 2
 
 
+def _classify(sql: str) -> int:
+    """A SELECT reads; a RETURNING of the statement itself (not of a WITH … (DELETE …
+    RETURNING)) returns the rows it changes."""
+    if _SELECT.match(sql):
+        return _READS
+    for m in _RETURNING.finditer(sql):
+        before = sql[: m.start()]
+        if before.count("(") == before.count(")"):
+            return _CHANGES_RETURNING
+    return _CHANGES
+
+
 def _kind(sql: str) -> int:
     kind = _KIND.get(sql)
     if kind is None:
-        if _SELECT.match(sql):
-            kind = _READS
-        else:
-            kind = _CHANGES_RETURNING if _returns_rows(sql) else _CHANGES
+        kind = _classify(sql)
         if len(_KIND) < 10_000:  # the statements of the loaded files: a few hundred at most
             _KIND[sql] = kind
     return kind

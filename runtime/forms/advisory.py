@@ -25,6 +25,8 @@ class AdvisoryForm(Form):
     skipped. Settlements commit before their keys are unlocked.
     """
 
+    can_group = True
+
     #: SQLite's keys: (database, table, id) held by a consumer of this process
     _process_keys: ClassVar[set[tuple[str, str, int]]] = set()
 
@@ -84,9 +86,6 @@ class AdvisoryForm(Form):
             return
         if ids and conn is not None and not conn.closed:
             await self.run(conn, "unlock", {"ids": json.dumps(ids)})
-
-    def groups_settlements(self) -> bool:
-        return not self.transactional
 
     async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from runtime.delivery import Batch, Delivery, Message
 from runtime.drivers.base import Connection
@@ -60,9 +60,13 @@ class Form:
     async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         raise NotImplementedError
 
+    #: the form can commit several settlements in one transaction (``settle_group``)
+    can_group: ClassVar[bool] = False
+
     def groups_settlements(self) -> bool:
-        """Whether settlements of quick handlers may commit together (``settle_group``)."""
-        return False
+        """Whether settlements of quick handlers may commit together: not in transactional
+        mode, where each commits its handler's writes."""
+        return self.can_group and not self.transactional
 
     async def settle_group(
         self, conn: Connection, items: list[tuple[Delivery, Decision]]

@@ -16,6 +16,8 @@ log = logging.getLogger("runtime")
 class LeaseForm(Form):
     """``locked_until`` guards the row; zero rows touched means another claim holds it now."""
 
+    can_group = True
+
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         result = await self.run(conn, "claim", self.claim_params(limit, group))
         return Batch([self.delivery(row, token=row["token"]) for row in result.rows])
@@ -50,9 +52,6 @@ class LeaseForm(Form):
                 raise
             if in_tx:
                 await conn.commit()
-
-    def groups_settlements(self) -> bool:
-        return not self.transactional
 
     async def settle_group(
         self, conn: Connection, items: list[tuple[Delivery, Decision]]
