@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import runtime
+from qgen.build import build_unit
 from qgen.declaration import parse_declaration
-from qgen.render import render_unit
-from qgen.validate import validate_rendered
 from runtime.drivers.base import Connection
 from runtime.queue import Queue
 
@@ -68,11 +67,10 @@ def render_queue(
     decl = parse_declaration(
         {"dialects": [engine], "out": "sql", "queues": {"bench": queue}}, decl_path
     )
-    rendered = render_unit(decl.queues["bench"], engine)
-    validate_rendered(rendered, decl_path)
+    text = build_unit(decl.queues["bench"], engine, decl_path)
     path = out_dir / "sql" / engine / f"{table}_{form}.sql"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(rendered.text(), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     return runtime.load(path)
 
 

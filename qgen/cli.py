@@ -7,7 +7,9 @@ import difflib
 import sys
 from pathlib import Path
 
-from qgen.declaration import DeclarationError, load_declaration
+from qgen.declaration import DeclarationError, load_declaration, one_line
+from runtime.dialects import DIALECTS
+from runtime.rendered import is_rendered
 
 STARTER = """\
 # qgen.toml: the queues this service keeps in its database.
@@ -44,8 +46,10 @@ processed_at = "processed_at"       # present: ack/drop mark the row; absent: th
 """
 
 
-def _render(args: argparse.Namespace) -> dict[Path, str]:
-    from qgen.render import render_declaration
+def _render(args: argparse.Namespace) -> tuple[Path, dict[Path, str], list[str]]:
+    """The out folder, every file the declaration renders there (path → text), and the
+    dialect folders whose files it owns."""
+    from qgen.build import render_declaration
 
     decl = load_declaration(args.config)
     if args.dialect and args.dialect not in decl.dialects:
@@ -56,47 +60,87 @@ def _render(args: argparse.Namespace) -> dict[Path, str]:
             f"{args.dialect!r} is not in the declaration's dialects",
             f"use one of {', '.join(decl.dialects)} or add it to dialects",
         )
-    files = render_declaration(decl, [args.dialect] if args.dialect else None)
-    base = Path(args.out) if args.out else Path(args.config).resolve().parent
-    if args.out:  # --out replaces the declaration's out folder
-        files = {Path(*p.parts[1:]): t for p, t in files.items()}
-    return {base / p: t for p, t in files.items()}
+    dialects = [args.dialect] if args.dialect else list(decl.dialects)
+    # --out replaces the declaration's out folder; either way files go to <out>/<dialect>/
+    out = Path(args.out) if args.out else Path(args.config).resolve().parent / decl.out
+    files = render_declaration(decl, dialects, out)
+    # a dialect dropped from the declaration leaves files behind: they are orphans too
+    owned = [args.dialect] if args.dialect else list(DIALECTS)
+    return out, files, owned
+
+
+def _orphans(out: Path, dialects: list[str], files: dict[Path, str]) -> list[Path]:
+    """Files under out/<dialect>/ that carry qgen's header but that no declared queue renders."""
+    found = []
+    for dialect in dialects:
+        folder = out / dialect
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.sql")):
+            if path not in files and path.is_file() and _ours(path):
+                found.append(path)
+    return found
+
+
+def _ours(path: Path) -> bool:
+    with path.open("rb") as f:
+        return is_rendered(f.read(200).decode("utf-8", "replace"))
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    files = _render(args)
+    out, files, owned = _render(args)
     for path, text in files.items():
         if args.stdout:
             sys.stdout.write(f"-- file: {path}\n{text}\n")
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
+        data = text.encode("utf-8")
+        if not path.exists() or path.read_bytes() != data:
+            path.write_bytes(data)
             print(f"wrote {path}")
         else:
             print(f"unchanged {path}")
+    if not args.stdout:
+        for path in _orphans(out, owned, files):
+            path.unlink()
+            print(f"removed {path} (no declared queue renders it)")
     return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    files = _render(args)
-    stale = 0
+    out, files, owned = _render(args)
+    problems = 0
     for path, text in files.items():
-        current = path.read_text(encoding="utf-8") if path.exists() else ""
-        if current != text:
-            stale += 1
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    current.splitlines(keepends=True),
-                    text.splitlines(keepends=True),
-                    fromfile=f"{path} (on disk)",
-                    tofile=f"{path} (rendered)",
-                )
+        data = path.read_bytes() if path.exists() else b""
+        if data == text.encode("utf-8"):
+            continue
+        problems += 1
+        try:
+            current = data.decode("utf-8")
+        except UnicodeDecodeError:
+            print(f"qgen check: {path}: not UTF-8 text (re-encoded)", file=sys.stderr)
+            continue
+        if "\r" in current and current.replace("\r\n", "\n") == text:
+            print(f"qgen check: {path}: CRLF line ends (converted after rendering)", file=sys.stderr)
+            continue
+        what = "differs from what render writes" if path.exists() else "missing"
+        print(f"qgen check: {path}: {what}", file=sys.stderr)
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                current.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                fromfile=f"{path} (on disk)",
+                tofile=f"{path} (rendered)",
             )
-    if stale:
+        )
+    orphans = _orphans(out, owned, files)
+    for path in orphans:
+        print(f"qgen check: {path}: orphaned (no declared queue renders it)", file=sys.stderr)
+    if problems or orphans:
+        orphaned = f" and {len(orphans)} orphaned" if orphans else ""
         print(
-            f"qgen check: {stale} of {len(files)} files differ from what render writes; "
-            "run `qgen render` and commit the result",
+            f"qgen check: {problems} of {len(files)} files are stale, edited or re-encoded"
+            f"{orphaned}; run `qgen render` and commit the result",
             file=sys.stderr,
         )
         return 1
@@ -120,6 +164,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main(keep=args.keep)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("qgen-sql")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="qgen",
@@ -127,6 +180,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="Start with `qgen init`, edit qgen.toml, `qgen render`, review the SQL, commit it, "
         "and run `qgen check` in CI.",
     )
+    ap.add_argument("--version", action="version", version=f"qgen {_version()}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -167,12 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qgen: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"qgen: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        print(one_line(f"qgen: {exc.filename or ''}: {exc.strerror or exc}"), file=sys.stderr)
         return 2
     except Exception as exc:  # a bug of qgen's own: one line, never a traceback
         print(
-            f"qgen: internal error ({type(exc).__name__}: {exc}); please report it with "
-            "the qgen.toml that caused it",
+            one_line(
+                f"qgen: internal error ({type(exc).__name__}: {exc}); please report it with "
+                "the qgen.toml that caused it"
+            ),
             file=sys.stderr,
         )
         return 3

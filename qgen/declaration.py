@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +13,12 @@ from typing import Any
 
 from runtime.dialects import DIALECTS, FORMS
 
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+#: a group column holds at most this many characters (MySQL's indexed VARCHAR(191))
+GROUP_MAX = 191
+#: lease_s and max_attempts: anything outside these is a mistake, not a setting
+LEASE_RANGE = (0.1, 86_400.0)
+MAX_ATTEMPTS_RANGE = (1, 10_000)
 
 QUEUE_COLUMNS = ("id", "payload", "group", "attempt", "retry_after", "locked_until", "processed_at")
 OUTBOX_COLUMNS = ("id", "payload", "topic", "key", "created_at", "processed_at")
@@ -44,8 +51,28 @@ class DeclarationError(Exception):
             problem,
             fix,
         )
-        place = "" if key == "-" else f"{where}, key '{key}': "
-        super().__init__(f"{file}: {place}{problem}; fix: {fix}")
+        place = "" if key == "-" else f"{where}, key {_show(key)}: "
+        super().__init__(one_line(f"{file}: {place}{problem}; fix: {fix}"))
+
+
+def one_line(text: str) -> str:
+    """Text with every character that could start a new line, or hide, shown escaped."""
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
+    )
+
+
+def _show(value: Any) -> str:
+    """A name from the declaration as a message shows it: quoted, never spanning lines."""
+    return one_line(repr(value) if not isinstance(value, str) else f"'{value}'")
+
+
+def group_key(group: str) -> str:
+    """A group name as the loosest engine compares it: MySQL and MariaDB's default
+    collations ignore case, accents and trailing spaces."""
+    decomposed = unicodedata.normalize("NFKD", group)
+    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return plain.casefold().rstrip(" ")
 
 
 @dataclass(frozen=True)
@@ -68,7 +95,10 @@ class DeadLetter:
 
 
 @dataclass(frozen=True)
-class Queue:
+class QueueDeclaration:
+    """One [queues.NAME] table of qgen.toml, checked (the runtime's loaded queue is
+    ``runtime.Queue``)."""
+
     name: str
     table: str
     form: str
@@ -86,7 +116,9 @@ class Queue:
 
 
 @dataclass(frozen=True)
-class Outbox:
+class OutboxDeclaration:
+    """The [outbox] table of qgen.toml, checked (the runtime's is ``runtime.outbox.Outbox``)."""
+
     name: str
     table: str
     columns: Mapping[str, str]
@@ -103,8 +135,24 @@ class Declaration:
     path: Path
     dialects: tuple[str, ...]
     out: str
-    queues: Mapping[str, Queue]
-    outbox: Outbox | None = None
+    queues: Mapping[str, QueueDeclaration]
+    outbox: OutboxDeclaration | None = None
+
+    def units(self) -> list[QueueDeclaration | OutboxDeclaration]:
+        """Every queue, then the outbox: what render writes a file for."""
+        return [*self.queues.values(), *([self.outbox] if self.outbox else [])]
+
+
+Unit = QueueDeclaration | OutboxDeclaration
+
+
+#: bidirectional overrides and isolates: they make SQL read differently from how it runs
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _control(ch: str) -> bool:
+    """A character that breaks or hides a line: controls, line and paragraph separators."""
+    return unicodedata.category(ch) in ("Cc", "Zl", "Zp") or ch in _BIDI
 
 
 def _suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
@@ -134,13 +182,31 @@ class _Reader:
                 )
 
     def identifier(self, where: str, key: str, value: Any) -> str:
-        if not isinstance(value, str) or not IDENTIFIER.match(value):
+        if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
             raise self.fail(
                 where,
                 key,
-                f"{value!r} is not an identifier",
+                f"{_show(value)} is not an identifier",
                 "use letters, digits and underscores, starting with a letter or underscore, "
                 "at most 63 characters",
+            )
+        return value
+
+    def group(self, where: str, key: str, value: Any) -> str:
+        """A group name: printable text, no space at either end, within the column's size."""
+        if (
+            not isinstance(value, str)
+            or not value
+            or len(value) > GROUP_MAX
+            or not value.isprintable()
+            or value != value.strip()
+        ):
+            raise self.fail(
+                where,
+                key,
+                f"{_show(value)} is not a group name",
+                f"use 1 to {GROUP_MAX} printable characters, without spaces at either end "
+                "or control and line-break characters",
             )
         return value
 
@@ -171,6 +237,16 @@ class _Reader:
                     "expected SQL text or a list of SQL statements",
                     'write key = "UPDATE …" or key = ["INSERT …", "DELETE …"]',
                 )
+            for s in v:
+                bad = next((ch for ch in s if ch not in "\n\t" and _control(ch)), None)
+                if bad is not None:
+                    raise self.fail(
+                        where,
+                        k,
+                        f"the SQL holds the control or line-break character {bad!r}",
+                        "write it on plain lines (LF line ends, no CR, NUL or other control "
+                        "characters); put such values in parameters",
+                    )
             return tuple(s.strip().rstrip(";").strip() for s in v)
 
         if isinstance(value, dict):
@@ -202,7 +278,7 @@ def load_declaration(path: str | Path) -> Declaration:
     path = Path(path)
     r = _Reader(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except FileNotFoundError:
         raise r.fail(
             "file",
@@ -210,9 +286,28 @@ def load_declaration(path: str | Path) -> Declaration:
             "not found",
             "run `qgen init` to write a starter qgen.toml, or pass --config PATH",
         ) from None
+    except OSError as exc:
+        raise r.fail(
+            "file", "-", f"cannot be read ({exc.strerror or exc})", "check the path"
+        ) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise r.fail(
+            "file",
+            "-",
+            f"not UTF-8 text (byte {exc.start} cannot be read)",
+            "save qgen.toml as UTF-8",
+        ) from None
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise r.fail(
             "file", "-", f"not valid TOML ({exc})", "correct the TOML syntax there"
+        ) from None
+    except RecursionError:
+        raise r.fail(
+            "file", "-", "nested too deeply to read", "flatten the nested arrays or tables"
         ) from None
     return parse_declaration(raw, path)
 
@@ -232,22 +327,28 @@ def parse_declaration(raw: Mapping[str, Any], path: str | Path = "qgen.toml") ->
             f'write dialects = ["{", ".join(DIALECTS)}"]',
         )
     for d in dialects_raw:
-        if d not in DIALECTS:
+        if not isinstance(d, str) or d not in DIALECTS:
             raise r.fail(
                 "top level",
                 "dialects",
-                f"unknown dialect {d!r}",
+                f"unknown dialect {_show(d)}",
                 f"{_suggest(str(d), tuple(DIALECTS))}use any of {', '.join(DIALECTS)}",
             )
     dialects = tuple(dict.fromkeys(dialects_raw))
 
     out = raw.get("out", "sql")
-    if not isinstance(out, str) or not out:
-        raise r.fail("top level", "out", "expected a folder name", 'write out = "sql"')
+    if not isinstance(out, str) or not out.strip() or not out.isprintable():
+        raise r.fail(
+            "top level",
+            "out",
+            f"{_show(out)} is not a folder name",
+            'write out = "sql" (printable characters only)',
+        )
 
     queues_raw = r.table("top level", "queues", raw.get("queues", {}))
     queues = {name: _queue(r, name, q, dialects) for name, q in queues_raw.items()}
     outbox = _outbox(r, raw["outbox"], dialects) if "outbox" in raw else None
+    _check_names(r, queues)
     if not queues and outbox is None:
         raise r.fail(
             "top level",
@@ -259,39 +360,84 @@ def parse_declaration(raw: Mapping[str, Any], path: str | Path = "qgen.toml") ->
     return Declaration(path=path, dialects=dialects, out=out, queues=queues, outbox=outbox)
 
 
-def _shares_by_group(a: Queue | Outbox, b: Queue | Outbox) -> bool:
+def _shares_by_group(a: Unit, b: Unit) -> bool:
     """Two queues may share a table when its group column tells their rows apart."""
     return (
-        isinstance(a, Queue)
-        and isinstance(b, Queue)
+        isinstance(a, QueueDeclaration)
+        and isinstance(b, QueueDeclaration)
         and a.has("group")
         and dict(a.columns) == dict(b.columns)
         and a.form == b.form
-        and a.default_group != b.default_group
+        and group_key(a.default_group or "") != group_key(b.default_group or "")
     )
 
 
-def _check_tables(r: _Reader, units: list[Queue | Outbox]) -> None:
-    owners: dict[str, Queue | Outbox] = {}
+def _where(u: Unit) -> str:
+    return f"queue {_show(u.name)}" if isinstance(u, QueueDeclaration) else "outbox"
+
+
+def _check_names(r: _Reader, queues: Mapping[str, QueueDeclaration]) -> None:
+    """Queue names become file names: two that differ only in case collide on many disks."""
+    seen: dict[str, str] = {}
+    for name in queues:
+        other = seen.setdefault(name.casefold(), name)
+        if other != name:
+            raise r.fail(
+                f"queue {_show(name)}",
+                "name",
+                f"it differs from queue {_show(other)} only in case, and their files collide",
+                "give the queues names that differ in more than case",
+            )
+
+
+def _check_tables(r: _Reader, units: list[Unit]) -> None:
+    """Tables are compared as the engines compare names: MySQL, MariaDB (on most systems) and
+    SQLite ignore case, so names that differ only in case are one table."""
+    owners: dict[str, tuple[Unit, str]] = {}
     for u in units:
-        where = f"queue '{u.name}'" if isinstance(u, Queue) else "outbox"
         owned = [(u.table, "table")]
-        if isinstance(u, Queue) and u.dead_letter and u.dead_letter.table:
+        if isinstance(u, QueueDeclaration) and u.dead_letter and u.dead_letter.table:
             owned.append((u.dead_letter.table, "dead_letter.table"))
         for t, key in owned:
-            other = owners.get(t)
+            other, spelt = owners.get(t.casefold(), (None, t))
             if other is not None and other is not u:
                 if key == "table" and other.table == t and _shares_by_group(other, u):
                     continue
                 raise r.fail(
-                    where,
+                    _where(u),
                     key,
-                    f"table {t!r} is already used by '{other.name}'",
+                    f"table {_show(t)} is already used by {_where(other)}"
+                    + ("" if spelt == t else f" (as {_show(spelt)}: case is ignored)"),
                     "give it a table of its own; queues share a table only through a "
                     "group column, with the same columns and form and their own "
                     "default_group",
                 )
-            owners[t] = u
+            owners[t.casefold()] = (u, t)
+    _check_dead_groups(r, [u for u in units if isinstance(u, QueueDeclaration)])
+
+
+def _check_dead_groups(r: _Reader, queues: list[QueueDeclaration]) -> None:
+    """A dead-letter group must never be a group some queue claims from on the same table
+    (compared as the loosest engine compares text), or the cap would send rows back."""
+    live: dict[tuple[str, str], QueueDeclaration] = {}
+    for q in queues:
+        if q.default_group is not None:
+            live[(q.table.casefold(), group_key(q.default_group))] = q
+    for q in queues:
+        dead = q.dead_letter.group if q.dead_letter else None
+        if dead is None:
+            continue
+        owner = live.get((q.table.casefold(), group_key(dead)))
+        if owner is not None:
+            whose = "the queue's own group" if owner is q else f"the group of {_where(owner)}"
+            raise r.fail(
+                _where(q),
+                "dead_letter.group",
+                f"the dead-letter group {_show(dead)} is {whose} "
+                f"{_show(owner.default_group)} as MySQL/MariaDB compare text (case, accents "
+                "and trailing spaces ignored)",
+                f'name another group, e.g. "{q.default_group}_dead"',
+            )
 
 
 def _columns(
@@ -312,13 +458,14 @@ def _columns(
                 "missing",
                 f'name the table\'s {needed} column: {needed} = "…"',
             )
-    physical = list(out.values())
+    # engines compare column names without case: id and ID are one column
+    physical = [v.casefold() for v in out.values()]
     for k, v in out.items():
-        if physical.count(v) > 1:
+        if physical.count(v.casefold()) > 1:
             raise r.fail(
                 where,
                 f"columns.{k}",
-                f"column {v!r} is mapped twice",
+                f"column {_show(v)} is mapped twice (names are compared without case)",
                 "map each role to a column of its own",
             )
     return out
@@ -348,8 +495,8 @@ def _own_sql(
     return statements, custom
 
 
-def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
-    where = f"queue '{name}'"
+def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueDeclaration:
+    where = f"queue {_show(name)}"
     r.identifier(where, "name", name)
     q = r.table(where, f"queues.{name}", raw)
     r.keys(where, q, QUEUE_KEYS)
@@ -362,7 +509,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
         raise r.fail(
             where,
             "form",
-            f"unknown form {form!r}",
+            f"unknown form {_show(form)}",
             f"{_suggest(str(form), FORMS)}use one of {', '.join(FORMS)}",
         )
     for d in dialects:
@@ -390,14 +537,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
                 'write dead_letter = { group = "NAME_dead" } or { table = "NAME_dead" }',
             )
         if "group" in dl:
-            if not isinstance(dl["group"], str) or not dl["group"]:
-                raise r.fail(
-                    where,
-                    "dead_letter.group",
-                    "expected a group name",
-                    'write dead_letter = { group = "orders_dead" }',
-                )
-            dead_letter = DeadLetter(group=dl["group"])
+            dead_letter = DeadLetter(group=r.group(where, "dead_letter.group", dl["group"]))
         else:
             dead_letter = DeadLetter(table=r.identifier(where, "dead_letter.table", dl["table"]))
             if dead_letter.table == table:
@@ -430,12 +570,18 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
                 'add locked_until = "locked_until" under columns, or use form = "row_lock"',
             )
         lease_s = q.get("lease_s", 30)
-        if isinstance(lease_s, bool) or not isinstance(lease_s, int | float) or lease_s <= 0:
+        low, high = LEASE_RANGE
+        if (
+            isinstance(lease_s, bool)
+            or not isinstance(lease_s, int | float)
+            or not math.isfinite(lease_s)
+            or not low <= lease_s <= high
+        ):
             raise r.fail(
                 where,
                 "lease_s",
-                f"{lease_s!r} is not a positive number of seconds",
-                "write lease_s = 30",
+                f"{_show(lease_s)} is not a number of seconds from {low:g} to {high:g}",
+                "write lease_s = 30 (the runtime extends the lease while a handler runs)",
             )
         lease_s = float(lease_s)
     elif "lease_s" in q:
@@ -448,11 +594,16 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
 
     max_attempts = q.get("max_attempts")
     if max_attempts is not None:
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        low, high = MAX_ATTEMPTS_RANGE
+        if (
+            isinstance(max_attempts, bool)
+            or not isinstance(max_attempts, int)
+            or not low <= max_attempts <= high
+        ):
             raise r.fail(
                 where,
                 "max_attempts",
-                f"{max_attempts!r} is not a whole number ≥ 1",
+                f"{_show(max_attempts)} is not a whole number from {low} to {high}",
                 "write max_attempts = 5",
             )
         if dead_letter is None:
@@ -493,17 +644,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
                 "default_group needs a group column",
                 'add group = "queue" under columns, or remove default_group',
             )
-        if not isinstance(default_group, str) or not default_group:
-            raise r.fail(
-                where, "default_group", "expected a group name", f'write default_group = "{name}"'
-            )
-    if dead_letter and dead_letter.group is not None and dead_letter.group == default_group:
-        raise r.fail(
-            where,
-            "dead_letter.group",
-            "the dead-letter group is the queue's own group",
-            f'name another group, e.g. "{default_group}_dead"',
-        )
+        default_group = r.group(where, "default_group", default_group)
 
     statements, custom = _own_sql(r, where, q, QUEUE_OUTCOMES, dialects)
     if "dead_letter" in statements and dead_letter is None:
@@ -514,7 +655,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
             "declare max_attempts and dead_letter, or remove the override",
         )
 
-    return Queue(
+    return QueueDeclaration(
         name=name,
         table=table,
         form=form,
@@ -528,7 +669,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> Queue:
     )
 
 
-def _outbox(r: _Reader, raw: Any, dialects: tuple[str, ...]) -> Outbox:
+def _outbox(r: _Reader, raw: Any, dialects: tuple[str, ...]) -> OutboxDeclaration:
     where = "outbox"
     o = r.table(where, "outbox", raw)
     r.keys(where, o, OUTBOX_KEYS)
@@ -550,4 +691,4 @@ def _outbox(r: _Reader, raw: Any, dialects: tuple[str, ...]) -> Outbox:
             'add processed_at = "processed_at" under columns',
         )
     statements, custom = _own_sql(r, where, o, OUTBOX_OUTCOMES, dialects)
-    return Outbox(name="outbox", table=table, columns=columns, statements=statements, custom=custom)
+    return OutboxDeclaration(name="outbox", table=table, columns=columns, statements=statements, custom=custom)

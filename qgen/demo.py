@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from qgen.declaration import parse_declaration
-from qgen.render import render_declaration
+from qgen.build import render_declaration
 
 DEMO = {
     "dialects": ["sqlite"],

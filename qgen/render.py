@@ -1,4 +1,8 @@
-"""Declaration × dialect → one rendered file: the Jinja environment, the header, overrides and custom events."""
+"""Declaration × dialect → one draft file: the Jinja environment, the header, overrides and custom events.
+
+The draft is not yet a file: ``qgen.build`` writes it, reads it back with the runtime's reader,
+validates what it read, and seals it.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,16 @@ from pathlib import Path
 
 import jinja2
 
-from qgen.declaration import OUTBOX_COLUMNS, QUEUE_COLUMNS, Declaration, Outbox, Queue, Sql
+from qgen.declaration import (
+    OUTBOX_COLUMNS,
+    QUEUE_COLUMNS,
+    OutboxDeclaration,
+    QueueDeclaration,
+    Sql,
+    Unit,
+)
 from runtime.dialects import DIALECTS, Dialect
+from runtime.rendered import Block, Header, Kind, Statement, split_statements, write_file
 from runtime.sqltext import to_driver
 
 _HERE = Path(__file__).resolve().parent
@@ -25,8 +37,8 @@ _NAME_LINE = re.compile(r"^-- name: (\S+)$", re.M)
 
 
 @dataclass
-class Statement:
-    """One named block of a rendered file: a line saying what it does, then its SQL."""
+class DraftBlock:
+    """One named block before it is written: a line saying what it does, then its SQL."""
 
     name: str
     doc: str
@@ -36,24 +48,31 @@ class Statement:
 
 
 @dataclass
-class Rendered:
-    """One rendered file before it is written: its header and its statements."""
+class Draft:
+    """One file as rendered, before it is read back, validated, sealed and written."""
 
-    queue: Queue | Outbox
+    unit: Unit
     dialect: Dialect
-    header: dict[str, str]
-    statements: list[Statement] = field(default_factory=list)
+    header: Header
+    blocks: list[DraftBlock] = field(default_factory=list)
 
-    def text(self) -> str:
-        lines = [
-            "-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; "
-            "change the declaration and render again.",
-        ]
-        lines += [f"-- {k}: {v}" for k, v in self.header.items()]
-        for st in self.statements:
-            lines += ["", f"-- name: {st.name}", f"-- {st.doc}"]
-            lines += [f"{s};" for s in st.sql]
-        return "\n".join(lines) + "\n"
+    def text(
+        self,
+        kinds: dict[str, tuple[Kind, ...]] | None = None,
+        blocks: list[DraftBlock] | None = None,
+    ) -> str:
+        """The file's text (or one with only ``blocks``); each statement's kind is the
+        validator's, ``writes`` until the validator has read it."""
+        kinds = kinds or {}
+
+        def step(b: DraftBlock) -> tuple[Statement, ...]:
+            ks = kinds.get(b.name) or (Kind.WRITES,) * len(b.sql)
+            return tuple(Statement(sql, k) for sql, k in zip(b.sql, ks, strict=True))
+
+        return write_file(
+            self.header,
+            [Block(b.name, b.doc, step(b)) for b in (self.blocks if blocks is None else blocks)],
+        )
 
 
 def environment() -> jinja2.Environment:
@@ -82,14 +101,14 @@ def _short_name(name: str) -> str:
     return name[:54] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
-def context(unit: Queue | Outbox, dialect: Dialect) -> dict:
+def context(unit: Unit, dialect: Dialect) -> dict:
     """What a template sees: quoted identifiers by their logical name, and small helpers."""
-    order = QUEUE_COLUMNS if isinstance(unit, Queue) else OUTBOX_COLUMNS
+    order = QUEUE_COLUMNS if isinstance(unit, QueueDeclaration) else OUTBOX_COLUMNS
     q = dialect.quote_ident
     c = {logical: q(unit.columns[logical]) for logical in order if logical in unit.columns}
-    dead = unit.dead_letter if isinstance(unit, Queue) else None
+    dead = unit.dead_letter if isinstance(unit, QueueDeclaration) else None
     index_columns: list[str] = []
-    if isinstance(unit, Queue) and (unit.has("group") or unit.has("processed_at")):
+    if isinstance(unit, QueueDeclaration) and (unit.has("group") or unit.has("processed_at")):
         index_columns = [c[k] for k in ("group",) if k in c]
         if not dialect.partial_index and unit.has("processed_at"):
             index_columns.append(c["processed_at"])
@@ -112,16 +131,18 @@ def context(unit: Queue | Outbox, dialect: Dialect) -> dict:
     }
 
 
-def _parse_blocks(text: str) -> list[Statement]:
-    """Split a template's output at its `-- name:` lines into statements."""
+def _template_blocks(text: str) -> list[DraftBlock]:
+    """A template's output cut at its `-- name:` lines, its SQL cut by the runtime's own
+    statement splitter."""
     parts = _NAME_LINE.split(text)
     out = []
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         lines = body.strip("\n").split("\n")
         doc = lines[0].removeprefix("-- ").strip()
-        sql = "\n".join(lines[1:]).strip()
-        statements = [s.strip() for s in re.split(r";[ \t]*(?:\n|$)", sql) if s.strip()]
-        out.append(Statement(name=name, doc=doc, sql=statements))
+        statements = split_statements([ln.rstrip() for ln in lines[1:]])
+        if statements is None:
+            raise ValueError(f"template block {name!r} has SQL after its last ';'")
+        out.append(DraftBlock(name=name, doc=doc, sql=[s.strip() for s in statements]))
     return out
 
 
@@ -129,90 +150,80 @@ def _service_sql(sql: Sql, dialect: Dialect) -> list[str]:
     return [to_driver(s, dialect) for s in sql.for_dialect(dialect.name)]
 
 
-def render_unit(
-    unit: Queue | Outbox, dialect_name: str, env: jinja2.Environment | None = None
-) -> Rendered:
-    """Render one queue (or the outbox) for one dialect, e.g. ``render_unit(q, "postgres").text()``."""
+def render_unit(unit: Unit, dialect_name: str, env: jinja2.Environment | None = None) -> Draft:
+    """Render one queue (or the outbox) for one dialect: ``render_unit(q, "postgres")``.
+
+    ``qgen.build.build_unit`` turns the draft into the validated, sealed file.
+    """
     env = env or environment()
     dialect = DIALECTS[dialect_name]
     ctx = context(unit, dialect)
     ctx["x"] = env.get_template(_template_for(env, dialect.name, "expr.sql.j2")).make_module(ctx)
-    form = unit.form if isinstance(unit, Queue) else "outbox"
+    form = unit.form if isinstance(unit, QueueDeclaration) else "outbox"
     text = env.get_template(_template_for(env, dialect.name, f"{form}.sql.j2")).render(ctx)
-    statements = _parse_blocks(text)
+    blocks = _template_blocks(text)
 
-    by_name = {s.name: s for s in statements}
+    by_name = {b.name: b for b in blocks}
     for outcome, sql in unit.statements.items():
-        st = by_name.get(outcome)
-        if st is None:  # e.g. an override of retry for a table without attempt
-            st = Statement(name=outcome, doc="", sql=[])
-            statements.append(st)
-        st.sql = _service_sql(sql, dialect)
-        st.doc = f"The table's own statement for {outcome} (declared in statements.{outcome})."
-        st.origin = f"statements.{outcome}"
+        block = by_name.get(outcome)
+        if block is None:  # e.g. an override of retry for a table without attempt
+            block = DraftBlock(name=outcome, doc="", sql=[])
+            blocks.append(block)
+        block.sql = _service_sql(sql, dialect)
+        block.doc = f"The table's own statement for {outcome} (declared in statements.{outcome})."
+        block.origin = f"statements.{outcome}"
     for name in sorted(unit.custom):
-        statements.append(
-            Statement(
+        blocks.append(
+            DraftBlock(
                 name=f"custom.{name}",
                 doc=f"The service's own event {name!r}, run in place of the outcome's own statement.",
                 sql=_service_sql(unit.custom[name], dialect),
                 origin=f"custom.{name}",
             )
         )
-    return Rendered(
-        queue=unit, dialect=dialect, header=header(unit, dialect), statements=statements
-    )
+    return Draft(unit=unit, dialect=dialect, header=header(unit, dialect), blocks=blocks)
 
 
-def header(unit: Queue | Outbox, dialect: Dialect) -> dict[str, str]:
-    """The `-- key: value` lines the runtime reads back (see runtime/rendered.py)."""
-    cols = " ".join(f"{k}={v}" for k, v in unit.columns.items())
-    if isinstance(unit, Outbox):
-        h = {"outbox": unit.name, "dialect": dialect.name, "table": unit.table, "columns": cols}
+def header(unit: Unit, dialect: Dialect) -> Header:
+    """The settings the runtime reads back, typed (``runtime.rendered.Header``)."""
+    if isinstance(unit, OutboxDeclaration):
+        note = None
         if not dialect.skip_locked:
-            h["note"] = (
+            note = (
                 "the relay's BEGIN IMMEDIATE holds the database's write lock while its handler "
                 "runs: one relay at a time, and put waits for the relay's batch"
             )
-        return h
-    h = {
-        "queue": unit.name,
-        "dialect": dialect.name,
-        "form": unit.form,
-        "table": unit.table,
-        "columns": cols,
-        "max_attempts": str(unit.max_attempts) if unit.max_attempts else "none",
-        "dead_letter": unit.dead_letter.describe() if unit.dead_letter else "none",
-    }
-    if unit.lease_s is not None:
-        h["lease_s"] = f"{unit.lease_s:g}"
-    if unit.default_group is not None:
-        h["default_group"] = unit.default_group
+        return Header(
+            kind="outbox",
+            name=unit.name,
+            dialect=dialect.name,
+            table=unit.table,
+            columns=dict(unit.columns),
+            note=note,
+        )
+    note = None
     if unit.form == "advisory" and not dialect.server_advisory:
-        h["note"] = (
+        note = (
             "advisory keys are held in the consumer's process: run one consumer process "
             "per database file"
         )
     elif unit.form == "row_lock" and not dialect.skip_locked:
-        h["note"] = (
+        note = (
             "BEGIN IMMEDIATE holds the database's write lock while the handler runs: "
             "correct but serial"
         )
-    return h
-
-
-def render_declaration(decl: Declaration, dialects: list[str] | None = None) -> dict[Path, str]:
-    """Every file the declaration renders: relative path → text (validated)."""
-    from qgen.validate import validate_rendered
-
-    env = environment()
-    files: dict[Path, str] = {}
-    units: list[Queue | Outbox] = list(decl.queues.values())
-    if decl.outbox is not None:
-        units.append(decl.outbox)
-    for dialect in dialects or decl.dialects:
-        for unit in units:
-            rendered = render_unit(unit, dialect, env)
-            validate_rendered(rendered, decl.path)
-            files[Path(decl.out) / dialect / f"{unit.name}.sql"] = rendered.text()
-    return files
+    dead = unit.dead_letter
+    return Header(
+        kind="queue",
+        name=unit.name,
+        dialect=dialect.name,
+        form=unit.form,
+        table=unit.table,
+        columns=dict(unit.columns),
+        max_attempts=unit.max_attempts,
+        dead_group=dead.group if dead else None,
+        dead_table=dead.table if dead else None,
+        lease_s=unit.lease_s,
+        default_group=unit.default_group,
+        note=note,
+    )

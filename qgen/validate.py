@@ -1,4 +1,4 @@
-"""Validation in layers: sqlglot parses each statement, our per-dialect rules catch what it accepts wrongly, then the column and parameter checks."""
+"""Validation in layers: sqlglot parses each statement as the runtime will read it, our per-dialect rules catch what it accepts wrongly, then the column, parameter and data-statement checks; each statement's kind comes from its parse tree."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from qgen.declaration import DeclarationError, Queue
-from qgen.render import Rendered, Statement
+from qgen.declaration import DeclarationError, QueueDeclaration, Unit
 from runtime.dialects import Dialect
+from runtime.rendered import Kind
 from runtime.sqltext import driver_params, to_named
 
 # what the runtime binds for each kind of step; a service's SQL may use any of these
@@ -33,13 +33,26 @@ PG_LOCK_FUNCS = {
 MYSQL_LOCK_FUNCS = {"get_lock", "release_lock", "is_free_lock", "is_used_lock", "release_all_locks"}
 
 
+#: what a service's own SQL may be: statements on rows, never on the schema or on rights
+DATA_STATEMENTS = (exp.Select, exp.SetOperation, exp.Insert, exp.Update, exp.Delete)
+
+
 def _fail(
-    path: Path | str, rendered: Rendered, st: Statement, problem: str, fix: str
+    path: Path | str, unit: Unit, d: Dialect, name: str, origin: str, problem: str, fix: str
 ) -> DeclarationError:
-    unit = rendered.queue
-    where = f"queue '{unit.name}'" if isinstance(unit, Queue) else "outbox"
-    key = st.origin if st.origin != "template" else f"(rendered {st.name})"
-    return DeclarationError(path, where, key, f"{problem} [{rendered.dialect.name}]", fix)
+    where = f"queue '{unit.name}'" if isinstance(unit, QueueDeclaration) else "outbox"
+    key = origin if origin != "template" else f"(rendered {name})"
+    return DeclarationError(path, where, key, f"{problem} [{d.name}]", fix)
+
+
+def kind_of(tree: exp.Expression) -> Kind:
+    """What a statement does with rows, from its parse tree: a query reads; a change
+    returns rows only when the statement itself (not a WITH inside it) has RETURNING."""
+    if isinstance(tree, exp.Select | exp.SetOperation):
+        return Kind.READS
+    if isinstance(tree, exp.Insert | exp.Update | exp.Delete) and tree.args.get("returning"):
+        return Kind.WRITES_RETURNING
+    return Kind.WRITES
 
 
 _NAMED_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -143,63 +156,75 @@ def column_problem(tree: exp.Expression, allowed: set[str], tables: set[str]) ->
     return None
 
 
-def validate_rendered(rendered: Rendered, path: Path | str = "qgen.toml") -> None:
-    """Check every statement of a rendered file; raise DeclarationError for the first problem."""
-    unit, d = rendered.queue, rendered.dialect
-    kind = "queue" if isinstance(unit, Queue) else "outbox"
+def validate_statements(
+    unit: Unit,
+    d: Dialect,
+    statements: dict[str, tuple[str, ...]],
+    origins: dict[str, str],
+    path: Path | str = "qgen.toml",
+) -> dict[str, tuple[Kind, ...]]:
+    """Check every statement as read back from the rendered file; return each one's kind.
+
+    ``origins`` says where a block came from ("template", "statements.ack", "custom.park").
+    Raises DeclarationError for the first problem.
+    """
+    kind = "queue" if isinstance(unit, QueueDeclaration) else "outbox"
     tables = {unit.table}
-    if isinstance(unit, Queue) and unit.dead_letter and unit.dead_letter.table:
+    if isinstance(unit, QueueDeclaration) and unit.dead_letter and unit.dead_letter.table:
         tables.add(unit.dead_letter.table)
     allowed_cols = set(unit.columns.values())
-    for st in rendered.statements:
-        if not st.sql:
-            continue
-        for sql in st.sql:
+    kinds: dict[str, tuple[Kind, ...]] = {}
+    for name, sqls in statements.items():
+        origin = origins.get(name, "template")
+        own = origin != "template"
+
+        def fail(problem: str, fix: str, name: str = name, origin: str = origin) -> Exception:
+            return _fail(path, unit, d, name, origin, problem, fix)
+
+        found: list[Kind] = []
+        for sql in sqls:
             try:
                 tree = parse(sql, d)
             except (ParseError, TokenError) as exc:
                 msg = str(exc).splitlines()[0][:200]
-                raise _fail(
-                    path,
-                    rendered,
-                    st,
-                    f"SQL does not parse ({msg})",
-                    f"write SQL that {d.floor_text} accepts",
+                raise fail(
+                    f"SQL does not parse ({msg})", f"write SQL that {d.floor_text} accepts"
                 ) from None
+            if own and not isinstance(tree, DATA_STATEMENTS):
+                raise fail(
+                    f"{_statement_word(tree)} is not a statement on rows",
+                    "a service's own SQL may only SELECT, INSERT, UPDATE or DELETE rows; "
+                    "change the schema or rights outside qgen",
+                )
             problem = dialect_rules(tree, d)
             if problem:
-                raise _fail(
-                    path,
-                    rendered,
-                    st,
-                    problem,
-                    f'give {d.name} its own SQL ({st.origin}.{d.name} = "…")',
-                )
+                raise fail(problem, f'give {d.name} its own SQL ({origin}.{d.name} = "…")')
             problem = column_problem(tree, allowed_cols, tables)
             if problem:
-                raise _fail(
-                    path,
-                    rendered,
-                    st,
+                raise fail(
                     problem,
                     f"use one of {', '.join(sorted(allowed_cols))}, or declare it under columns",
                 )
-            if st.origin != "template":
+            if own:
                 unknown = [n for n in driver_params(sql) if n not in PARAMS[kind]]
                 if unknown:
-                    raise _fail(
-                        path,
-                        rendered,
-                        st,
+                    raise fail(
                         f"unknown parameter :{unknown[0]}",
                         f"the runtime binds only :{', :'.join(sorted(PARAMS[kind]))}",
                     )
-        own_lease_sql = st.origin != "template" and isinstance(unit, Queue) and unit.form == "lease"
-        if own_lease_sql and "token" not in driver_params(st.sql[0]):
-            raise _fail(
-                path,
-                rendered,
-                st,
+            found.append(kind_of(tree))
+        lease = own and isinstance(unit, QueueDeclaration) and unit.form == "lease"
+        if lease and sqls and "token" not in driver_params(sqls[0]):
+            raise fail(
                 "a lease-form statement without the token guard",
                 f"add AND {unit.columns['locked_until']} = :token to its first statement's WHERE",
             )
+        kinds[name] = tuple(found)
+    return kinds
+
+
+def _statement_word(tree: exp.Expression) -> str:
+    """The statement's leading keyword(s) for a message: DROP, TRUNCATE, CREATE, GRANT, …"""
+    if isinstance(tree, exp.Command):
+        return str(tree.this).upper()
+    return tree.key.upper().replace("TRUNCATETABLE", "TRUNCATE")

@@ -32,7 +32,7 @@ def load(path: str | Path) -> Queue:
     An outbox file gives an Outbox (``put``, ``relay``) instead of a Queue.
     """
     rendered = read_rendered(path)
-    if "outbox" in rendered.header:
+    if rendered.header.kind == "outbox":
         from runtime.outbox import Outbox
 
         return Outbox(rendered)  # type: ignore[return-value]

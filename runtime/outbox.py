@@ -81,7 +81,7 @@ class Outbox:
 
     @property
     def name(self) -> str:
-        return self.rendered.header["outbox"]
+        return self.rendered.header.name
 
     @property
     def dialect(self) -> Dialect:
@@ -89,7 +89,7 @@ class Outbox:
 
     @property
     def table(self) -> str:
-        return self.rendered.header["table"]
+        return self.rendered.header.table
 
     @property
     def columns(self) -> dict[str, str]:

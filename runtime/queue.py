@@ -52,14 +52,14 @@ def check_dialect(rendered: RenderedFile, conn: Connection) -> None:
 class Queue:
     """A queue loaded from its rendered file: ``queue = runtime.load("sql/sqlite/orders.sql")``.
 
-    Its settings are read from the file's header once, on first use.
+    Its settings are the file's typed header, checked when the file was read.
     """
 
     rendered: RenderedFile
 
     @cached_property
     def name(self) -> str:
-        return self.rendered.header["queue"]
+        return self.rendered.header.name
 
     @cached_property
     def dialect(self) -> Dialect:
@@ -67,30 +67,27 @@ class Queue:
 
     @cached_property
     def form(self) -> str:
-        return self.rendered.header["form"]
+        return self.rendered.header.form or ""
 
     @cached_property
     def table(self) -> str:
-        return self.rendered.header["table"]
+        return self.rendered.header.table
 
     @cached_property
     def max_attempts(self) -> int | None:
-        v = self.rendered.header.get("max_attempts", "none")
-        return None if v == "none" else int(v)
+        return self.rendered.header.max_attempts
 
     @cached_property
     def dead_group(self) -> str | None:
-        v = self.rendered.header.get("dead_letter", "none")
-        return v.split(" ", 1)[1] if v.startswith("group ") else None
+        return self.rendered.header.dead_group
 
     @cached_property
     def default_group(self) -> str | None:
-        return self.rendered.header.get("default_group")
+        return self.rendered.header.default_group
 
     @cached_property
     def lease_s(self) -> float | None:
-        v = self.rendered.header.get("lease_s")
-        return float(v) if v else None
+        return self.rendered.header.lease_s
 
     @cached_property
     def columns(self) -> dict[str, str]:

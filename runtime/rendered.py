@@ -1,40 +1,212 @@
-"""Reads a rendered file back: its header and its named statements, exactly as the driver receives them."""
+"""The rendered-file format, owned here: the generator writes files with ``write_file`` and the
+runtime, the bench and the tests read them with ``parse_rendered`` / ``read_rendered``.
+
+A rendered file is UTF-8 text with ``\\n`` line ends::
+
+    -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+    -- queue: "orders"                  one header line per setting: `-- key: <JSON value>`
+    -- dialect: "postgres"             (JSON with every non-ASCII character escaped, so no
+    -- form: "lease"                     value can break its line or write another one)
+    -- …
+    -- seal: sha256:<64 hex digits>     the digest of every other byte of the file
+
+    -- name: claim                      one block per statement
+    -- Leases up to limit ready rows …  one line saying what it does
+    -- kinds: writes-returning          each statement's kind, written by the generator
+    UPDATE …                            the SQL exactly as the driver receives it; each
+    …;                                  statement ends with ';' at the end of a line
+
+The runtime never guesses: a statement's kind (``reads`` rows, ``writes`` rows and counts
+them, ``writes-returning`` the rows it wrote) comes from the generator's parse tree, and the
+seal refuses a file that was edited, truncated or re-encoded after ``qgen render`` wrote it.
+The generator reads every file back with this same reader before it validates the
+statements, so what runs is byte for byte what was validated.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
-from runtime.dialects import DIALECTS, Dialect
+from runtime.dialects import DIALECTS, FORMS, Dialect
 from runtime.errors import RenderedFileError
 
-_HEADER = re.compile(r"^-- ([a-z_]+): (.*)$")
-_NAME = re.compile(r"^-- name: (\S+)$")
-_STATEMENT_END = re.compile(r";[ \t]*$")
+TITLE = (
+    "-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; "
+    "change the declaration and render again."
+)
+_RENDER_AGAIN = "render it again with `qgen render` (change qgen.toml, never the rendered file)"
+_HEADER_LINE = re.compile(r"-- ([a-z_]+): (.*)")
+_SEAL_LINE = re.compile(r"-- seal: sha256:([0-9a-f]{64})")
+_NAME_LINE = re.compile(r"-- name: (.*)")
+#: statement names: an outcome or step (``ack``, ``dead_letter``) or ``custom.<identifier>``
+_STATEMENT_NAME = re.compile(r"[a-z_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_KINDS_PREFIX = "-- kinds: "
+
+
+class Kind(StrEnum):
+    """What a statement does with rows, as the runtime must run it."""
+
+    #: a query: returns rows, changes none
+    READS = "reads"
+    #: changes rows; its count of matched rows is what the runtime reads
+    WRITES = "writes"
+    #: changes rows and returns them (``… RETURNING``)
+    WRITES_RETURNING = "writes-returning"
+
+
+class Statement(str):
+    """One statement's SQL, exactly as the driver receives it, with its ``kind``.
+
+    It is the text itself (a ``str``), so a driver takes it as it is:
+    ``await conn.execute(statement, params)``.
+    """
+
+    kind: Kind
+
+    def __new__(cls, sql: str, kind: Kind) -> Statement:
+        self = super().__new__(cls, sql)
+        self.kind = kind
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Statement, (str(self), self.kind))
+
+
+#: the statements of one named block, run in order (in one transaction when several)
+Step = tuple[Statement, ...]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One named block: its name, the line saying what it does, and its statements."""
+
+    name: str
+    doc: str
+    statements: Step
+
+
+@dataclass(frozen=True)
+class Header:
+    """The settings a rendered file declares, typed; checked when the file is read."""
+
+    #: "queue" or "outbox"
+    kind: str
+    #: the queue's (or the outbox's) name in qgen.toml
+    name: str
+    dialect: str
+    table: str
+    #: logical column role → the table's real column name
+    columns: Mapping[str, str]
+    #: the claim form (queues only)
+    form: str | None = None
+    max_attempts: int | None = None
+    dead_group: str | None = None
+    dead_table: str | None = None
+    lease_s: float | None = None
+    default_group: str | None = None
+    #: what a reader of the file should know (e.g. SQLite's serial row lock)
+    note: str | None = None
+
+    @property
+    def dead_letter(self) -> str | None:
+        """The dead letter for people: ``group orders_dead`` or ``table emails_dead``."""
+        if self.dead_group is not None:
+            return f"group {self.dead_group}"
+        if self.dead_table is not None:
+            return f"table {self.dead_table}"
+        return None
+
+    def lines(self) -> list[str]:
+        """The header as written: one `-- key: <JSON>` line per setting, in a fixed order."""
+        values: dict[str, Any] = {self.kind: self.name, "dialect": self.dialect}
+        if self.kind == "queue":
+            values["form"] = self.form
+        values["table"] = self.table
+        values["columns"] = dict(self.columns)
+        if self.kind == "queue":
+            values["max_attempts"] = self.max_attempts
+            dead = None
+            if self.dead_group is not None:
+                dead = {"group": self.dead_group}
+            elif self.dead_table is not None:
+                dead = {"table": self.dead_table}
+            values["dead_letter"] = dead
+            if self.lease_s is not None:
+                values["lease_s"] = _number(self.lease_s)
+            if self.default_group is not None:
+                values["default_group"] = self.default_group
+        if self.note is not None:
+            values["note"] = self.note
+        return [f"-- {k}: {_json(v)}" for k, v in values.items()]
+
+
+def _json(value: Any) -> str:
+    # ensure_ascii escapes every non-ASCII character, U+2028 and U+0085 included: a value
+    # is always one line of plain ASCII, whatever bytes the declaration held
+    return json.dumps(value, ensure_ascii=True, separators=(", ", ": "), allow_nan=False)
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write_file(header: Header, blocks: Iterable[Block]) -> str:
+    """The file's text, sealed: ``write_file(header, blocks)``; ``parse_rendered`` reads it back."""
+    head = [TITLE, *header.lines()]
+    body: list[str] = []
+    for block in blocks:
+        body += ["", f"-- name: {block.name}", f"-- {_one_line(block.doc)}"]
+        body.append(_KINDS_PREFIX + " ".join(s.kind.value for s in block.statements))
+        body += [f"{s};" for s in block.statements]
+    # the seal is the last header line: the digest of the file without that line
+    unsealed = "\n".join([*head, *body]) + "\n"
+    seal = f"-- seal: sha256:{_digest(unsealed)}"
+    return "\n".join([*head, seal, *body]) + "\n"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# ------------------------------------------------------------------------------- reading
 
 
 @dataclass(frozen=True)
 class RenderedFile:
-    """A rendered file: `header` (queue, dialect, form, …) and `statements` (name → SQL list)."""
+    """A rendered file as read: its typed ``header`` and ``statements`` (name → Step)."""
 
     path: str
-    header: dict[str, str]
-    statements: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    header: Header
+    statements: Mapping[str, Step] = field(default_factory=dict)
+    #: each block's line saying what it does
+    docs: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def dialect(self) -> Dialect:
-        return DIALECTS[self.header["dialect"]]
+        return DIALECTS[self.header.dialect]
 
     @property
     def columns(self) -> dict[str, str]:
         """Logical column → the table's real name, as declared."""
-        return dict(kv.split("=", 1) for kv in self.header.get("columns", "").split())
+        return dict(self.header.columns)
 
-    def get(self, name: str) -> tuple[str, ...] | None:
+    def get(self, name: str) -> Step | None:
         return self.statements.get(name)
 
-    def require(self, name: str) -> tuple[str, ...]:
+    def require(self, name: str) -> Step:
         st = self.statements.get(name)
         if not st:
             raise RenderedFileError(
@@ -43,60 +215,243 @@ class RenderedFile:
         return st
 
 
-def parse_rendered(text: str, path: str = "<text>") -> RenderedFile:
-    """Parse the text of a rendered file (see `load` for reading one from disk)."""
-    lines = text.splitlines()
-    if not lines or not lines[0].startswith("-- DO NOT EDIT"):
-        raise RenderedFileError(
-            f"{path}: not a file rendered by qgen (no DO NOT EDIT header); "
-            "render it with `qgen render`"
-        )
-    header: dict[str, str] = {}
-    statements: dict[str, tuple[str, ...]] = {}
-    name: str | None = None
-    body: list[str] = []
+def _error(path: str, problem: str) -> RenderedFileError:
+    return RenderedFileError(f"{path}: {problem}; {_RENDER_AGAIN}")
 
-    def close() -> None:
-        if name is None:
-            return
-        sql_lines = [ln for ln in body if not ln.startswith("-- ")]
-        parts, cur = [], []
-        for ln in sql_lines:
-            cur.append(ln)
-            if _STATEMENT_END.search(ln):
-                parts.append(_STATEMENT_END.sub("", "\n".join(cur)).strip())
-                cur = []
-        if any(s.strip() for s in cur):
-            raise RenderedFileError(f"{path}: statement '{name}' does not end with ';'")
-        statements[name] = tuple(p for p in parts if p)
 
-    for ln in lines[1:]:
-        m = _NAME.match(ln)
-        if m:
-            close()
-            name, body = m.group(1), []
-            continue
-        if name is None:
-            h = _HEADER.match(ln)
-            if h:
-                header[h.group(1)] = h.group(2).strip()
-            continue
-        body.append(ln)
-    close()
-    kind_ok = "queue" in header or "outbox" in header
-    if not kind_ok or header.get("dialect") not in DIALECTS:
-        raise RenderedFileError(
-            f"{path}: the header names no queue/outbox or an unknown dialect; "
-            "render it again with `qgen render`"
-        )
-    return RenderedFile(path=path, header=header, statements=statements)
+def decode_text(data: bytes, path: str) -> str:
+    """A file's bytes as text, or the one error every unreadable file gets."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _error(
+            path, f"is not UTF-8 text (byte {exc.start} cannot be read): it was re-encoded"
+        ) from None
+
+
+def is_rendered(text: str) -> bool:
+    """Whether a text starts as a file qgen rendered (sealed or not)."""
+    return text.startswith("-- DO NOT EDIT: rendered by `qgen render`")
+
+
+def parse_rendered(text: str | bytes, path: str = "<text>") -> RenderedFile:
+    """Read a rendered file's text (or bytes), checking its seal, header and blocks.
+
+    Raises RenderedFileError, naming the file and `qgen render`, for anything else.
+    """
+    if isinstance(text, bytes):
+        text = decode_text(text, path)
+    if not is_rendered(text):
+        raise _error(path, "not a file rendered by qgen (no DO NOT EDIT header)")
+    if "\r" in text:
+        raise _error(path, "has CR or CRLF line ends: it was converted after rendering")
+    lines = text.split("\n")
+    if lines[-1] != "":
+        raise _error(path, "does not end with a line end: it was truncated or edited")
+    lines.pop()
+    _check_seal(lines, path)
+    values: dict[str, Any] = {}
+    i = 1
+    while i < len(lines) and lines[i]:
+        m = _HEADER_LINE.fullmatch(lines[i])
+        if m is None or m.group(1) in values:
+            raise _error(path, f"header line {i + 1} is not one qgen writes")
+        if m.group(1) != "seal":
+            try:
+                values[m.group(1)] = json.loads(m.group(2))
+            except ValueError:
+                raise _error(path, f"header line {i + 1} holds no JSON value") from None
+        i += 1
+    header = _header(values, path)
+    statements, docs = split_blocks(lines[i:], path)
+    return RenderedFile(path=path, header=header, statements=statements, docs=docs)
 
 
 def read_rendered(path: str | Path) -> RenderedFile:
+    """Read and check the rendered file at ``path`` (see ``parse_rendered``)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise RenderedFileError(
             f"{path}: cannot be read ({exc.strerror or exc}); render it with `qgen render`"
         ) from None
-    return parse_rendered(text, str(path))
+    return parse_rendered(data, str(path))
+
+
+def _check_seal(lines: list[str], path: str) -> None:
+    seals = [n for n, line in enumerate(lines) if line.startswith("-- seal:")]
+    if not seals:
+        raise _error(path, "has no seal: it was written by hand or by an older qgen")
+    n = seals[0]
+    m = _SEAL_LINE.fullmatch(lines[n])
+    rest = [*lines[:n], *lines[n + 1 :]]
+    if len(seals) > 1 or m is None or m.group(1) != _digest("\n".join(rest) + "\n"):
+        raise _error(
+            path,
+            "does not match its seal: it was edited, truncated or re-encoded after "
+            "`qgen render` wrote it",
+        )
+
+
+def split_blocks(lines: list[str], path: str) -> tuple[dict[str, Step], dict[str, str]]:
+    """The named blocks after the header: the one splitter the generator and runtime share.
+
+    Each block is `-- name: NAME`, one line saying what it does, `-- kinds: …`, then SQL
+    lines until the next `-- name:` line; a statement ends at a line ending with ';'.
+    """
+    statements: dict[str, Step] = {}
+    docs: dict[str, str] = {}
+    i = 0
+    while i < len(lines):
+        if not lines[i]:
+            i += 1
+            continue
+        m = _NAME_LINE.fullmatch(lines[i])
+        if m is None or not _STATEMENT_NAME.fullmatch(m.group(1)):
+            raise _error(path, f"line {i + 1} of the body is not a `-- name:` line")
+        name = m.group(1)
+        if name in statements:
+            raise _error(path, f"statement '{name}' appears twice")
+        if i + 2 >= len(lines) or not lines[i + 1].startswith("-- "):
+            raise _error(path, f"statement '{name}' has no line saying what it does")
+        if not lines[i + 2].startswith(_KINDS_PREFIX):
+            raise _error(path, f"statement '{name}' has no `-- kinds:` line")
+        docs[name] = lines[i + 1][3:]
+        try:
+            kinds = [Kind(k) for k in lines[i + 2][len(_KINDS_PREFIX) :].split(" ")]
+        except ValueError:
+            raise _error(path, f"statement '{name}' names an unknown kind") from None
+        i += 3
+        body: list[str] = []
+        while i < len(lines) and not _NAME_LINE.fullmatch(lines[i]):
+            body.append(lines[i])
+            i += 1
+        sqls = split_statements(body)
+        if sqls is None:
+            raise _error(path, f"statement '{name}' does not end with ';'")
+        if len(sqls) != len(kinds):
+            raise _error(
+                path, f"statement '{name}' has {len(sqls)} statements but {len(kinds)} kinds"
+            )
+        statements[name] = tuple(Statement(s, k) for s, k in zip(sqls, kinds, strict=True))
+    return statements, docs
+
+
+def split_statements(body: list[str]) -> list[str] | None:
+    """A block's SQL lines cut into statements at lines ending with ';' (the ';' dropped);
+    None when text follows the last one. Blank lines after the last statement separate
+    blocks and are not part of it."""
+    while body and not body[-1]:
+        body = body[:-1]
+    out: list[str] = []
+    current: list[str] = []
+    for line in body:
+        current.append(line)
+        if line.endswith(";"):
+            out.append("\n".join(current)[:-1])
+            current = []
+    return None if current else out
+
+
+def _header(values: dict[str, Any], path: str) -> Header:
+    """The typed header, every value checked: a file that passed its seal but holds values
+    this runtime cannot use (another format) fails here, at load, not at first use."""
+
+    def bad(key: str) -> RenderedFileError:
+        return _error(path, f"header value {key} is not one this runtime can use")
+
+    def text(key: str, optional: bool = False) -> str | None:
+        v = values.get(key)
+        if v is None and optional:
+            return None
+        if not isinstance(v, str) or not v or not v.isprintable() or v != v.strip():
+            raise bad(key)
+        return v
+
+    def ident(key: str, v: Any) -> str:
+        if not isinstance(v, str) or not _IDENTIFIER.fullmatch(v):
+            raise bad(key)
+        return v
+
+    kind = "queue" if "queue" in values else "outbox" if "outbox" in values else None
+    if kind is None:
+        raise _error(path, "the header names no queue or outbox")
+    known = {
+        "queue": {"queue", "dialect", "form", "table", "columns", "max_attempts"}
+        | {"dead_letter", "lease_s", "default_group", "note"},
+        "outbox": {"outbox", "dialect", "table", "columns", "note"},
+    }[kind]
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise _error(path, f"the header holds {unknown[0]!r}, which this runtime does not know")
+    if values.get("dialect") not in DIALECTS:
+        raise bad("dialect")
+    columns = values.get("columns")
+    if not isinstance(columns, dict) or "id" not in columns or "payload" not in columns:
+        raise bad("columns")
+    cols = {ident("columns", k): ident("columns", v) for k, v in columns.items()}
+    header = Header(
+        kind=kind,
+        name=ident(kind, values.get(kind)),
+        dialect=values["dialect"],
+        table=_schema_table(values.get("table"), bad),
+        columns=cols,
+        note=text("note", optional=True),
+    )
+    if kind == "outbox":
+        return header
+    form = values.get("form")
+    if form not in FORMS:
+        raise bad("form")
+    max_attempts = values.get("max_attempts")
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
+        raise bad("max_attempts")
+    dead = values.get("dead_letter")
+    dead_group = dead_table = None
+    if dead is not None:
+        if not isinstance(dead, dict) or len(dead) != 1:
+            raise bad("dead_letter")
+        if "group" in dead:
+            dead_group = values["dead_letter"]["group"]
+            if not isinstance(dead_group, str) or not dead_group:
+                raise bad("dead_letter")
+        else:
+            dead_table = _schema_table(dead.get("table"), bad)
+    lease_s = values.get("lease_s")
+    if (form == "lease") != (lease_s is not None):
+        raise bad("lease_s")
+    if lease_s is not None and (
+        isinstance(lease_s, bool)
+        or not isinstance(lease_s, int | float)
+        or not math.isfinite(lease_s)
+        or lease_s <= 0
+    ):
+        raise bad("lease_s")
+    default_group = values.get("default_group")
+    if default_group is not None and (not isinstance(default_group, str) or not default_group):
+        raise bad("default_group")
+    return Header(
+        kind=kind,
+        name=header.name,
+        dialect=header.dialect,
+        table=header.table,
+        columns=cols,
+        form=form,
+        max_attempts=max_attempts,
+        dead_group=dead_group,
+        dead_table=dead_table,
+        lease_s=float(lease_s) if lease_s is not None else None,
+        default_group=default_group,
+        note=header.note,
+    )
+
+
+def _schema_table(value: Any, bad: Any) -> str:
+    """A table name: an identifier, or schema.identifier."""
+    if not isinstance(value, str) or not all(
+        _IDENTIFIER.fullmatch(part) for part in value.split(".", 1)
+    ):
+        raise bad("table")
+    return value

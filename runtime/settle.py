@@ -69,7 +69,7 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
                 delivery.message.id,
                 delivery.attempt,
                 cap,
-                r.header.get("dead_letter"),
+                r.header.dead_letter,
             )
             return Decision("dead_letter", "dead_letter", params, commits_handler_writes=False)
     return Decision(

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.drivers.base import Connection
+from runtime.rendered import Kind, Statement, Step
 
-_SELECT = re.compile(r"^\s*(SELECT|WITH\s+\w+\s+AS\s*\(\s*SELECT)\b", re.I)
-_RETURNING = re.compile(r"\bRETURNING\b", re.I)
 
 
 @dataclass
@@ -22,35 +20,7 @@ class StepResult:
     rowcount: int | None = None
 
 
-#: statement text → 0: changes rows, 1: reads rows, 2: changes rows and returns them
-_KIND: dict[str, int] = {}
-_CHANGES, _READS, _CHANGES_RETURNING = 0, 1, 2
-
-
-def _classify(sql: str) -> int:
-    """A SELECT reads; a RETURNING of the statement itself (not of a WITH … (DELETE …
-    RETURNING)) returns the rows it changes."""
-    if _SELECT.match(sql):
-        return _READS
-    for m in _RETURNING.finditer(sql):
-        before = sql[: m.start()]
-        if before.count("(") == before.count(")"):
-            return _CHANGES_RETURNING
-    return _CHANGES
-
-
-def _kind(sql: str) -> int:
-    kind = _KIND.get(sql)
-    if kind is None:
-        kind = _classify(sql)
-        if len(_KIND) < 10_000:  # the statements of the loaded files: a few hundred at most
-            _KIND[sql] = kind
-    return kind
-
-
-async def run_step(
-    conn: Connection, statements: tuple[str, ...], params: Mapping[str, Any]
-) -> StepResult:
+async def run_step(conn: Connection, statements: Step, params: Mapping[str, Any]) -> StepResult:
     """Run a step's statements in order, in one transaction when there are several.
 
     A statement that returns rows hands its first row's columns, and ``ids`` (a JSON array
@@ -68,7 +38,7 @@ async def run_step(
         result, bound = StepResult(), dict(params)
         for sql in statements:
             result = await _run_one(conn, sql, bound, result)
-            if _kind(sql) == _READS:
+            if sql.kind is Kind.READS:
                 if not result.rows:
                     break
                 bound.update(result.rows[0])
@@ -83,13 +53,14 @@ async def run_step(
 
 
 async def _run_one(
-    conn: Connection, sql: str, params: dict[str, Any], result: StepResult
+    conn: Connection, sql: Statement, params: dict[str, Any], result: StepResult
 ) -> StepResult:
-    """Run one statement; keep the rows it returns, and the first count of changed rows."""
-    kind = _kind(sql)
-    if kind == _READS:  # reads: rows, no change to count
+    """Run one statement by its kind (written by the generator); keep the rows it returns,
+    and the first count of changed rows."""
+    kind = sql.kind
+    if kind is Kind.READS:  # reads: rows, no change to count
         return StepResult(rows=await conn.fetchall(sql, params), rowcount=result.rowcount)
-    if kind == _CHANGES_RETURNING:  # … RETURNING: the rows are the changed ones
+    if kind is Kind.WRITES_RETURNING:  # … RETURNING: the rows are the changed ones
         rows = await conn.fetchall(sql, params)
         changed = len(rows)
     else:

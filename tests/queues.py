@@ -8,9 +8,8 @@ from typing import Any
 from engines import Engine, drop_tables, unique_table
 
 import runtime
+from qgen.build import build_unit
 from qgen.declaration import parse_declaration
-from qgen.render import render_unit
-from qgen.validate import validate_rendered
 from runtime.queue import Queue, decode_payload
 from runtime.rendered import parse_rendered
 
@@ -143,9 +142,8 @@ async def make_queue(
     if statements:
         decl["statements"] = {k: v.format(**fmt) for k, v in statements.items()}
     parsed = parse_declaration({"dialects": [engine.dialect_name], "queues": {"q": decl}})
-    rendered = render_unit(parsed.queues["q"], engine.dialect_name)
-    validate_rendered(rendered)
-    queue = Queue(parse_rendered(rendered.text(), f"{table}.sql"))
+    text = build_unit(parsed.queues["q"], engine.dialect_name)
+    queue = Queue(parse_rendered(text, f"{table}.sql"))
     tables = [table] + ([dead_table] if dead_table else [])
     await drop_tables(engine.url, *tables)
     async with await runtime.connect(engine.url) as db:

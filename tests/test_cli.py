@@ -88,7 +88,7 @@ def test_render_writes_one_file_per_queue_and_dialect(
         dialect, queue = name.removesuffix(".sql").split("/")
         text = data.decode()
         assert text.startswith("-- DO NOT EDIT")
-        assert f"\n-- queue: {queue}\n-- dialect: {dialect}\n" in text
+        assert f'\n-- queue: "{queue}"\n-- dialect: "{dialect}"\n' in text
         assert "\n-- name: schema\n" in text and "\n-- name: claim\n" in text
     # a second render changes nothing and says so
     assert main(["render", "--config", str(project / "qgen.toml")]) == 0
@@ -198,7 +198,7 @@ def test_check_fails_with_a_diff_on_a_hand_edit(
     assert f"--- {edited} (on disk)\n+++ {edited} (rendered)\n" in out
     assert re.search(r'^-WHERE "id" = %\(id\)s;$', out, re.M), out
     assert re.search(r'^\+WHERE "id" = %\(id\)s AND "locked_until" = %\(token\)s;$', out, re.M)
-    assert "1 of 8 files differ" in err and "run `qgen render`" in err
+    assert "1 of 8 files are stale" in err and "run `qgen render`" in err
     # check never writes
     assert edited.read_text() != text
 
@@ -215,7 +215,7 @@ def test_check_fails_when_a_file_is_missing(
     out, err = capsys.readouterr()
     assert f"+++ {missing} (rendered)" in out
     assert "+-- DO NOT EDIT" in out
-    assert "1 of 8 files differ" in err
+    assert "1 of 8 files are stale" in err
     assert not missing.exists()
 
 

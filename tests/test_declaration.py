@@ -14,7 +14,8 @@ import pytest
 
 from qgen.cli import main
 from qgen.declaration import DeclarationError, load_declaration, parse_declaration
-from qgen.render import render_declaration, render_unit
+from qgen.build import render_declaration
+from qgen.render import render_unit
 from runtime.dialects import DIALECTS
 
 ALL = 'dialects = ["postgres", "mysql", "mariadb", "sqlite"]\n'
@@ -285,7 +286,7 @@ BAD: list[tuple[str, str, str, str, str]] = [
         table = "orders_queue"
         """,
         "table",
-        "table 'orders_queue' is already used by 'orders'",
+        "table 'orders_queue' is already used by queue 'orders'",
         "give it a table of its own; queues share a table only through a group column",
     ),
     (
@@ -299,7 +300,7 @@ BAD: list[tuple[str, str, str, str, str]] = [
         table = "refunds_queue"
         """,
         "table",
-        "table 'refunds_queue' is already used by 'orders'",
+        "table 'refunds_queue' is already used by queue 'orders'",
         "give it a table of its own; queues share a table only through a group column",
     ),
     (
@@ -531,7 +532,7 @@ default = "UPDATE orders_queue SET queue = 'parked' WHERE id = :id"
     decl = load_declaration(path)
     q = decl.queues["orders"]
     got = {d: render_unit(q, d) for d in decl.dialects}
-    park = {d: next(s for s in r.statements if s.name == "custom.park") for d, r in got.items()}
+    park = {d: next(s for s in r.blocks if s.name == "custom.park") for d, r in got.items()}
     assert park["postgres"].sql == ["UPDATE orders_queue SET queue = 'parked_pg' WHERE id = %(id)s"]
     assert park["mysql"].sql == ["UPDATE orders_queue SET queue = 'parked' WHERE id = %(id)s"]
     assert park["mariadb"].sql == park["mysql"].sql
@@ -562,7 +563,7 @@ def test_custom_as_a_list_of_statements(tmp_path: Path) -> None:
     files = render_declaration(load_declaration(path))
     text = files[Path("sql/sqlite/reports.sql")]
     block = text.split("-- name: custom.reset\n", 1)[1]
-    assert block.splitlines()[1:3] == [
+    assert block.splitlines()[2:4] == [
         "UPDATE reports_queue SET attempt = 1 WHERE id = :id;",
         "DELETE FROM reports_queue WHERE id = :id;",
     ]
@@ -606,5 +607,5 @@ table = "jobs"
     assert {q.default_group for q in decl.queues.values()} == {"orders", "refunds"}
     # the same table without a group column (nothing tells the rows apart) is refused
     path.write_text(path.read_text().replace('group = "queue"\n', ""))
-    with pytest.raises(DeclarationError, match="already used by 'orders'"):
+    with pytest.raises(DeclarationError, match="already used by queue 'orders'"):
         load_declaration(path)

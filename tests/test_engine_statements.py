@@ -30,7 +30,7 @@ import pytest
 from engines import ENGINES, Engine, run
 
 from qgen.declaration import parse_declaration
-from qgen.render import render_declaration
+from qgen.build import render_declaration
 from runtime.connect import connect
 from runtime.drivers.base import Connection
 from runtime.rendered import read_rendered
@@ -154,7 +154,7 @@ async def run_file(conn: Connection, path: Path, params: dict[str, Any]) -> tupl
         await conn.execute(sql, params)
         ran += 1
     # one committed row that the statements below find
-    for sql in rendered.require("put" if "outbox" in rendered.header else "enqueue"):
+    for sql in rendered.require("put" if rendered.header.kind == "outbox" else "enqueue"):
         await conn.fetchall(sql, {**params, "delay_s": None})
     for name, steps in rendered.statements.items():
         if name == "schema":
@@ -184,7 +184,7 @@ def test_examples_are_complete() -> None:
         assert set(files) - set(QUEUES) <= {"outbox"}, dialect
         for q in QUEUES:
             header = read_rendered(EXAMPLES / dialect / f"{q}.sql").header
-            assert (header["queue"], header["dialect"]) == (q, dialect)
+            assert (header.name, header.dialect) == (q, dialect)
 
 
 def test_every_statement_accepted(engine: Engine) -> None:

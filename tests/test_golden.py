@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from qgen.declaration import load_declaration
-from qgen.render import render_declaration
+from qgen.build import render_declaration
 from runtime.rendered import read_rendered
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -111,7 +111,7 @@ def test_golden_steps(case: str, queue: str) -> None:
         f = read_rendered(GOLDEN / case / "expected" / dialect / f"{queue}.sql")
         names = list(f.statements)
         want = STEPS[(case, queue)].split()
-        if f.header["form"] == "advisory" and dialect == "sqlite":
+        if f.header.form == "advisory" and dialect == "sqlite":
             want = [n for n in want if n not in ("lock", "unlock")]  # keys held in-process
         assert names == want, (dialect, names)
         assert all(f.statements[n] for n in names), "every step holds SQL"

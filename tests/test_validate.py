@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from qgen.declaration import DeclarationError, parse_declaration
-from qgen.render import render_declaration, render_unit
+from qgen.build import render_declaration
+from qgen.render import render_unit
 from qgen.validate import parse
 from runtime.dialects import DIALECTS
 from runtime.sqltext import driver_params, named_params, to_driver, to_named
@@ -355,7 +356,7 @@ PYFORMAT = (
 
 def test_placeholders_become_pyformat_on_postgres() -> None:
     q = parse_declaration(declaration("postgres", SERVICE_SQL)).queues["jobs"]
-    st = next(s for s in render_unit(q, "postgres").statements if s.name == "custom.x")
+    st = next(s for s in render_unit(q, "postgres").blocks if s.name == "custom.x")
     assert st.sql == [PYFORMAT]
     check("postgres", SERVICE_SQL)  # and the converted text validates
 
@@ -364,7 +365,7 @@ def test_placeholders_become_pyformat_on_postgres() -> None:
 def test_placeholders_become_pyformat_on_mysql(dialect: str) -> None:
     sql = "UPDATE jobs_q SET payload = '100%', grp = ':group' WHERE id = :id AND grp = :group"
     q = parse_declaration(declaration(dialect, sql)).queues["jobs"]
-    st = next(s for s in render_unit(q, dialect).statements if s.name == "custom.x")
+    st = next(s for s in render_unit(q, dialect).blocks if s.name == "custom.x")
     assert st.sql == [
         "UPDATE jobs_q SET payload = '100%%', grp = ':group' WHERE id = %(id)s AND grp = %(group)s"
     ]
@@ -373,7 +374,7 @@ def test_placeholders_become_pyformat_on_mysql(dialect: str) -> None:
 def test_placeholders_stay_named_on_sqlite() -> None:
     sql = "UPDATE jobs_q SET payload = strftime('%Y', 'now') || ':id' WHERE id = :id"
     q = parse_declaration(declaration("sqlite", sql)).queues["jobs"]
-    st = next(s for s in render_unit(q, "sqlite").statements if s.name == "custom.x")
+    st = next(s for s in render_unit(q, "sqlite").blocks if s.name == "custom.x")
     assert st.sql == [sql]
 
 

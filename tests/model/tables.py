@@ -7,7 +7,8 @@ from typing import Any
 
 from model.outcome_model import DEAD_GROUP, DEFAULT_GROUP, Shape
 from qgen.declaration import parse_declaration
-from qgen.render import environment, render_unit
+from qgen.build import build_unit
+from qgen.render import environment
 from runtime.queue import Queue
 from runtime.rendered import parse_rendered
 
@@ -85,7 +86,7 @@ def render_text(
 ) -> str:
     """The rendered file, from the templates as they are on disk now."""
     decl = parse_declaration(declaration(shape, dialect, table, dead_table, renamed))
-    return render_unit(decl.queues["model"], dialect, _ENV).text()
+    return build_unit(decl.queues["model"], dialect, env=_ENV)
 
 
 def render_queue(

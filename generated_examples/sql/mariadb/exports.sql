@@ -1,15 +1,17 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: exports
--- dialect: mariadb
--- form: advisory
--- table: exports_queue
--- columns: id=id payload=payload group=lane attempt=attempt retry_after=retry_after
+-- queue: "exports"
+-- dialect: "mariadb"
+-- form: "advisory"
+-- table: "exports_queue"
+-- columns: {"id": "id", "payload": "payload", "group": "lane", "attempt": "attempt", "retry_after": "retry_after"}
 -- max_attempts: 2
--- dead_letter: group exports_dead
--- default_group: exports
+-- dead_letter: {"group": "exports_dead"}
+-- default_group: "exports"
+-- seal: sha256:24decb75c87129a1b189f1c9bd2c206f7c0a804dee0a5595d9f9ee4a159ea879
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS `exports_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -21,11 +23,13 @@ CREATE TABLE IF NOT EXISTS `exports_queue` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes
 INSERT INTO `exports_queue` (`payload`, `lane`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
+-- kinds: reads
 WITH candidates AS (
   SELECT r.id, CASE WHEN GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', r.id), 0) = 1 THEN 1 ELSE 0 END AS locked
   FROM (
@@ -47,10 +51,12 @@ FROM counted;
 
 -- name: lock
 -- Tries one row's named lock without waiting (the claim takes its rows' locks itself); 1: held until unlock.
+-- kinds: reads
 SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
 -- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it), then counts their attempt.
+-- kinds: reads writes
 SELECT `exports_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id
@@ -62,25 +68,30 @@ SET `exports_queue`.`attempt` = `exports_queue`.`attempt` + 1;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM `exports_queue`
 WHERE `id` = %(id)s;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM `exports_queue`
 WHERE `id` = %(id)s;
 
 -- name: retry_after
 -- The table's own statement for retry_after (declared in statements.retry_after).
+-- kinds: writes
 UPDATE exports_queue SET retry_after = UTC_TIMESTAMP(6) + INTERVAL (%(delay_s)s * 2) SECOND WHERE id = %(id)s;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.
+-- kinds: writes
 UPDATE `exports_queue`
 SET `lane` = %(dead_group)s
 WHERE `id` = %(id)s;
 
 -- name: unlock
 -- Releases the named locks of the rows ids (a JSON array) held by this session.
+-- kinds: reads
 SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', j.qgen_id)) AS unlocked
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j;

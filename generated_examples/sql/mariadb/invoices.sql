@@ -1,14 +1,16 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: invoices
--- dialect: mariadb
--- form: row_lock
--- table: invoices_queue
--- columns: id=id payload=payload attempt=attempt retry_after=retry_after processed_at=processed_at
+-- queue: "invoices"
+-- dialect: "mariadb"
+-- form: "row_lock"
+-- table: "invoices_queue"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
--- dead_letter: table invoices_dead
+-- dead_letter: {"table": "invoices_dead"}
+-- seal: sha256:c1d790f670b88cfa823bd4e472b9b2ab13dfb13841607dea8a11c4fdbfa34dfe
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `invoices_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -27,11 +29,13 @@ CREATE TABLE IF NOT EXISTS `invoices_dead` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes
 INSERT INTO `invoices_queue` (`payload`, `retry_after`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
+-- kinds: reads reads
 SELECT `id` AS id
 FROM `invoices_queue`
 WHERE `processed_at` IS NULL
@@ -48,30 +52,35 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: ack
 -- Finishes the row: marks it processed.
+-- kinds: writes
 UPDATE `invoices_queue`
 SET `processed_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 UPDATE `invoices_queue`
 SET `processed_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s;
 
 -- name: retry
 -- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- kinds: writes
 UPDATE `invoices_queue`
 SET `attempt` = `attempt` + 1
 WHERE `id` = %(id)s;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now, counting the attempt.
+-- kinds: writes
 UPDATE `invoices_queue`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1
 WHERE `id` = %(id)s;
 
 -- name: dead_letter
 -- At the cap: moves the row into invoices_dead, payload and count kept (a copy, then a delete, in one transaction).
+-- kinds: writes writes
 INSERT INTO `invoices_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
 SELECT `id`, `payload`, `attempt` + 1, `retry_after`, `processed_at`
 FROM `invoices_queue`

@@ -1,15 +1,17 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: pings
--- dialect: mariadb
--- form: lease
--- table: pings
--- columns: id=ping_id payload=data locked_until=leased_until
--- max_attempts: none
--- dead_letter: none
+-- queue: "pings"
+-- dialect: "mariadb"
+-- form: "lease"
+-- table: "pings"
+-- columns: {"id": "ping_id", "payload": "data", "locked_until": "leased_until"}
+-- max_attempts: null
+-- dead_letter: null
 -- lease_s: 10
+-- seal: sha256:ace1138cffd8055af893958ea2cff99641e4f7f0b10b61451519246356dc6e47
 
 -- name: schema
 -- Creates the queue table, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS `pings` (
   `ping_id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `data` JSON NOT NULL,
@@ -18,11 +20,13 @@ CREATE TABLE IF NOT EXISTS `pings` (
 
 -- name: enqueue
 -- Adds one message.
+-- kinds: writes
 INSERT INTO `pings` (`data`)
 VALUES (%(payload)s);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array). One transaction.
+-- kinds: reads reads writes
 SELECT `ping_id` AS id
 FROM `pings`
 WHERE (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6))
@@ -40,6 +44,7 @@ SET `pings`.`leased_until` = %(token)s;
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+-- kinds: reads writes
 SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
 UPDATE `pings`
 SET `leased_until` = %(new_token)s
@@ -47,22 +52,26 @@ WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM `pings`
 WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM `pings`
 WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
 
 -- name: retry
 -- Returns the row at once by clearing its lease.
+-- kinds: writes
 UPDATE `pings`
 SET `leased_until` = NULL
 WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE `pings`
 SET `leased_until` = NULL
 WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;

@@ -1,14 +1,16 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: webhooks
--- dialect: mariadb
--- form: advisory
--- table: webhooks_queue
--- columns: id=id payload=payload attempt=attempt retry_after=retry_after processed_at=processed_at
+-- queue: "webhooks"
+-- dialect: "mariadb"
+-- form: "advisory"
+-- table: "webhooks_queue"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
--- dead_letter: table webhooks_dead
+-- dead_letter: {"table": "webhooks_dead"}
+-- seal: sha256:d8743789b7e32bd2311071153c6b2c162badd8fb82076f244092b7bb9cd82843
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `webhooks_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -27,11 +29,13 @@ CREATE TABLE IF NOT EXISTS `webhooks_dead` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes
 INSERT INTO `webhooks_queue` (`payload`, `retry_after`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
+-- kinds: reads
 WITH candidates AS (
   SELECT r.id, CASE WHEN GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', r.id), 0) = 1 THEN 1 ELSE 0 END AS locked
   FROM (
@@ -53,10 +57,12 @@ FROM counted;
 
 -- name: lock
 -- Tries one row's named lock without waiting (the claim takes its rows' locks itself); 1: held until unlock.
+-- kinds: reads
 SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
 -- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it), then counts their attempt.
+-- kinds: reads writes
 SELECT `webhooks_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id
@@ -68,24 +74,28 @@ SET `webhooks_queue`.`attempt` = `webhooks_queue`.`attempt` + 1;
 
 -- name: ack
 -- Finishes the row: marks it processed.
+-- kinds: writes
 UPDATE `webhooks_queue`
 SET `processed_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 UPDATE `webhooks_queue`
 SET `processed_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now (the take already counted the attempt); then unlock.
+-- kinds: writes
 UPDATE `webhooks_queue`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND
 WHERE `id` = %(id)s;
 
 -- name: dead_letter
 -- At the cap: moves the row into webhooks_dead, payload and count kept (a copy, then a delete, in one transaction).
+-- kinds: writes writes
 INSERT INTO `webhooks_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
 SELECT `id`, `payload`, `attempt`, `retry_after`, `processed_at`
 FROM `webhooks_queue`
@@ -95,5 +105,6 @@ WHERE `id` = %(id)s;
 
 -- name: unlock
 -- Releases the named locks of the rows ids (a JSON array) held by this session.
+-- kinds: reads
 SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', j.qgen_id)) AS unlocked
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j;

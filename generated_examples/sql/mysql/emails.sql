@@ -1,15 +1,17 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: emails
--- dialect: mysql
--- form: lease
--- table: emails_queue
--- columns: id=id payload=payload attempt=attempt retry_after=retry_after locked_until=locked_until
+-- queue: "emails"
+-- dialect: "mysql"
+-- form: "lease"
+-- table: "emails_queue"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until"}
 -- max_attempts: 3
--- dead_letter: table emails_dead
+-- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
+-- seal: sha256:2ffa73f72ac4a05437f9d5bde735fcbe177f4ef4a983875ecefcf660c467c804
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `emails_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -27,11 +29,13 @@ CREATE TABLE IF NOT EXISTS `emails_dead` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes
 INSERT INTO `emails_queue` (`payload`, `retry_after`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.
+-- kinds: reads reads writes
 SELECT `id` AS id
 FROM `emails_queue`
 WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
@@ -51,6 +55,7 @@ SET `emails_queue`.`locked_until` = %(token)s, `emails_queue`.`attempt` = `email
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+-- kinds: reads writes
 SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
 UPDATE `emails_queue`
 SET `locked_until` = %(new_token)s
@@ -58,28 +63,33 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM `emails_queue`
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM `emails_queue`
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: retry
 -- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- kinds: writes
 UPDATE `emails_queue`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now and clears its lease.
+-- kinds: writes
 UPDATE `emails_queue`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: dead_letter
 -- At the cap: moves the row into emails_dead, payload and count kept (a copy, then a delete, in one transaction), lease cleared.
+-- kinds: writes writes
 INSERT INTO `emails_dead` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`)
 SELECT `id`, `payload`, `attempt`, `retry_after`, NULL
 FROM `emails_queue`
@@ -89,6 +99,7 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE `emails_queue`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;

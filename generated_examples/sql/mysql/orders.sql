@@ -1,16 +1,18 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: orders
--- dialect: mysql
--- form: lease
--- table: orders_queue
--- columns: id=id payload=body group=queue attempt=attempt retry_after=retry_after locked_until=locked_until processed_at=processed_at
+-- queue: "orders"
+-- dialect: "mysql"
+-- form: "lease"
+-- table: "orders_queue"
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at"}
 -- max_attempts: 5
--- dead_letter: group orders_dead
+-- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
--- default_group: orders
+-- default_group: "orders"
+-- seal: sha256:8e1e4d4885883a955f401c9503d128c58572142a8c0c1be7293a0ab46d432e7f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS `orders_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `body` JSON NOT NULL,
@@ -24,11 +26,13 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes
 INSERT INTO `orders_queue` (`body`, `queue`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.
+-- kinds: reads reads writes
 SELECT `id` AS id
 FROM `orders_queue`
 WHERE `queue` = %(group)s
@@ -52,6 +56,7 @@ SET `orders_queue`.`locked_until` = %(token)s, `orders_queue`.`attempt` = `order
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+-- kinds: reads writes
 SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
 UPDATE `orders_queue`
 SET `locked_until` = %(new_token)s
@@ -59,38 +64,45 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: ack
 -- Finishes the row: marks it processed.
+-- kinds: writes
 UPDATE `orders_queue`
 SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: drop
 -- The table's own statement for drop (declared in statements.drop).
+-- kinds: writes
 UPDATE orders_queue SET queue = 'orders_poison', locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
 
 -- name: retry
 -- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- kinds: writes
 UPDATE `orders_queue`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now and clears its lease.
+-- kinds: writes
 UPDATE `orders_queue`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.
+-- kinds: writes
 UPDATE `orders_queue`
 SET `queue` = %(dead_group)s, `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE `orders_queue`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.
+-- kinds: writes
 UPDATE orders_queue SET queue = 'orders_parked', locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;

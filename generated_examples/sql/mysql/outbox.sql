@@ -1,11 +1,13 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- outbox: outbox
--- dialect: mysql
--- table: outbox
--- columns: id=id payload=payload topic=topic key=partition_key created_at=created_at processed_at=processed_at
+-- outbox: "outbox"
+-- dialect: "mysql"
+-- table: "outbox"
+-- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
+-- seal: sha256:54d9bbc2a91e2739d3d45e50ccbba34dd456b8452f47333f51824fae921f581e
 
 -- name: schema
 -- Creates the outbox table and the index the relay's fetch reads, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS `outbox` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -18,11 +20,13 @@ CREATE TABLE IF NOT EXISTS `outbox` (
 
 -- name: put
 -- Adds one record in the caller's transaction, stamped with the database's clock.
+-- kinds: writes
 INSERT INTO `outbox` (`payload`, `topic`, `partition_key`, `created_at`)
 VALUES (%(payload)s, %(topic)s, %(record_key)s, UTC_TIMESTAMP(6));
 
 -- name: fetch
 -- Selects up to limit unmarked records after after_id, in id order, and holds them until the relay's COMMIT; records another relay holds are skipped.
+-- kinds: reads
 SELECT `id` AS id, `payload` AS payload, `topic` AS `topic`, `partition_key` AS `key`, `created_at` AS `created_at`
 FROM `outbox`
 WHERE `processed_at` IS NULL
@@ -33,6 +37,7 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: mark
 -- Marks a handed record processed (ack and drop): it is never fetched again.
+-- kinds: writes
 UPDATE `outbox`
 SET `processed_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s
@@ -40,9 +45,11 @@ WHERE `id` = %(id)s
 
 -- name: prune
 -- Deletes the records marked more than age_s seconds ago, by the database's clock; unmarked ones stay.
+-- kinds: writes
 DELETE FROM `outbox`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND;
 
 -- name: custom.expire
 -- The service's own event 'expire', run in place of the outcome's own statement.
+-- kinds: writes
 UPDATE outbox SET topic = 'expired', processed_at = UTC_TIMESTAMP(6) WHERE id = %(id)s;

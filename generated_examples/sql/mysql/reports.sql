@@ -1,15 +1,17 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: reports
--- dialect: mysql
--- form: row_lock
--- table: reports_queue
--- columns: id=id payload=payload group=grp attempt=attempt retry_after=retry_after
+-- queue: "reports"
+-- dialect: "mysql"
+-- form: "row_lock"
+-- table: "reports_queue"
+-- columns: {"id": "id", "payload": "payload", "group": "grp", "attempt": "attempt", "retry_after": "retry_after"}
 -- max_attempts: 2
--- dead_letter: group reports_dead
--- default_group: reports
+-- dead_letter: {"group": "reports_dead"}
+-- default_group: "reports"
+-- seal: sha256:47b2fdb81521ab29222e3f6e159d432322cf1d1a7ba95e58ac87546b8c4a3610
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS `reports_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -21,11 +23,13 @@ CREATE TABLE IF NOT EXISTS `reports_queue` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes
 INSERT INTO `reports_queue` (`payload`, `grp`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
+-- kinds: reads reads
 SELECT `id` AS id
 FROM `reports_queue`
 WHERE `grp` = %(group)s
@@ -42,33 +46,39 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM `reports_queue`
 WHERE `id` = %(id)s;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM `reports_queue`
 WHERE `id` = %(id)s;
 
 -- name: retry
 -- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- kinds: writes
 UPDATE `reports_queue`
 SET `attempt` = `attempt` + 1
 WHERE `id` = %(id)s;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now, counting the attempt.
+-- kinds: writes
 UPDATE `reports_queue`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1
 WHERE `id` = %(id)s;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.
+-- kinds: writes
 UPDATE `reports_queue`
 SET `grp` = %(dead_group)s, `attempt` = `attempt` + 1
 WHERE `id` = %(id)s;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.
+-- kinds: writes writes
 UPDATE reports_queue SET grp = 'reports_later' WHERE id = %(id)s;
 UPDATE reports_queue SET attempt = 1 WHERE id = %(id)s;

@@ -1,15 +1,17 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: emails
--- dialect: sqlite
--- form: lease
--- table: emails_queue
--- columns: id=id payload=payload attempt=attempt retry_after=retry_after locked_until=locked_until
+-- queue: "emails"
+-- dialect: "sqlite"
+-- form: "lease"
+-- table: "emails_queue"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until"}
 -- max_attempts: 3
--- dead_letter: table emails_dead
+-- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
+-- seal: sha256:bb3c07a5cd82aa3fb0f7a42efe50b9b369209ac57f8e3ebe28df2b2f253aed9c
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "emails_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -27,12 +29,14 @@ CREATE TABLE IF NOT EXISTS "emails_dead" (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes-returning
 INSERT INTO "emails_queue" ("payload", "retry_after")
 VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
+-- kinds: writes-returning
 UPDATE "emails_queue"
 SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds'), "attempt" = "attempt" + 1
 WHERE "id" IN (
@@ -47,6 +51,7 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "locked_un
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
+-- kinds: writes-returning
 UPDATE "emails_queue"
 SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
 WHERE "id" = :id AND "locked_until" = :token
@@ -54,28 +59,33 @@ RETURNING "locked_until" AS new_token;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM "emails_queue"
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM "emails_queue"
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: retry
 -- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- kinds: writes
 UPDATE "emails_queue"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now and clears its lease.
+-- kinds: writes
 UPDATE "emails_queue"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: dead_letter
 -- At the cap: moves the row into emails_dead, payload and count kept (a copy, then a delete, in one transaction), lease cleared.
+-- kinds: writes writes
 INSERT INTO "emails_dead" ("id", "payload", "attempt", "retry_after", "locked_until")
 SELECT "id", "payload", "attempt", "retry_after", NULL
 FROM "emails_queue"
@@ -85,6 +95,7 @@ WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE "emails_queue"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;

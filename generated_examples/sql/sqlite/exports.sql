@@ -1,16 +1,18 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: exports
--- dialect: sqlite
--- form: advisory
--- table: exports_queue
--- columns: id=id payload=payload group=lane attempt=attempt retry_after=retry_after
+-- queue: "exports"
+-- dialect: "sqlite"
+-- form: "advisory"
+-- table: "exports_queue"
+-- columns: {"id": "id", "payload": "payload", "group": "lane", "attempt": "attempt", "retry_after": "retry_after"}
 -- max_attempts: 2
--- dead_letter: group exports_dead
--- default_group: exports
--- note: advisory keys are held in the consumer's process: run one consumer process per database file
+-- dead_letter: {"group": "exports_dead"}
+-- default_group: "exports"
+-- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
+-- seal: sha256:161ebb6354b724b6e6dbcd2e1fdc734c77582454d299fe3d41b183ecca34cc3e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "exports_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -22,12 +24,14 @@ CREATE INDEX IF NOT EXISTS "exports_queue_claim" ON "exports_queue" ("lane", "id
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes-returning
 INSERT INTO "exports_queue" ("payload", "lane", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
 
 -- name: claim
 -- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.
+-- kinds: reads
 SELECT "id" AS id
 FROM "exports_queue"
 WHERE "lane" = :group
@@ -37,6 +41,7 @@ LIMIT :scan;
 
 -- name: take
 -- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
+-- kinds: writes-returning
 UPDATE "exports_queue"
 SET "attempt" = "attempt" + 1
 WHERE "lane" = :group
@@ -46,20 +51,24 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS 
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM "exports_queue"
 WHERE "id" = :id;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM "exports_queue"
 WHERE "id" = :id;
 
 -- name: retry_after
 -- The table's own statement for retry_after (declared in statements.retry_after).
+-- kinds: writes
 UPDATE exports_queue SET retry_after = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (:delay_s * 2) || ' seconds') WHERE id = :id;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.
+-- kinds: writes
 UPDATE "exports_queue"
 SET "lane" = :dead_group
 WHERE "id" = :id;

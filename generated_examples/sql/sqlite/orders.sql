@@ -1,16 +1,18 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: orders
--- dialect: sqlite
--- form: lease
--- table: orders_queue
--- columns: id=id payload=body group=queue attempt=attempt retry_after=retry_after locked_until=locked_until processed_at=processed_at
+-- queue: "orders"
+-- dialect: "sqlite"
+-- form: "lease"
+-- table: "orders_queue"
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at"}
 -- max_attempts: 5
--- dead_letter: group orders_dead
+-- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
--- default_group: orders
+-- default_group: "orders"
+-- seal: sha256:f81be471948c341a0db950cdd38679e5e528f6cd4bfd5174662ace826a99ffd2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "orders_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "body" TEXT NOT NULL,
@@ -24,12 +26,14 @@ CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id"
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes-returning
 INSERT INTO "orders_queue" ("body", "queue", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
+-- kinds: writes-returning
 UPDATE "orders_queue"
 SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds'), "attempt" = "attempt" + 1
 WHERE "id" IN (
@@ -46,6 +50,7 @@ RETURNING "id" AS id, "body" AS payload, "attempt" - 1 AS attempt, "queue" AS "g
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
+-- kinds: writes-returning
 UPDATE "orders_queue"
 SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
 WHERE "id" = :id AND "locked_until" = :token
@@ -53,38 +58,45 @@ RETURNING "locked_until" AS new_token;
 
 -- name: ack
 -- Finishes the row: marks it processed.
+-- kinds: writes
 UPDATE "orders_queue"
 SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: drop
 -- The table's own statement for drop (declared in statements.drop).
+-- kinds: writes
 UPDATE orders_queue SET queue = 'orders_poison', locked_until = NULL WHERE id = :id AND locked_until = :token;
 
 -- name: retry
 -- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- kinds: writes
 UPDATE "orders_queue"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now and clears its lease.
+-- kinds: writes
 UPDATE "orders_queue"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.
+-- kinds: writes
 UPDATE "orders_queue"
 SET "queue" = :dead_group, "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE "orders_queue"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.
+-- kinds: writes
 UPDATE orders_queue SET queue = 'orders_parked', locked_until = NULL WHERE id = :id AND locked_until = :token;

@@ -1,12 +1,14 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- outbox: outbox
--- dialect: sqlite
--- table: outbox
--- columns: id=id payload=payload topic=topic key=partition_key created_at=created_at processed_at=processed_at
--- note: the relay's BEGIN IMMEDIATE holds the database's write lock while its handler runs: one relay at a time, and put waits for the relay's batch
+-- outbox: "outbox"
+-- dialect: "sqlite"
+-- table: "outbox"
+-- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
+-- note: "the relay's BEGIN IMMEDIATE holds the database's write lock while its handler runs: one relay at a time, and put waits for the relay's batch"
+-- seal: sha256:0d2193ad7b8574cbc0747144a5aefaab470c5c1b4a29ae93ff63a1939806c968
 
 -- name: schema
 -- Creates the outbox table and the index the relay's fetch reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "outbox" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -19,12 +21,14 @@ CREATE INDEX IF NOT EXISTS "outbox_claim" ON "outbox" ("id") WHERE "processed_at
 
 -- name: put
 -- Adds one record in the caller's transaction, stamped with the database's clock.
+-- kinds: writes-returning
 INSERT INTO "outbox" ("payload", "topic", "partition_key", "created_at")
 VALUES (:payload, :topic, :record_key, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 RETURNING "id" AS id;
 
 -- name: fetch
 -- Selects up to limit unmarked records after after_id, in id order, and holds them until the relay's COMMIT (BEGIN IMMEDIATE: one relay at a time).
+-- kinds: reads
 SELECT "id" AS id, "payload" AS payload, "topic" AS "topic", "partition_key" AS "key", "created_at" AS "created_at"
 FROM "outbox"
 WHERE "processed_at" IS NULL
@@ -34,6 +38,7 @@ LIMIT :limit;
 
 -- name: mark
 -- Marks a handed record processed (ack and drop): it is never fetched again.
+-- kinds: writes
 UPDATE "outbox"
 SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE "id" = :id
@@ -41,9 +46,11 @@ WHERE "id" = :id
 
 -- name: prune
 -- Deletes the records marked more than age_s seconds ago, by the database's clock; unmarked ones stay.
+-- kinds: writes
 DELETE FROM "outbox"
 WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds');
 
 -- name: custom.expire
 -- The service's own event 'expire', run in place of the outcome's own statement.
+-- kinds: writes
 UPDATE outbox SET topic = 'expired', processed_at = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE id = :id;

@@ -1,15 +1,17 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: pings
--- dialect: sqlite
--- form: lease
--- table: pings
--- columns: id=ping_id payload=data locked_until=leased_until
--- max_attempts: none
--- dead_letter: none
+-- queue: "pings"
+-- dialect: "sqlite"
+-- form: "lease"
+-- table: "pings"
+-- columns: {"id": "ping_id", "payload": "data", "locked_until": "leased_until"}
+-- max_attempts: null
+-- dead_letter: null
 -- lease_s: 10
+-- seal: sha256:297c069f3cb3ca38f0b917cebf9d67b6c7d3fb503f0d0436650c2a284dab837e
 
 -- name: schema
 -- Creates the queue table, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS "pings" (
   "ping_id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "data" TEXT NOT NULL,
@@ -18,12 +20,14 @@ CREATE TABLE IF NOT EXISTS "pings" (
 
 -- name: enqueue
 -- Adds one message.
+-- kinds: writes-returning
 INSERT INTO "pings" ("data")
 VALUES (:payload)
 RETURNING "ping_id" AS id;
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds; the expiry is the token.
+-- kinds: writes-returning
 UPDATE "pings"
 SET "leased_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
 WHERE "ping_id" IN (
@@ -37,6 +41,7 @@ RETURNING "ping_id" AS id, "data" AS payload, "leased_until" AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
+-- kinds: writes-returning
 UPDATE "pings"
 SET "leased_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
 WHERE "ping_id" = :id AND "leased_until" = :token
@@ -44,22 +49,26 @@ RETURNING "leased_until" AS new_token;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM "pings"
 WHERE "ping_id" = :id AND "leased_until" = :token;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM "pings"
 WHERE "ping_id" = :id AND "leased_until" = :token;
 
 -- name: retry
 -- Returns the row at once by clearing its lease.
+-- kinds: writes
 UPDATE "pings"
 SET "leased_until" = NULL
 WHERE "ping_id" = :id AND "leased_until" = :token;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE "pings"
 SET "leased_until" = NULL
 WHERE "ping_id" = :id AND "leased_until" = :token;

@@ -1,16 +1,18 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: reports
--- dialect: sqlite
--- form: row_lock
--- table: reports_queue
--- columns: id=id payload=payload group=grp attempt=attempt retry_after=retry_after
+-- queue: "reports"
+-- dialect: "sqlite"
+-- form: "row_lock"
+-- table: "reports_queue"
+-- columns: {"id": "id", "payload": "payload", "group": "grp", "attempt": "attempt", "retry_after": "retry_after"}
 -- max_attempts: 2
--- dead_letter: group reports_dead
--- default_group: reports
--- note: BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial
+-- dead_letter: {"group": "reports_dead"}
+-- default_group: "reports"
+-- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
+-- seal: sha256:bda2f16b100c6cd16b9080314eb15e06c317f3fc7ee9534d95dab02ada138bce
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "reports_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -22,12 +24,14 @@ CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("grp", "id"
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes-returning
 INSERT INTO "reports_queue" ("payload", "grp", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- kinds: reads
 SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group"
 FROM "reports_queue"
 WHERE "grp" = :group
@@ -37,33 +41,39 @@ LIMIT :limit;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM "reports_queue"
 WHERE "id" = :id;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM "reports_queue"
 WHERE "id" = :id;
 
 -- name: retry
 -- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- kinds: writes
 UPDATE "reports_queue"
 SET "attempt" = "attempt" + 1
 WHERE "id" = :id;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now, counting the attempt.
+-- kinds: writes
 UPDATE "reports_queue"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
 WHERE "id" = :id;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.
+-- kinds: writes
 UPDATE "reports_queue"
 SET "grp" = :dead_group, "attempt" = "attempt" + 1
 WHERE "id" = :id;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.
+-- kinds: writes writes
 UPDATE reports_queue SET grp = 'reports_later' WHERE id = :id;
 UPDATE reports_queue SET attempt = 1 WHERE id = :id;

@@ -1,15 +1,17 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: webhooks
--- dialect: sqlite
--- form: advisory
--- table: webhooks_queue
--- columns: id=id payload=payload attempt=attempt retry_after=retry_after processed_at=processed_at
+-- queue: "webhooks"
+-- dialect: "sqlite"
+-- form: "advisory"
+-- table: "webhooks_queue"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
--- dead_letter: table webhooks_dead
--- note: advisory keys are held in the consumer's process: run one consumer process per database file
+-- dead_letter: {"table": "webhooks_dead"}
+-- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
+-- seal: sha256:42b47815f2e0ad8d5f66f78e1abc9da5cb210de3d1f34676de4ec414e7f57f5e
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "webhooks_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -28,12 +30,14 @@ CREATE TABLE IF NOT EXISTS "webhooks_dead" (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes-returning
 INSERT INTO "webhooks_queue" ("payload", "retry_after")
 VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
 
 -- name: claim
 -- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.
+-- kinds: reads
 SELECT "id" AS id
 FROM "webhooks_queue"
 WHERE "processed_at" IS NULL
@@ -43,6 +47,7 @@ LIMIT :scan;
 
 -- name: take
 -- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
+-- kinds: writes-returning
 UPDATE "webhooks_queue"
 SET "attempt" = "attempt" + 1
 WHERE "processed_at" IS NULL
@@ -52,24 +57,28 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt;
 
 -- name: ack
 -- Finishes the row: marks it processed.
+-- kinds: writes
 UPDATE "webhooks_queue"
 SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE "id" = :id;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 UPDATE "webhooks_queue"
 SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE "id" = :id;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now (the take already counted the attempt); then unlock.
+-- kinds: writes
 UPDATE "webhooks_queue"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "id" = :id;
 
 -- name: dead_letter
 -- At the cap: moves the row into webhooks_dead, payload and count kept (a copy, then a delete, in one transaction).
+-- kinds: writes writes
 INSERT INTO "webhooks_dead" ("id", "payload", "attempt", "retry_after", "processed_at")
 SELECT "id", "payload", "attempt", "retry_after", "processed_at"
 FROM "webhooks_queue"

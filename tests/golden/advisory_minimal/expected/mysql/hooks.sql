@@ -1,14 +1,16 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: hooks
--- dialect: mysql
--- form: advisory
--- table: hooks
--- columns: id=id payload=payload
--- max_attempts: none
--- dead_letter: none
+-- queue: "hooks"
+-- dialect: "mysql"
+-- form: "advisory"
+-- table: "hooks"
+-- columns: {"id": "id", "payload": "payload"}
+-- max_attempts: null
+-- dead_letter: null
+-- seal: sha256:293537e893f45ce0d871754918adf05462d968770b2629f2a72695260380f148
 
 -- name: schema
 -- Creates the queue table, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS `hooks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL
@@ -16,11 +18,13 @@ CREATE TABLE IF NOT EXISTS `hooks` (
 
 -- name: enqueue
 -- Adds one message.
+-- kinds: writes
 INSERT INTO `hooks` (`payload`)
 VALUES (%(payload)s);
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
+-- kinds: reads
 WITH candidates AS (
   SELECT r.id, CASE WHEN GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', r.id), 0) = 1 THEN 1 ELSE 0 END AS locked
   FROM (
@@ -40,25 +44,30 @@ FROM counted;
 
 -- name: lock
 -- Tries one row's named lock without waiting (the claim takes its rows' locks itself); 1: held until unlock.
+-- kinds: reads
 SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
 -- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it).
+-- kinds: reads
 SELECT `hooks`.`id` AS id, `payload` AS payload
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `hooks` FORCE INDEX (PRIMARY) ON `hooks`.`id` = j.qgen_id;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM `hooks`
 WHERE `id` = %(id)s;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM `hooks`
 WHERE `id` = %(id)s;
 
 -- name: unlock
 -- Releases the named locks of the rows ids (a JSON array) held by this session.
+-- kinds: reads
 SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', j.qgen_id)) AS unlocked
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j;

@@ -1,16 +1,18 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: jobs
--- dialect: mariadb
--- form: lease
--- table: jobs
--- columns: id=id payload=payload group=queue attempt=attempt retry_after=retry_after locked_until=locked_until processed_at=processed_at
+-- queue: "jobs"
+-- dialect: "mariadb"
+-- form: "lease"
+-- table: "jobs"
+-- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at"}
 -- max_attempts: 3
--- dead_letter: group jobs_dead
+-- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
--- default_group: jobs
+-- default_group: "jobs"
+-- seal: sha256:363beb04d965b5983e7e02a699377feef93148299a9ba5b076d7e1380aa592a3
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS `jobs` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -24,11 +26,13 @@ CREATE TABLE IF NOT EXISTS `jobs` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes
 INSERT INTO `jobs` (`payload`, `queue`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.
+-- kinds: reads reads writes
 SELECT `id` AS id
 FROM `jobs`
 WHERE `queue` = %(group)s
@@ -52,6 +56,7 @@ SET `jobs`.`locked_until` = %(token)s, `jobs`.`attempt` = `jobs`.`attempt` + 1;
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+-- kinds: reads writes
 SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
 UPDATE `jobs`
 SET `locked_until` = %(new_token)s
@@ -59,36 +64,42 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: ack
 -- Finishes the row: marks it processed.
+-- kinds: writes
 UPDATE `jobs`
 SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 UPDATE `jobs`
 SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: retry
 -- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- kinds: writes
 UPDATE `jobs`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now and clears its lease.
+-- kinds: writes
 UPDATE `jobs`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.
+-- kinds: writes
 UPDATE `jobs`
 SET `queue` = %(dead_group)s, `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE `jobs`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;

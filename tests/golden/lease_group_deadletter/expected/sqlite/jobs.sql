@@ -1,16 +1,18 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: jobs
--- dialect: sqlite
--- form: lease
--- table: jobs
--- columns: id=id payload=payload group=queue attempt=attempt retry_after=retry_after locked_until=locked_until processed_at=processed_at
+-- queue: "jobs"
+-- dialect: "sqlite"
+-- form: "lease"
+-- table: "jobs"
+-- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at"}
 -- max_attempts: 3
--- dead_letter: group jobs_dead
+-- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
--- default_group: jobs
+-- default_group: "jobs"
+-- seal: sha256:6b8e38116c56b2f04f3726acbf2cd986d65bf87c16fe0cab5d829ee37f80e3e9
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "jobs" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -24,12 +26,14 @@ CREATE INDEX IF NOT EXISTS "jobs_claim" ON "jobs" ("queue", "id") WHERE "process
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes-returning
 INSERT INTO "jobs" ("payload", "queue", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
+-- kinds: writes-returning
 UPDATE "jobs"
 SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds'), "attempt" = "attempt" + 1
 WHERE "id" IN (
@@ -46,6 +50,7 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
+-- kinds: writes-returning
 UPDATE "jobs"
 SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
 WHERE "id" = :id AND "locked_until" = :token
@@ -53,36 +58,42 @@ RETURNING "locked_until" AS new_token;
 
 -- name: ack
 -- Finishes the row: marks it processed.
+-- kinds: writes
 UPDATE "jobs"
 SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 UPDATE "jobs"
 SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: retry
 -- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- kinds: writes
 UPDATE "jobs"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now and clears its lease.
+-- kinds: writes
 UPDATE "jobs"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.
+-- kinds: writes
 UPDATE "jobs"
 SET "queue" = :dead_group, "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE "jobs"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;

@@ -1,15 +1,17 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: leased
--- dialect: mariadb
--- form: lease
--- table: leased
--- columns: id=id payload=payload locked_until=locked_until
--- max_attempts: none
--- dead_letter: none
+-- queue: "leased"
+-- dialect: "mariadb"
+-- form: "lease"
+-- table: "leased"
+-- columns: {"id": "id", "payload": "payload", "locked_until": "locked_until"}
+-- max_attempts: null
+-- dead_letter: null
 -- lease_s: 30
+-- seal: sha256:9ce776e3bbf76d5efed954569b919ee4e5053036ecdd5ca4709735a0c28c9ae8
 
 -- name: schema
 -- Creates the queue table, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS `leased` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -18,11 +20,13 @@ CREATE TABLE IF NOT EXISTS `leased` (
 
 -- name: enqueue
 -- Adds one message.
+-- kinds: writes
 INSERT INTO `leased` (`payload`)
 VALUES (%(payload)s);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array). One transaction.
+-- kinds: reads reads writes
 SELECT `id` AS id
 FROM `leased`
 WHERE (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
@@ -40,6 +44,7 @@ SET `leased`.`locked_until` = %(token)s;
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+-- kinds: reads writes
 SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
 UPDATE `leased`
 SET `locked_until` = %(new_token)s
@@ -47,22 +52,26 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM `leased`
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM `leased`
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: retry
 -- Returns the row at once by clearing its lease.
+-- kinds: writes
 UPDATE `leased`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE `leased`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;

@@ -1,14 +1,16 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: locked
--- dialect: mariadb
--- form: row_lock
--- table: locked
--- columns: id=id payload=payload processed_at=done_at
--- max_attempts: none
--- dead_letter: none
+-- queue: "locked"
+-- dialect: "mariadb"
+-- form: "row_lock"
+-- table: "locked"
+-- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
+-- max_attempts: null
+-- dead_letter: null
+-- seal: sha256:482b31beb47cdf41d72b71bc0e829b346473b070e4c990f80658be6ecee896ad
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS `locked` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -18,11 +20,13 @@ CREATE TABLE IF NOT EXISTS `locked` (
 
 -- name: enqueue
 -- Adds one message.
+-- kinds: writes
 INSERT INTO `locked` (`payload`)
 VALUES (%(payload)s);
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
+-- kinds: reads reads
 SELECT `id` AS id
 FROM `locked`
 WHERE `done_at` IS NULL
@@ -37,12 +41,14 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: ack
 -- Finishes the row: marks it processed.
+-- kinds: writes
 UPDATE `locked`
 SET `done_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 UPDATE `locked`
 SET `done_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s;

@@ -1,15 +1,17 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: leased
--- dialect: sqlite
--- form: lease
--- table: leased
--- columns: id=id payload=payload locked_until=locked_until
--- max_attempts: none
--- dead_letter: none
+-- queue: "leased"
+-- dialect: "sqlite"
+-- form: "lease"
+-- table: "leased"
+-- columns: {"id": "id", "payload": "payload", "locked_until": "locked_until"}
+-- max_attempts: null
+-- dead_letter: null
 -- lease_s: 30
+-- seal: sha256:7bf51969e4d6670010c4f4a5f09890080a463f9ab788f5d5ef18a38843bbea21
 
 -- name: schema
 -- Creates the queue table, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS "leased" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -18,12 +20,14 @@ CREATE TABLE IF NOT EXISTS "leased" (
 
 -- name: enqueue
 -- Adds one message.
+-- kinds: writes-returning
 INSERT INTO "leased" ("payload")
 VALUES (:payload)
 RETURNING "id" AS id;
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds; the expiry is the token.
+-- kinds: writes-returning
 UPDATE "leased"
 SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
 WHERE "id" IN (
@@ -37,6 +41,7 @@ RETURNING "id" AS id, "payload" AS payload, "locked_until" AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
+-- kinds: writes-returning
 UPDATE "leased"
 SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
 WHERE "id" = :id AND "locked_until" = :token
@@ -44,22 +49,26 @@ RETURNING "locked_until" AS new_token;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM "leased"
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM "leased"
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: retry
 -- Returns the row at once by clearing its lease.
+-- kinds: writes
 UPDATE "leased"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE "leased"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;

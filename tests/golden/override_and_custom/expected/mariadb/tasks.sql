@@ -1,16 +1,18 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: tasks
--- dialect: mariadb
--- form: lease
--- table: tasks
--- columns: id=id payload=payload group=lane attempt=attempt retry_after=retry_after locked_until=locked_until
+-- queue: "tasks"
+-- dialect: "mariadb"
+-- form: "lease"
+-- table: "tasks"
+-- columns: {"id": "id", "payload": "payload", "group": "lane", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until"}
 -- max_attempts: 2
--- dead_letter: group tasks_dead
+-- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
--- default_group: tasks
+-- default_group: "tasks"
+-- seal: sha256:f7a187933bbe6b57794f32ed84079ad40ae9cc1bc6200c43f7383b4010184c42
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes
 CREATE TABLE IF NOT EXISTS `tasks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -23,11 +25,13 @@ CREATE TABLE IF NOT EXISTS `tasks` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes
 INSERT INTO `tasks` (`payload`, `lane`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.
+-- kinds: reads reads writes
 SELECT `id` AS id
 FROM `tasks`
 WHERE `lane` = %(group)s
@@ -49,6 +53,7 @@ SET `tasks`.`locked_until` = %(token)s, `tasks`.`attempt` = `tasks`.`attempt` + 
 
 -- name: extend
 -- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+-- kinds: reads writes
 SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
 UPDATE `tasks`
 SET `locked_until` = %(new_token)s
@@ -56,40 +61,48 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM `tasks`
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: drop
 -- The table's own statement for drop (declared in statements.drop).
+-- kinds: writes
 UPDATE tasks SET lane = 'tasks_poison', locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
 
 -- name: retry
 -- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- kinds: writes
 UPDATE `tasks`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: retry_after
 -- The table's own statement for retry_after (declared in statements.retry_after).
+-- kinds: writes
 UPDATE tasks SET retry_after = UTC_TIMESTAMP(6) + INTERVAL (%(delay_s)s * 2) SECOND, locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.
+-- kinds: writes
 UPDATE `tasks`
 SET `lane` = %(dead_group)s, `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE `tasks`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.
+-- kinds: writes
 UPDATE tasks SET attempt = GREATEST(attempt - 1, 1), locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.
+-- kinds: writes writes
 UPDATE tasks SET lane = 'tasks_parked', locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
 INSERT INTO task_log (task_id, note) VALUES (%(id)s, 'parked at 100%%');

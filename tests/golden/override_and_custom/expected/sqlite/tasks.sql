@@ -1,16 +1,18 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: tasks
--- dialect: sqlite
--- form: lease
--- table: tasks
--- columns: id=id payload=payload group=lane attempt=attempt retry_after=retry_after locked_until=locked_until
+-- queue: "tasks"
+-- dialect: "sqlite"
+-- form: "lease"
+-- table: "tasks"
+-- columns: {"id": "id", "payload": "payload", "group": "lane", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until"}
 -- max_attempts: 2
--- dead_letter: group tasks_dead
+-- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
--- default_group: tasks
+-- default_group: "tasks"
+-- seal: sha256:e0f53fd8ca88105f41ab8c85dd528f7e6e5c1f3f7658f476b7d4996352e5a6e1
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "tasks" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -23,12 +25,14 @@ CREATE INDEX IF NOT EXISTS "tasks_claim" ON "tasks" ("lane", "id");
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes-returning
 INSERT INTO "tasks" ("payload", "lane", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
+-- kinds: writes-returning
 UPDATE "tasks"
 SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds'), "attempt" = "attempt" + 1
 WHERE "id" IN (
@@ -44,6 +48,7 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS 
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
+-- kinds: writes-returning
 UPDATE "tasks"
 SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
 WHERE "id" = :id AND "locked_until" = :token
@@ -51,40 +56,48 @@ RETURNING "locked_until" AS new_token;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM "tasks"
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: drop
 -- The table's own statement for drop (declared in statements.drop).
+-- kinds: writes
 UPDATE tasks SET lane = 'tasks_poison', locked_until = NULL WHERE id = :id AND locked_until = :token;
 
 -- name: retry
 -- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- kinds: writes
 UPDATE "tasks"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: retry_after
 -- The table's own statement for retry_after (declared in statements.retry_after).
+-- kinds: writes
 UPDATE tasks SET retry_after = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (:delay_s * 2) || ' seconds'), locked_until = NULL WHERE id = :id AND locked_until = :token;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.
+-- kinds: writes
 UPDATE "tasks"
 SET "lane" = :dead_group, "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
 UPDATE "tasks"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.
+-- kinds: writes
 UPDATE tasks SET attempt = MAX(attempt - 1, 1), locked_until = NULL WHERE id = :id AND locked_until = :token;
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.
+-- kinds: writes writes
 UPDATE tasks SET lane = 'tasks_parked', locked_until = NULL WHERE id = :id AND locked_until = :token;
 INSERT INTO task_log (task_id, note) VALUES (:id, 'parked at 100%');

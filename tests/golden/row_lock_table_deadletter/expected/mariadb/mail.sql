@@ -1,14 +1,16 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: mail
--- dialect: mariadb
--- form: row_lock
--- table: mail_queue
--- columns: id=mail_id payload=message attempt=tries retry_after=not_before
+-- queue: "mail"
+-- dialect: "mariadb"
+-- form: "row_lock"
+-- table: "mail_queue"
+-- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
--- dead_letter: table mail_dead
+-- dead_letter: {"table": "mail_dead"}
+-- seal: sha256:bceaa094c791b588d91a5ee339723439e693edef6f16780f93f967fb66d68fcc
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `mail_queue` (
   `mail_id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `message` JSON NOT NULL,
@@ -24,11 +26,13 @@ CREATE TABLE IF NOT EXISTS `mail_dead` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes
 INSERT INTO `mail_queue` (`message`, `not_before`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
+-- kinds: reads reads
 SELECT `mail_id` AS id
 FROM `mail_queue`
 WHERE (`not_before` IS NULL OR `not_before` <= UTC_TIMESTAMP(6))
@@ -43,28 +47,33 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM `mail_queue`
 WHERE `mail_id` = %(id)s;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM `mail_queue`
 WHERE `mail_id` = %(id)s;
 
 -- name: retry
 -- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- kinds: writes
 UPDATE `mail_queue`
 SET `tries` = `tries` + 1
 WHERE `mail_id` = %(id)s;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now, counting the attempt.
+-- kinds: writes
 UPDATE `mail_queue`
 SET `not_before` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `tries` = `tries` + 1
 WHERE `mail_id` = %(id)s;
 
 -- name: dead_letter
 -- At the cap: moves the row into mail_dead, payload and count kept (a copy, then a delete, in one transaction).
+-- kinds: writes writes
 INSERT INTO `mail_dead` (`mail_id`, `message`, `tries`, `not_before`)
 SELECT `mail_id`, `message`, `tries` + 1, `not_before`
 FROM `mail_queue`

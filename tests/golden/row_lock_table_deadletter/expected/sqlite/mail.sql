@@ -1,15 +1,17 @@
 -- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
--- queue: mail
--- dialect: sqlite
--- form: row_lock
--- table: mail_queue
--- columns: id=mail_id payload=message attempt=tries retry_after=not_before
+-- queue: "mail"
+-- dialect: "sqlite"
+-- form: "row_lock"
+-- table: "mail_queue"
+-- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
--- dead_letter: table mail_dead
--- note: BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial
+-- dead_letter: {"table": "mail_dead"}
+-- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
+-- seal: sha256:d87c6765ff548b04651f6dca5604d893d412f998a3fb2a66ee4a8be021d0dfef
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "mail_queue" (
   "mail_id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "message" TEXT NOT NULL,
@@ -25,12 +27,14 @@ CREATE TABLE IF NOT EXISTS "mail_dead" (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- kinds: writes-returning
 INSERT INTO "mail_queue" ("message", "not_before")
 VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "mail_id" AS id;
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- kinds: reads
 SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt
 FROM "mail_queue"
 WHERE ("not_before" IS NULL OR "not_before" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
@@ -39,28 +43,33 @@ LIMIT :limit;
 
 -- name: ack
 -- Finishes the row: deletes it.
+-- kinds: writes
 DELETE FROM "mail_queue"
 WHERE "mail_id" = :id;
 
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
 DELETE FROM "mail_queue"
 WHERE "mail_id" = :id;
 
 -- name: retry
 -- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- kinds: writes
 UPDATE "mail_queue"
 SET "tries" = "tries" + 1
 WHERE "mail_id" = :id;
 
 -- name: retry_after
 -- Returns the row delay_s seconds from now, counting the attempt.
+-- kinds: writes
 UPDATE "mail_queue"
 SET "not_before" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "tries" = "tries" + 1
 WHERE "mail_id" = :id;
 
 -- name: dead_letter
 -- At the cap: moves the row into mail_dead, payload and count kept (a copy, then a delete, in one transaction).
+-- kinds: writes writes
 INSERT INTO "mail_dead" ("mail_id", "message", "tries", "not_before")
 SELECT "mail_id", "message", "tries" + 1, "not_before"
 FROM "mail_queue"
