@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 import time
 from collections import Counter
@@ -35,14 +34,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from bench.counting import Tally
+from runtime.rendered import Kind, Statement, Step
 
 #: an advisory claim that found every listed key held waits this long before claiming again
 #: (the runtime's Consumer: poll_interval / 10)
 CONTENDED_SLEEP_S = 0.005
 
-_SELECT = re.compile(r"^\s*SELECT\b", re.I)
-_ROWS = re.compile(r"^\s*SELECT\b|\bRETURNING\b", re.I)
-Statements = dict[str, tuple[str, ...]]
+Statements = dict[str, Step]
 Result = tuple[Sequence[Any], dict[str, int], int]  # rows, column → index, rowcount
 
 
@@ -124,7 +122,7 @@ class _PgDriver:
 
         self.conn = await psycopg.AsyncConnection.connect(pg_conninfo(url), autocommit=True)
 
-    async def run(self, sql: str, params: dict[str, Any] | None) -> Result:
+    async def run(self, sql: Statement, params: dict[str, Any] | None) -> Result:
         cur = await self.conn.execute(sql, params)
         if cur.description is None:
             return (), {}, cur.rowcount
@@ -145,8 +143,8 @@ class _AiosqliteDriver:
         for pragma in _SQLITE_PRAGMAS:
             await self.db.execute(pragma)
 
-    async def run(self, sql: str, params: dict[str, Any] | None) -> Result:
-        if _ROWS.search(sql):
+    async def run(self, sql: Statement, params: dict[str, Any] | None) -> Result:
+        if sql.kind is not Kind.WRITES:  # the generator wrote what each statement returns
             rows = await self.db.execute_fetchall(sql, params or {})
             rows = list(rows)
             cols = {k: i for i, k in enumerate(rows[0].keys())} if rows else {}
@@ -172,7 +170,7 @@ class _PyMySQLExecutorDriver:
             return (), {}, cur.rowcount
         return cur.fetchall(), _cols(cur.description), cur.rowcount
 
-    async def run(self, sql: str, params: dict[str, Any] | None) -> Result:
+    async def run(self, sql: Statement, params: dict[str, Any] | None) -> Result:
         return await asyncio.get_running_loop().run_in_executor(
             self.executor, self._run, sql, params
         )
@@ -266,7 +264,7 @@ class _AsyncWorker(_Loop):
         for sql in stmts:
             self.tally.statement(sql, True)
             got, got_cols, n = await self.drv.run(sql, bound)
-            if _SELECT.match(sql):
+            if sql.kind is Kind.READS:
                 rows, cols = got, got_cols
                 if not rows:
                     break
@@ -420,7 +418,7 @@ class _SyncWorker(_Loop):
         for sql in stmts:
             self.tally.statement(sql, True)
             got, got_cols, n = self._one(sql, bound)
-            if _SELECT.match(sql):
+            if sql.kind is Kind.READS:
                 rows, cols = got, got_cols
                 if not rows:
                     break

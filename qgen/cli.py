@@ -121,7 +121,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"qgen check: {path}: not UTF-8 text (re-encoded)", file=sys.stderr)
             continue
         if "\r" in current and current.replace("\r\n", "\n") == text:
-            print(f"qgen check: {path}: CRLF line ends (converted after rendering)", file=sys.stderr)
+            print(
+                f"qgen check: {path}: CRLF line ends (converted after rendering)", file=sys.stderr
+            )
             continue
         what = "differs from what render writes" if path.exists() else "missing"
         print(f"qgen check: {path}: {what}", file=sys.stderr)

@@ -691,4 +691,6 @@ def _outbox(r: _Reader, raw: Any, dialects: tuple[str, ...]) -> OutboxDeclaratio
             'add processed_at = "processed_at" under columns',
         )
     statements, custom = _own_sql(r, where, o, OUTBOX_OUTCOMES, dialects)
-    return OutboxDeclaration(name="outbox", table=table, columns=columns, statements=statements, custom=custom)
+    return OutboxDeclaration(
+        name="outbox", table=table, columns=columns, statements=statements, custom=custom
+    )

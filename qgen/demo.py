@@ -10,8 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from qgen.declaration import parse_declaration
 from qgen.build import render_declaration
+from qgen.declaration import parse_declaration
 
 DEMO = {
     "dialects": ["sqlite"],

@@ -11,7 +11,6 @@ from runtime.drivers.base import Connection
 from runtime.rendered import Kind, Statement, Step
 
 
-
 @dataclass
 class StepResult:
     """Rows of the step's last row-returning statement; rowcount of its first statement that changes rows."""

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from qgen.build import render_declaration
 from qgen.cli import main
 from qgen.declaration import DeclarationError, load_declaration, parse_declaration
-from qgen.build import render_declaration
 from qgen.render import render_unit
 from runtime.dialects import DIALECTS
 

@@ -29,8 +29,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from engines import ENGINES, Engine, run
 
-from qgen.declaration import parse_declaration
 from qgen.build import render_declaration
+from qgen.declaration import parse_declaration
 from runtime.connect import connect
 from runtime.drivers.base import Connection
 from runtime.rendered import read_rendered

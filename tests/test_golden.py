@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from qgen.declaration import load_declaration
 from qgen.build import render_declaration
+from qgen.declaration import load_declaration
 from runtime.rendered import read_rendered
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

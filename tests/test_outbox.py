@@ -16,8 +16,8 @@ import pytest
 from engines import Engine, drop_tables, run, unique_table
 
 import runtime
-from qgen.declaration import DeclarationError, parse_declaration
 from qgen.build import render_declaration
+from qgen.declaration import DeclarationError, parse_declaration
 from runtime.connect import connect
 from runtime.delivery import Ctx, Message
 from runtime.dialects import DIALECTS
@@ -140,7 +140,7 @@ def test_renders_and_validates_on_every_dialect(tmp_path: Path) -> None:
     assert "INDEX `events_outbox_claim` (`processed_at`, `id`)" in my
     assert "FOR UPDATE SKIP LOCKED" in my
     lite = files[Path("sql/sqlite/outbox.sql")]
-    assert "FOR UPDATE" not in lite and '-- note: "the relay\'s BEGIN IMMEDIATE' in lite
+    assert "FOR UPDATE" not in lite and "-- note: \"the relay's BEGIN IMMEDIATE" in lite
 
 
 def test_a_custom_event_with_an_unknown_parameter_is_refused(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from qgen.declaration import DeclarationError, parse_declaration
 from qgen.build import render_declaration
+from qgen.declaration import DeclarationError, parse_declaration
 from qgen.render import render_unit
 from qgen.validate import parse
 from runtime.dialects import DIALECTS

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from model.outcome_model import DEAD_GROUP, DEFAULT_GROUP, Shape
-from qgen.declaration import parse_declaration
 from qgen.build import build_unit
+from qgen.declaration import parse_declaration
 from qgen.render import environment
 from runtime.queue import Queue
 from runtime.rendered import parse_rendered
