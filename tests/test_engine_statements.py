@@ -117,6 +117,7 @@ async def namespace(engine: Engine) -> AsyncIterator[Connection]:
     name = f"qgen_t_{uuid.uuid4().hex[:10]}"
     if engine.name == "sqlite":
         conn = await connect(engine.url)  # engine_url gives a fresh file per test
+        conn.test_url = engine.url  # type: ignore[attr-defined]
         try:
             yield conn
         finally:
@@ -128,10 +129,14 @@ async def namespace(engine: Engine) -> AsyncIterator[Connection]:
             await admin.execute(f'CREATE SCHEMA "{name}"')
             conn = await connect(engine.url)
             await conn.execute(f'SET search_path TO "{name}"')
+            sep = "&" if "?" in engine.url else "?"
+            url = f"{engine.url}{sep}options=-csearch_path%3D{name}"
         else:
             await admin.execute(f"CREATE DATABASE `{name}`")
-            parts = urlsplit(engine.url)
-            conn = await connect(urlunsplit(parts._replace(path=f"/{name}")))
+            url = urlunsplit(urlsplit(engine.url)._replace(path=f"/{name}"))
+            conn = await connect(url)
+        # a URL that reaches the namespace, for code that opens its own connections
+        conn.test_url = url  # type: ignore[attr-defined]
         try:
             yield conn
         finally:
