@@ -1,0 +1,346 @@
+"""Random and mutated declarations: `qgen render` exits 0 or 2 (one line, never a traceback,
+never exit 3), and every file of an accepted declaration loads in the runtime and every
+statement in it is accepted by the engine (SQLite here for every example; PostgreSQL and
+MariaDB in the engine test, on fewer examples).
+
+The counts (declarations tried, accepted, statements run) are printed at the end of the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engines import Engine, engine_params, run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_engine_statements import namespace, params_for
+
+import runtime
+from qgen.cli import main
+from runtime.rendered import RenderedFile
+
+#: what the property tests saw, printed in the terminal summary
+COUNTS: dict[str, int] = {"tried": 0, "accepted": 0, "refused": 0, "statements": 0}
+
+
+class _Summary:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if COUNTS["tried"]:
+            terminalreporter.write_line(
+                "declaration fuzz: {tried} declarations tried, {accepted} accepted, "
+                "{refused} refused with one line, {statements} statements run on "
+                "engines".format(**COUNTS)
+            )
+
+
+_SUMMARY = _Summary()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _report(request: pytest.FixtureRequest) -> None:
+    pm = request.config.pluginmanager
+    if not pm.is_registered(_SUMMARY):
+        pm.register(_SUMMARY, "qgen-declaration-fuzz-summary")
+
+
+# ------------------------------------------------------------------------ strategies
+
+ODD_TEXT = st.sampled_from(
+    [
+        "",
+        " ",
+        "a\n",
+        "A",
+        "select",
+        "returning",
+        "名前",
+        "x" * 70,
+        "g\u2028-- max_attempts: 99",
+        "a b",
+        "a;b",
+        "-- name: ack",
+        "\x00",
+        "é",
+        "ID",
+        "orders",
+        "orders_dead",
+        "Orders",
+    ]
+)
+JUNK = st.one_of(
+    ODD_TEXT,
+    st.text(max_size=8),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.just({}),
+    st.just({"x": 1}),
+)
+IDENT = st.one_of(st.sampled_from(["id", "payload", "grp", "body", "t_q", "q1"]), ODD_TEXT)
+
+#: the service's own SQL: valid, subtly broken, hostile; {t} is the table, {c} a column
+SQL = st.sampled_from(
+    [
+        "UPDATE {t} SET {c} = NULL WHERE id = :id",
+        "UPDATE {t} SET {c} = NULL WHERE id = :id AND locked_until = :token",
+        "DELETE FROM {t} WHERE id = :id",
+        "DELETE FROM {t} WHERE id = :id AND locked_until = :token",
+        "UPDATE {t} SET {c} = 'x' /* note; */ WHERE id = :id -- trailing",
+        "UPDATE {t} SET {c} = 'a\n-- b' WHERE id = :id",
+        "UPDATE {t} SET {c} = 1 -- note;\nWHERE id = :id",
+        "UPDATE {t} SET payload = '{{}}' WHERE id = :id /*;\n-- name: ack\nDELETE FROM {t};\n-- */",
+        "DROP TABLE {t}",
+        "TRUNCATE {t}",
+        "GRANT ALL ON {t} TO public",
+        "CREATE TABLE evil (a INT)",
+        "SELECT id FROM {t} WHERE id = :id",
+        "UPDATE {t} SET nope = 1 WHERE id = :id",
+        "UPDATE {t} SET {c} = :unknown WHERE id = :id",
+        "UPDATE {t} SET {c} = 1 WHERE id = :id; DELETE FROM {t}",
+        "UPDATE {t} SET WHERE",
+        "UPDATE {t} SET {c} = 'a\rb' WHERE id = :id",
+    ]
+)
+
+
+@st.composite
+def declarations(draw: st.DrawFn) -> dict[str, Any]:
+    """A declaration close to a valid one, then up to three mutations anywhere in it."""
+    form = draw(st.sampled_from(["row_lock", "lease", "advisory"]))
+    table = draw(st.sampled_from(["jobs_q", "returning", "Jobs_Q", "t"]))
+    cols: dict[str, Any] = {"id": "id", "payload": draw(st.sampled_from(["payload", "body"]))}
+    for role in ("group", "attempt", "retry_after", "processed_at"):
+        if draw(st.booleans()):
+            cols[role] = {"group": "grp"}.get(role, role)
+    if form == "lease":
+        cols["locked_until"] = "locked_until"
+    queue: dict[str, Any] = {"table": table, "form": form, "columns": cols}
+    if form == "lease" and draw(st.booleans()):
+        queue["lease_s"] = draw(st.sampled_from([30, 0.5, 86400]))
+    if "attempt" in cols and draw(st.booleans()):
+        queue["max_attempts"] = draw(st.integers(1, 5))
+        if "group" in cols and draw(st.booleans()):
+            queue["dead_letter"] = {"group": draw(st.sampled_from(["dead", "jobs_dead"]))}
+        else:
+            queue["dead_letter"] = {"table": f"{table}_dead"}
+    if "group" in cols and draw(st.booleans()):
+        queue["default_group"] = draw(st.sampled_from(["jobs", "lane 1", "ünï"]))
+    col = draw(
+        st.sampled_from([c for r, c in cols.items() if r not in ("id", "payload")] or ["id"])
+    )
+    if draw(st.booleans()):
+        outcome = draw(st.sampled_from(["ack", "drop", "retry", "retry_after"]))
+        queue["statements"] = {outcome: draw(SQL).format(t=table, c=col)}
+    if draw(st.booleans()):
+        queue["custom"] = {"park": draw(SQL).format(t=table, c=col)}
+    decl: dict[str, Any] = {
+        "dialects": draw(st.sampled_from([["sqlite"], ["sqlite", "postgres", "mariadb", "mysql"]])),
+        "queues": {draw(st.sampled_from(["jobs", "q", "J"])): queue},
+    }
+    for _ in range(draw(st.integers(0, 3))):
+        _mutate(draw, decl)
+    return decl
+
+
+def _mutate(draw: st.DrawFn, node: dict[str, Any]) -> None:
+    """Replace, delete or add one key somewhere in the nested tables."""
+    while True:
+        key = draw(st.sampled_from([*node.keys(), "<new>"]))
+        if key != "<new>" and isinstance(node[key], dict) and node[key] and draw(st.booleans()):
+            node = node[key]
+            continue
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if key == "<new>" or action == "add":
+            node[draw(st.one_of(ODD_TEXT, st.sampled_from(["form", "lease_s", "custom"])))] = draw(
+                JUNK
+            )
+        elif action == "delete":
+            del node[key]
+        else:
+            node[key] = draw(JUNK)
+        return
+
+
+def toml(value: Any) -> str:
+    """A TOML document for a dict (inline tables; every string a JSON-escaped basic string)."""
+    return "".join(f"{_key(k)} = {_value(v)}\n" for k, v in value.items())
+
+
+def _key(k: Any) -> str:
+    return json.dumps(str(k))
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + "}"
+
+
+# --------------------------------------------------------------------------- running
+
+
+def render_files(text: str | bytes, folder: Path) -> list[Path] | None:
+    """Render in-process; the files it wrote, or None when it refused (exit 2, one line)."""
+    cfg = folder / "qgen.toml"
+    cfg.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["render", "--config", str(cfg)])
+    COUNTS["tried"] += 1
+    message = err.getvalue()
+    assert code in (0, 2), f"exit {code}: {message}"
+    assert "Traceback" not in message
+    if code == 2:
+        assert message.startswith("qgen: ") and message.count("\n") == 1, message
+        COUNTS["refused"] += 1
+        return None
+    COUNTS["accepted"] += 1
+    return sorted(folder.glob("sql/*/*.sql"))
+
+
+def sqlite_accepts(files: list[Path]) -> None:
+    """Every statement of every SQLite file runs on a fresh database (each step rolled back)."""
+    for path in files:
+        if path.parent.name != "sqlite":
+            continue
+        rendered = runtime.load(path).rendered
+        db = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            _run_all(db, rendered)
+        finally:
+            db.close()
+
+
+def _run_all(db: sqlite3.Connection, rendered: RenderedFile) -> None:
+    params = params_for("sqlite")
+    for sql in rendered.require("schema"):
+        db.execute(sql, params)
+    for sql in rendered.require("enqueue"):
+        db.execute(sql, {**params, "delay_s": None})
+    for name, step in rendered.statements.items():
+        if name == "schema":
+            continue
+        db.execute("BEGIN")
+        try:
+            for sql in step:
+                COUNTS["statements"] += 1
+                try:
+                    db.execute(sql, params).fetchall()
+                except Exception as exc:
+                    if not refused_by_the_data(exc):
+                        raise
+                    break
+        finally:
+            db.execute("ROLLBACK")
+
+
+def refused_by_the_data(exc: BaseException) -> bool:
+    """The engine accepted the statement but the rows refused it (a NOT NULL column set to
+    NULL by the service's own SQL, say): IntegrityError or DataError in every driver."""
+    seen = [exc, exc.__cause__]  # a driver error may arrive wrapped in the runtime's own
+    return any(
+        c.__name__ in ("IntegrityError", "DataError") for e in seen if e for c in type(e).__mro__
+    )
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(declarations())
+def test_random_declarations_render_or_are_refused_and_what_renders_runs(
+    decl: dict[str, Any],
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        files = render_files(toml(decl), Path(folder))
+        if files is not None:
+            for path in files:
+                runtime.load(path)  # every accepted file loads, seal and header checked
+            sqlite_accepts(files)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_mutated_bytes_of_a_declaration_never_crash_render(data: st.DataObject) -> None:
+    base = (
+        Path(__file__).resolve().parent.parent / "generated_examples" / "qgen.toml"
+    ).read_bytes()
+    raw = bytearray(base)
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        how = data.draw(st.sampled_from(["flip", "insert", "delete"]))
+        if how == "flip":
+            raw[at] = data.draw(st.integers(0, 255))
+        elif how == "insert":
+            raw[at:at] = data.draw(st.binary(min_size=1, max_size=4))
+        else:
+            del raw[at : at + data.draw(st.integers(1, 40))]
+    with tempfile.TemporaryDirectory() as folder:
+        files = render_files(bytes(raw), Path(folder))
+        if files is not None:
+            for path in files:
+                runtime.load(path)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(decl=declarations())
+@pytest.mark.parametrize("engine", engine_params("postgres", "mariadb", "mysql"), indirect=True)
+def test_accepted_declarations_run_on_the_servers(engine: Engine, decl: dict[str, Any]) -> None:
+    decl["dialects"] = [engine.dialect_name]
+    with tempfile.TemporaryDirectory() as folder:
+        files = render_files(toml(decl), Path(folder))
+        if files is None:
+            return
+        (path,) = files
+
+        async def go() -> None:
+            rendered = runtime.load(path).rendered
+            params = params_for(engine.dialect_name)
+            async with namespace(engine) as conn:
+                for sql in rendered.require("schema"):
+                    await conn.execute(sql, params)
+                for sql in rendered.require("enqueue"):
+                    await conn.execute(sql, {**params, "delay_s": None})
+                for name, step in rendered.statements.items():
+                    if name == "schema":
+                        continue
+                    await conn.begin()
+                    try:
+                        for sql in step:
+                            COUNTS["statements"] += 1
+                            try:
+                                await conn.fetchall(sql, params)
+                            except Exception as exc:
+                                if not refused_by_the_data(exc):
+                                    raise
+                                break
+                    finally:
+                        await conn.rollback()
+
+        run(go())
