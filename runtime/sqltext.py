@@ -13,30 +13,45 @@ _PYFORMAT = re.compile(r"%\(([A-Za-z_]\w*)\)s")
 
 
 def _outside_quotes(sql: str, fn: Callable[[str], str]) -> str:
-    """Apply fn to the parts of sql outside '…', "…" and `…` quotes."""
+    """Apply fn to the parts of sql outside '…', "…" and `…` quotes and outside comments
+    (`-- …` to the line's end, `/* … */`): a placeholder or a quote inside a comment is not SQL.
+    """
     out, i, n = [], 0, len(sql)
     start = 0
     while i < n:
         ch = sql[i]
         if ch in "'\"`":
-            out.append(fn(sql[start:i]))
-            j = i + 1
-            while j < n:
-                if sql[j] == ch:
-                    if j + 1 < n and sql[j + 1] == ch:  # doubled quote inside
-                        j += 2
-                        continue
-                    break
-                if sql[j] == "\\" and ch == "'":
-                    j += 2
-                    continue
-                j += 1
-            out.append(sql[i : j + 1])
-            i = start = j + 1
+            end = _quote_end(sql, i)
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            end = n if end < 0 else end
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+        else:
+            i += 1
             continue
-        i += 1
+        out.append(fn(sql[start:i]))
+        out.append(sql[i:end])
+        i = start = end
     out.append(fn(sql[start:]))
     return "".join(out)
+
+
+def _quote_end(sql: str, i: int) -> int:
+    """Where the quoted text starting at sql[i] ends (one past its closing quote)."""
+    ch, j, n = sql[i], i + 1, len(sql)
+    while j < n:
+        if sql[j] == ch:
+            if j + 1 < n and sql[j + 1] == ch:  # doubled quote inside
+                j += 2
+                continue
+            break
+        if sql[j] == "\\" and ch == "'":
+            j += 2
+            continue
+        j += 1
+    return j + 1
 
 
 def named_params(sql: str) -> list[str]:

@@ -505,3 +505,45 @@ def test_what_runs_is_what_was_validated() -> None:
         for name, step in on_disk.statements.items():
             assert step, name
             assert all(isinstance(s.kind, Kind) for s in step)
+
+
+def test_a_quote_or_placeholder_inside_a_comment_is_not_sql(engine: Engine) -> None:
+    """An apostrophe in a comment once hid the placeholders after it from the driver-style
+    rewrite: validation saw :id bound, the driver received `:id` as text."""
+    sql = "UPDATE cm_q SET grp = 'parked' -- don't touch :group here\nWHERE id = :id"
+    raw = {
+        "dialects": [engine.dialect_name],
+        "queues": {
+            "cm": {
+                "table": "cm_q",
+                "form": "row_lock",
+                "columns": {"id": "id", "payload": "payload", "group": "grp"},
+                "custom": {"park": sql},
+            }
+        },
+    }
+    text = build_unit(parse_declaration(raw).queues["cm"], engine.dialect_name)
+    queue = runtime.Queue(parse_rendered(text, "cm.sql"))
+    (park,) = queue.rendered.require("custom.park")
+    assert park.endswith("WHERE id = " + queue.dialect.placeholder("id"))
+    assert "-- don't touch :group here" in park
+
+    async def go() -> Any:
+        async with namespace(engine) as conn:
+            for s in queue.rendered.require("schema"):
+                await conn.execute(s, {})
+            await queue.enqueue(conn, {"n": 1})
+            await conn.execute(park, {"id": 1})
+            return (await conn.fetchall("SELECT grp FROM cm_q", {}))[0]["grp"]
+
+    assert run(go()) == "parked"
+
+
+def test_a_token_guard_inside_a_comment_does_not_count(tmp_path: Path) -> None:
+    sql = "UPDATE jobs_q SET grp = 'x' WHERE id = :id -- AND locked_until = :token"
+    refused(
+        tmp_path,
+        queue_toml("lease", f"[queues.jobs.custom]\npark = {json.dumps(sql)}\n"),
+        "custom.park",
+        "without the token guard",
+    )
