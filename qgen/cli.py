@@ -166,6 +166,48 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main(keep=args.keep)
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from runtime.dialects import dialect_for_scheme
+    from runtime.worker import database_url, run_worker
+
+    file = args.file
+    if file is None:
+        if not args.queue:
+            print("qgen worker: give --file PATH, or --queue NAME with --config", file=sys.stderr)
+            return 2
+        decl = load_declaration(args.config)
+        if args.queue not in decl.queues:
+            print(
+                f"qgen worker: {args.config} declares no queue {args.queue!r} "
+                f"(declared: {', '.join(decl.queues) or 'none'})",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            url = database_url(args.db)
+        except Exception as exc:
+            print(f"qgen worker: {exc}", file=sys.stderr)
+            return 2
+        dialect = dialect_for_scheme(url.split("://", 1)[0])
+        if dialect is None:
+            print(
+                f"qgen worker: cannot tell the dialect of the database URL {url.split('://', 1)[0]!r}://",
+                file=sys.stderr,
+            )
+            return 2
+        file = Path(args.config).resolve().parent / decl.out / dialect.name / f"{args.queue}.sql"
+    return run_worker(
+        file,
+        args.handler,
+        db=args.db,
+        concurrency=args.concurrency,
+        batch=args.batch,
+        drain=args.drain,
+        transactional=args.transactional,
+        log_level=args.log_level,
+    )
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -212,6 +254,33 @@ def parser() -> argparse.ArgumentParser:
         "--keep", action="store_true", help="keep the temporary folder and print its path"
     )
     p.set_defaults(fn=cmd_demo)
+    p = sub.add_parser(
+        "worker",
+        help="consume a queue with a handler until SIGTERM/SIGINT (or until empty with --drain)",
+        description="Consume one queue: load its rendered file, import the handler "
+        "(module:function, an async or plain function taking (message, ctx)), and run until "
+        "SIGTERM or SIGINT, which let in-flight deliveries settle and return unstarted rows.",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--file", "-f", help="the queue's rendered file, e.g. sql/postgres/orders.sql"
+    )
+    where.add_argument(
+        "--queue", "-q", help="the queue's name in --config; its file for the URL's dialect is used"
+    )
+    p.add_argument("--config", "-c", default="qgen.toml", help="the declaration (with --queue)")
+    p.add_argument("--handler", required=True, help="module:function, e.g. myservice.jobs:handle")
+    p.add_argument("--db", help="the database URL (default: the QGEN_DATABASE_URL variable)")
+    p.add_argument("--concurrency", type=int, default=4, help="workers, each with a connection (4)")
+    p.add_argument("--batch", type=int, default=10, help="rows a claim takes (10)")
+    p.add_argument("--drain", action="store_true", help="stop once nothing is claimable")
+    p.add_argument(
+        "--transactional",
+        action="store_true",
+        help="hand the handler ctx.db in the settlement's transaction",
+    )
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (INFO)")
+    p.set_defaults(fn=cmd_worker)
     return ap
 
 
@@ -221,6 +290,15 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except DeclarationError as exc:
         print(f"qgen: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("jinja2", "sqlglot"):
+            raise
+        print(
+            f"qgen: {args.command} needs the generator ({exc.name} is not installed); "
+            "install it with: pip install 'qgen-sql[generator]'",
+            file=sys.stderr,
+        )
         return 2
     except OSError as exc:
         print(one_line(f"qgen: {exc.filename or ''}: {exc.strerror or exc}"), file=sys.stderr)

@@ -36,6 +36,8 @@ class QueueUnderTest:
     dead_table: str | None
     columns: dict[str, str]
     tables: list[str] = field(default_factory=list)
+    #: the rendered file's text, for code that loads it from disk
+    text: str = ""
 
     @property
     def url(self) -> str:
@@ -149,4 +151,4 @@ async def make_queue(
     async with await runtime.connect(engine.url) as db:
         for st in queue.rendered.require("schema"):
             await db.execute(st, {})
-    return QueueUnderTest(engine, queue, table, dead_table, cols, tables)
+    return QueueUnderTest(engine, queue, table, dead_table, cols, tables, text=text)
