@@ -34,6 +34,7 @@ QUEUE_KEYS = (
     "dead_letter",
     "default_group",
     "columns",
+    "other_columns",
     "statements",
     "custom",
 )
@@ -109,6 +110,8 @@ class QueueDeclaration:
     default_group: str | None = None
     statements: Mapping[str, Sql] = field(default_factory=dict)
     custom: Mapping[str, Sql] = field(default_factory=dict)
+    #: the table's columns qgen has no role for, which the service's SQL and enqueue may set
+    other_columns: tuple[str, ...] = ()
     kind: str = "queue"
 
     def has(self, column: str) -> bool:
@@ -189,6 +192,20 @@ class _Reader:
                 f"{_show(value)} is not an identifier",
                 "use letters, digits and underscores, starting with a letter or underscore, "
                 "at most 63 characters",
+            )
+        return value
+
+    def table_name(self, where: str, key: str, value: Any) -> str:
+        """A table: an identifier, or schema.identifier (a PostgreSQL schema, a MySQL/MariaDB
+        database, an attached SQLite database)."""
+        parts = value.split(".") if isinstance(value, str) else [value]
+        if len(parts) > 2 or not all(isinstance(p, str) and IDENTIFIER.fullmatch(p) for p in parts):
+            raise self.fail(
+                where,
+                key,
+                f"{_show(value)} is not a table name",
+                "use an identifier (letters, digits and underscores, starting with a letter or "
+                "underscore, at most 63 characters), or schema.identifier",
             )
         return value
 
@@ -367,6 +384,7 @@ def _shares_by_group(a: Unit, b: Unit) -> bool:
         and isinstance(b, QueueDeclaration)
         and a.has("group")
         and dict(a.columns) == dict(b.columns)
+        and a.other_columns == b.other_columns
         and a.form == b.form
         and group_key(a.default_group or "") != group_key(b.default_group or "")
     )
@@ -502,7 +520,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
     r.keys(where, q, QUEUE_KEYS)
     if "table" not in q:
         raise r.fail(where, "table", "missing", f'write table = "{name}_queue"')
-    table = r.identifier(where, "table", q["table"])
+    table = r.table_name(where, "table", q["table"])
 
     form = q.get("form", "lease")
     if form not in FORMS:
@@ -539,8 +557,8 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         if "group" in dl:
             dead_letter = DeadLetter(group=r.group(where, "dead_letter.group", dl["group"]))
         else:
-            dead_letter = DeadLetter(table=r.identifier(where, "dead_letter.table", dl["table"]))
-            if dead_letter.table == table:
+            dead_letter = DeadLetter(table=r.table_name(where, "dead_letter.table", dl["table"]))
+            if dead_letter.table.casefold() == table.casefold():
                 raise r.fail(
                     where,
                     "dead_letter.table",
@@ -646,6 +664,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
             )
         default_group = r.group(where, "default_group", default_group)
 
+    other_columns = _other_columns(r, where, q.get("other_columns", []), columns)
     statements, custom = _own_sql(r, where, q, QUEUE_OUTCOMES, dialects)
     if "dead_letter" in statements and dead_letter is None:
         raise r.fail(
@@ -666,14 +685,42 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         default_group=default_group,
         statements=statements,
         custom=custom,
+        other_columns=other_columns,
     )
+
+
+def _other_columns(r: _Reader, where: str, raw: Any, columns: Mapping[str, str]) -> tuple[str, ...]:
+    """The table's columns without a role: identifiers, each once, none a mapped column."""
+    if not isinstance(raw, list):
+        raise r.fail(
+            where,
+            "other_columns",
+            "expected a list of column names",
+            'write other_columns = ["kind", "status"]',
+        )
+    taken = {c.casefold(): role for role, c in columns.items()}
+    out: list[str] = []
+    for value in raw:
+        col = r.identifier(where, "other_columns", value)
+        if col.casefold() in taken or col.casefold() in (o.casefold() for o in out):
+            mapped = taken.get(col.casefold())
+            raise r.fail(
+                where,
+                "other_columns",
+                f"column {_show(col)} is "
+                + (f"already mapped as columns.{mapped}" if mapped else "listed twice")
+                + " (names are compared without case)",
+                "list each column once, and only columns without a role",
+            )
+        out.append(col)
+    return tuple(out)
 
 
 def _outbox(r: _Reader, raw: Any, dialects: tuple[str, ...]) -> OutboxDeclaration:
     where = "outbox"
     o = r.table(where, "outbox", raw)
     r.keys(where, o, OUTBOX_KEYS)
-    table = r.identifier(where, "table", o.get("table", "outbox"))
+    table = r.table_name(where, "table", o.get("table", "outbox"))
     default_cols = {
         "id": "id",
         "payload": "payload",

@@ -107,6 +107,9 @@ def context(unit: Unit, dialect: Dialect) -> dict:
     q = dialect.quote_ident
     c = {logical: q(unit.columns[logical]) for logical in order if logical in unit.columns}
     dead = unit.dead_letter if isinstance(unit, QueueDeclaration) else None
+    others = unit.other_columns if isinstance(unit, QueueDeclaration) else ()
+    schema, _, bare = unit.table.rpartition(".")
+    index = q(_short_name(f"{bare}_claim"))
     index_columns: list[str] = []
     if isinstance(unit, QueueDeclaration) and (unit.has("group") or unit.has("processed_at")):
         index_columns = [c[k] for k in ("group",) if k in c]
@@ -116,17 +119,23 @@ def context(unit: Unit, dialect: Dialect) -> dict:
     return {
         "d": dialect,
         "q": unit,
-        "t": q(unit.table),
+        "t": dialect.quote_table(unit.table),
         "table_name": unit.table,
+        #: the table without its schema, and the claim index as SQLite's CREATE INDEX names it
+        "t_bare": q(bare),
+        "index_ref": f"{q(schema)}.{index}" if schema else index,
         "c": c,
-        "columns": list(c.items()),
+        #: every column of the table: (role, quoted name), then ("other", name) for the rest
+        "columns": [*c.items(), *(("other", q(o)) for o in others)],
+        #: the columns without a role: (quoted name, the enqueue's parameter for its value)
+        "others": [(q(o), dialect.placeholder(f"value_{o}")) for o in others],
         "has": unit.has,
         "p": dialect.placeholder,
         "alias": q,
         "dead_letter": dead,
         "dead_table": bool(dead and dead.table),
-        "dt": q(dead.table) if dead and dead.table else None,
-        "index_name": q(_short_name(f"{unit.table}_claim")),
+        "dt": dialect.quote_table(dead.table) if dead and dead.table else None,
+        "index_name": index,
         "index_columns": index_columns,
     }
 
@@ -225,5 +234,6 @@ def header(unit: Unit, dialect: Dialect) -> Header:
         dead_table=dead.table if dead else None,
         lease_s=unit.lease_s,
         default_group=unit.default_group,
+        other_columns=tuple(unit.other_columns),
         note=note,
     )

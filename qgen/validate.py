@@ -169,10 +169,13 @@ def validate_statements(
     Raises DeclarationError for the first problem.
     """
     kind = "queue" if isinstance(unit, QueueDeclaration) else "outbox"
-    tables = {unit.table}
-    if isinstance(unit, QueueDeclaration) and unit.dead_letter and unit.dead_letter.table:
-        tables.add(unit.dead_letter.table)
+    # sqlglot names a table by its last part (its schema apart)
+    tables = {unit.table.rpartition(".")[2]}
     allowed_cols = set(unit.columns.values())
+    if isinstance(unit, QueueDeclaration):
+        if unit.dead_letter and unit.dead_letter.table:
+            tables.add(unit.dead_letter.table.rpartition(".")[2])
+        allowed_cols |= set(unit.other_columns)
     kinds: dict[str, tuple[Kind, ...]] = {}
     for name, sqls in statements.items():
         origin = origins.get(name, "template")

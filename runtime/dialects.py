@@ -49,6 +49,10 @@ class Dialect:
         q = self.quote
         return f"{q}{name.replace(q, q + q)}{q}"
 
+    def quote_table(self, name: str) -> str:
+        """A table, schema-qualified or not: ``quote_table("app.jobs")`` → ``"app"."jobs"``."""
+        return ".".join(self.quote_ident(part) for part in name.split("."))
+
     def placeholder(self, name: str) -> str:
         """The driver's spelling of a named parameter: ``%(id)s`` or ``:id``."""
         return f"%({name})s" if self.paramstyle == "pyformat" else f":{name}"

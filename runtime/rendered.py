@@ -113,6 +113,8 @@ class Header:
     dead_table: str | None = None
     lease_s: float | None = None
     default_group: str | None = None
+    #: the table's columns without a role, which enqueue may give values (``values=``)
+    other_columns: tuple[str, ...] = ()
     #: what a reader of the file should know (e.g. SQLite's serial row lock)
     note: str | None = None
 
@@ -144,6 +146,8 @@ class Header:
                 values["lease_s"] = _number(self.lease_s)
             if self.default_group is not None:
                 values["default_group"] = self.default_group
+            if self.other_columns:
+                values["other_columns"] = list(self.other_columns)
         if self.note is not None:
             values["note"] = self.note
         return [f"-- {k}: {_json(v)}" for k, v in values.items()]
@@ -378,7 +382,7 @@ def _header(values: dict[str, Any], path: str) -> Header:
         raise _error(path, "the header names no queue or outbox")
     known = {
         "queue": {"queue", "dialect", "form", "table", "columns", "max_attempts"}
-        | {"dead_letter", "lease_s", "default_group", "note"},
+        | {"dead_letter", "lease_s", "default_group", "other_columns", "note"},
         "outbox": {"outbox", "dialect", "table", "columns", "note"},
     }[kind]
     unknown = sorted(set(values) - known)
@@ -432,6 +436,9 @@ def _header(values: dict[str, Any], path: str) -> Header:
     default_group = values.get("default_group")
     if default_group is not None and (not isinstance(default_group, str) or not default_group):
         raise bad("default_group")
+    others = values.get("other_columns", [])
+    if not isinstance(others, list):
+        raise bad("other_columns")
     return Header(
         kind=kind,
         name=header.name,
@@ -444,6 +451,7 @@ def _header(values: dict[str, Any], path: str) -> Header:
         dead_table=dead_table,
         lease_s=float(lease_s) if lease_s is not None else None,
         default_group=default_group,
+        other_columns=tuple(ident("other_columns", o) for o in others),
         note=header.note,
     )
 

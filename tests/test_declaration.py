@@ -172,7 +172,7 @@ BAD: list[tuple[str, str, str, str, str]] = [
         table = "orders-queue"
         """,
         "table",
-        "'orders-queue' is not an identifier",
+        "'orders-queue' is not a table name",
         "use letters, digits and underscores",
     ),
     (
