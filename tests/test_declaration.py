@@ -173,7 +173,7 @@ BAD: list[tuple[str, str, str, str, str]] = [
         """,
         "table",
         "'orders-queue' is not a table name",
-        "use letters, digits and underscores",
+        "letters, digits and underscores",
     ),
     (
         "column-with-a-space",
