@@ -90,6 +90,9 @@ def params_for(dialect: str) -> dict[str, Any]:
         "scan": 20,
         "ids": "[1]",
         "attempt": 1,
+        # what `columns` and `indexes` describe
+        "table_schema": None,
+        "table_name": "no_such_table",
         # the outbox's
         "topic": "t",
         "record_key": "k",
@@ -111,44 +114,45 @@ def statements_in(path: Path) -> tuple[list[str], int]:
     return names, len(ends)
 
 
-@asynccontextmanager
-async def namespace(engine: Engine) -> AsyncIterator[Connection]:
-    """A connection into a schema/database/file no other test uses; dropped afterwards."""
+async def create_namespace(engine: Engine) -> tuple[str, str]:
+    """A schema (PostgreSQL), database (MariaDB) or file (SQLite) no other test uses: its name
+    and a URL whose connections land in it."""
     name = f"qgen_t_{uuid.uuid4().hex[:10]}"
     if engine.name == "sqlite":
-        conn = await connect(engine.url)  # engine_url gives a fresh file per test
-        conn.test_url = engine.url  # type: ignore[attr-defined]
-        try:
-            yield conn
-        finally:
-            await conn.close()
-        return
-    admin = await connect(engine.url)
-    try:
+        return name, engine.url  # engine_url gives a fresh file per test
+    async with await connect(engine.url) as admin:
         if engine.name == "postgres":
             await admin.execute(f'CREATE SCHEMA "{name}"')
-            conn = await connect(engine.url)
-            await conn.execute(f'SET search_path TO "{name}"')
             sep = "&" if "?" in engine.url else "?"
-            url = f"{engine.url}{sep}options=-csearch_path%3D{name}"
+            return name, f"{engine.url}{sep}options=-csearch_path%3D{name}"
+        await admin.execute(f"CREATE DATABASE `{name}`")
+        return name, urlunsplit(urlsplit(engine.url)._replace(path=f"/{name}"))
+
+
+async def drop_namespace(engine: Engine, name: str) -> None:
+    if engine.name == "sqlite":
+        return
+    async with await connect(engine.url) as admin:
+        if engine.name == "postgres":
+            await admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
         else:
-            await admin.execute(f"CREATE DATABASE `{name}`")
-            url = urlunsplit(urlsplit(engine.url)._replace(path=f"/{name}"))
-            conn = await connect(url)
-        # a URL that reaches the namespace, for code that opens its own connections
+            await admin.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@asynccontextmanager
+async def namespace(engine: Engine) -> AsyncIterator[Connection]:
+    """A connection into a namespace of its own (``create_namespace``), dropped afterwards;
+    ``conn.test_url`` reaches it, for code that opens its own connections."""
+    name, url = await create_namespace(engine)
+    try:
+        conn = await connect(url)
         conn.test_url = url  # type: ignore[attr-defined]
         try:
             yield conn
         finally:
             await conn.close()
     finally:
-        try:
-            if engine.name == "postgres":
-                await admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-            else:
-                await admin.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        finally:
-            await admin.close()
+        await drop_namespace(engine, name)
 
 
 async def run_file(conn: Connection, path: Path, params: dict[str, Any]) -> tuple[int, list[str]]:

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:5d2f6e71a8297b507a3502beff47a26599925de8caf66160a42a5cb3099a0146
+-- seal: sha256:02e8cc3bbed85d7aa71738a2d2e1a2f64795a5e14a9cc9298ba9d2e9b9ed6279
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -76,6 +76,23 @@ WHERE `id` = %(id)s;
 UPDATE `reports_queue`
 SET `grp` = %(dead_group)s, `attempt` = `attempt` + 1
 WHERE `id` = %(id)s;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT COLUMN_NAME AS name, COLUMN_TYPE AS type, IS_NULLABLE = 'YES' AS nullable, COLUMN_DEFAULT AS `default`, EXTRA LIKE '%%auto_increment%%' AS `generated`
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+ORDER BY ORDINAL_POSITION;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT INDEX_NAME AS name, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') AS columns, 0 AS partial
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+GROUP BY INDEX_NAME
+ORDER BY INDEX_NAME;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

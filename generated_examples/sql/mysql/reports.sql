@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:47b2fdb81521ab29222e3f6e159d432322cf1d1a7ba95e58ac87546b8c4a3610
+-- seal: sha256:5b41991f0553a275a926a7ce1edf3d7eb4a371785ea5f63a4b008c5a9cf9e00e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -76,6 +76,23 @@ WHERE `id` = %(id)s;
 UPDATE `reports_queue`
 SET `grp` = %(dead_group)s, `attempt` = `attempt` + 1
 WHERE `id` = %(id)s;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT COLUMN_NAME AS name, COLUMN_TYPE AS type, IS_NULLABLE = 'YES' AS nullable, COLUMN_DEFAULT AS `default`, EXTRA LIKE '%%auto_increment%%' AS `generated`
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+ORDER BY ORDINAL_POSITION;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT INDEX_NAME AS name, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') AS columns, 0 AS partial
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+GROUP BY INDEX_NAME
+ORDER BY INDEX_NAME;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

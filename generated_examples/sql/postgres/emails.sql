@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:605a97cde8aca735ef52b796ac080b274846938a9b81e5a6056bcc6a38e72026
+-- seal: sha256:0aafc97b6a4aa2cf9cc66ef7b603089385adce484cace5bd4829595df10ffa6e
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -102,3 +102,26 @@ FROM moved;
 UPDATE "emails_queue"
 SET "locked_until" = NULL
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+FROM information_schema.columns AS c
+WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
+ORDER BY c.ordinal_position;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT i.relname AS name, (
+  SELECT string_agg(a.attname, ',' ORDER BY k.n)
+  FROM unnest(x.indkey) WITH ORDINALITY AS k(attnum, n)
+  JOIN pg_attribute AS a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+) AS columns, x.indpred IS NOT NULL AS partial
+FROM pg_index AS x
+JOIN pg_class AS i ON i.oid = x.indexrelid
+JOIN pg_class AS t ON t.oid = x.indrelid
+JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
+ORDER BY i.relname;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:42958e949fda6db2617af06f9484a53a71b3afb6fb890f252bd8a53f48079afe
+-- seal: sha256:5b553c46980d4061b2d3030c823638ec5a07cf0b9fea4e48af6e75669962a0a9
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -84,3 +84,26 @@ WITH moved AS (
 INSERT INTO "invoices_dead" ("id", "payload", "attempt", "retry_after", "processed_at")
 SELECT "id", "payload", "attempt" + 1, "retry_after", "processed_at"
 FROM moved;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+FROM information_schema.columns AS c
+WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
+ORDER BY c.ordinal_position;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT i.relname AS name, (
+  SELECT string_agg(a.attname, ',' ORDER BY k.n)
+  FROM unnest(x.indkey) WITH ORDINALITY AS k(attnum, n)
+  JOIN pg_attribute AS a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+) AS columns, x.indpred IS NOT NULL AS partial
+FROM pg_index AS x
+JOIN pg_class AS i ON i.oid = x.indexrelid
+JOIN pg_class AS t ON t.oid = x.indrelid
+JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
+ORDER BY i.relname;

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:4a7a31a0554aae0b6e0597084dc9b9bbf953aa2377dcdd34d9ebe34a4e72402d
+-- seal: sha256:55269e322a605ea75b8059d190071b2e80856e19bcebd6ae2a6ddd8a9c773113
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -71,6 +71,29 @@ WHERE "id" = %(id)s;
 UPDATE "reports_queue"
 SET "grp" = %(dead_group)s, "attempt" = "attempt" + 1
 WHERE "id" = %(id)s;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+FROM information_schema.columns AS c
+WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
+ORDER BY c.ordinal_position;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT i.relname AS name, (
+  SELECT string_agg(a.attname, ',' ORDER BY k.n)
+  FROM unnest(x.indkey) WITH ORDINALITY AS k(attnum, n)
+  JOIN pg_attribute AS a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+) AS columns, x.indpred IS NOT NULL AS partial
+FROM pg_index AS x
+JOIN pg_class AS i ON i.oid = x.indexrelid
+JOIN pg_class AS t ON t.oid = x.indrelid
+JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
+ORDER BY i.relname;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:161ebb6354b724b6e6dbcd2e1fdc734c77582454d299fe3d41b183ecca34cc3e
+-- seal: sha256:fe4b55dd910f2ad82ae1d743a86c73c4f431512090a0ce4b28792687a6c7ede3
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -72,3 +72,19 @@ UPDATE exports_queue SET retry_after = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' 
 UPDATE "exports_queue"
 SET "lane" = :dead_group
 WHERE "id" = :id;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:f81be471948c341a0db950cdd38679e5e528f6cd4bfd5174662ace826a99ffd2
+-- seal: sha256:3e23c786308853a92986ddc88cb234b34d07c06c76f8d8a7423fcba4e92ec6b5
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -95,6 +95,22 @@ WHERE "id" = :id AND "locked_until" = :token;
 UPDATE "orders_queue"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:297c069f3cb3ca38f0b917cebf9d67b6c7d3fb503f0d0436650c2a284dab837e
+-- seal: sha256:b6950a44d5b083e3783d639044fcbc7876ab639c5d2457947a22e73de7c02049
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -72,3 +72,19 @@ WHERE "ping_id" = :id AND "leased_until" = :token;
 UPDATE "pings"
 SET "leased_until" = NULL
 WHERE "ping_id" = :id AND "leased_until" = :token;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;

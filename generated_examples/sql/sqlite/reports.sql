@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:bda2f16b100c6cd16b9080314eb15e06c317f3fc7ee9534d95dab02ada138bce
+-- seal: sha256:17c4d16939606ad17a14f6c638ade68f1a7a93ee234fec0d4a094d666cc48fd3
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -71,6 +71,22 @@ WHERE "id" = :id;
 UPDATE "reports_queue"
 SET "grp" = :dead_group, "attempt" = "attempt" + 1
 WHERE "id" = :id;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

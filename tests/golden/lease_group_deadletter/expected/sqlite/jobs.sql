@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:6b8e38116c56b2f04f3726acbf2cd986d65bf87c16fe0cab5d829ee37f80e3e9
+-- seal: sha256:2b0a05f8422c4e11de9735072cc771c72e861b57bbd4cd0820ccf19a3fe04931
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -97,3 +97,19 @@ WHERE "id" = :id AND "locked_until" = :token;
 UPDATE "jobs"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;

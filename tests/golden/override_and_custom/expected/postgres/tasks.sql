@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:0baa827e4ce0db0f3054d707fce3e9ee4ef8e2471d9b62136bb6c4898d7cc58b
+-- seal: sha256:76a9a2d7a358ea592bb3513e3bab9089e27e417595f68983ffad71e92a92a820
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -91,6 +91,29 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 UPDATE "tasks"
 SET "locked_until" = NULL
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+FROM information_schema.columns AS c
+WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
+ORDER BY c.ordinal_position;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT i.relname AS name, (
+  SELECT string_agg(a.attname, ',' ORDER BY k.n)
+  FROM unnest(x.indkey) WITH ORDINALITY AS k(attnum, n)
+  JOIN pg_attribute AS a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+) AS columns, x.indpred IS NOT NULL AS partial
+FROM pg_index AS x
+JOIN pg_class AS i ON i.oid = x.indexrelid
+JOIN pg_class AS t ON t.oid = x.indrelid
+JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
+ORDER BY i.relname;
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

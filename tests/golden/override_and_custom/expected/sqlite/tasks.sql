@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:e0f53fd8ca88105f41ab8c85dd528f7e6e5c1f3f7658f476b7d4996352e5a6e1
+-- seal: sha256:72b5b6ab8550bb2109bffa7a63dd06af4d9d508664f38152a0315139b6510608
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -90,6 +90,22 @@ WHERE "id" = :id AND "locked_until" = :token;
 UPDATE "tasks"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

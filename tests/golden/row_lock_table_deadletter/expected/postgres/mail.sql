@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:0a353bc91c1744b7a4163334686c4aaba4eac07b17ba9092147eb6a6b8c484ca
+-- seal: sha256:c36411b8fb8476c0801cb74ead4c7054fdf1ccde67bbe39f21e39c26bcae89e7
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -78,3 +78,26 @@ WITH moved AS (
 INSERT INTO "mail_dead" ("mail_id", "message", "tries", "not_before")
 SELECT "mail_id", "message", "tries" + 1, "not_before"
 FROM moved;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+FROM information_schema.columns AS c
+WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
+ORDER BY c.ordinal_position;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT i.relname AS name, (
+  SELECT string_agg(a.attname, ',' ORDER BY k.n)
+  FROM unnest(x.indkey) WITH ORDINALITY AS k(attnum, n)
+  JOIN pg_attribute AS a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+) AS columns, x.indpred IS NOT NULL AS partial
+FROM pg_index AS x
+JOIN pg_class AS i ON i.oid = x.indexrelid
+JOIN pg_class AS t ON t.oid = x.indrelid
+JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
+ORDER BY i.relname;

@@ -1,0 +1,210 @@
+"""Compare a live table with its rendered file: the columns each role needs, with types that
+keep the queue exact, the attempt default, the claim's index, and what the enqueue leaves
+empty. ``qgen verify`` prints what differs with the fix; the consumer runs the attempt check
+before it claims anything.
+
+Everything here reads the database through the file's own ``columns`` and ``indexes``
+statements: rendered, validated and reviewed like every other.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.drivers.base import Connection
+from runtime.errors import ConfigurationError
+from runtime.queue import Queue
+from runtime.steps import run_step
+
+#: the column types that keep each role exact, per engine (the type as the database names it)
+ROLE_TYPES: dict[str, dict[str, str]] = {
+    "postgres": {
+        "id": r"bigint|integer",
+        "payload": r"jsonb|json|text",
+        "group": r"text|character varying.*",
+        "attempt": r"integer|bigint|smallint",
+        "time": r"timestamp with time zone",
+    },
+    # DATETIME(6): a lease token is the expiry to the microsecond; fewer digits lose it
+    "mysql": {
+        "id": r"(big)?int.*",
+        "payload": r"json|(long|medium)?text",
+        "group": r"varchar.*|char.*",
+        "attempt": r"(big|small|tiny|medium)?int.*",
+        "time": r"datetime\(6\)",
+    },
+    # SQLite stores times as ISO text: any type but an INTEGER or REAL one keeps them as written
+    "sqlite": {
+        "id": r"integer",
+        "payload": r"text|json|",
+        "group": r"text|varchar.*|",
+        "attempt": r"int.*",
+        "time": r"(?!.*(int|real|floa|doub)).*",
+    },
+}
+_TIME_ROLES = ("retry_after", "locked_until", "processed_at")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One difference between the table and its file, with the fix."""
+
+    table: str
+    problem: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.table}: {self.problem}; fix: {self.fix}"
+
+
+def _split(table: str) -> dict[str, Any]:
+    schema, _, name = table.rpartition(".")
+    return {"table_schema": schema or None, "table_name": name}
+
+
+async def describe(conn: Connection, queue: Queue, table: str) -> dict[str, dict[str, Any]]:
+    """The table's columns as the database describes them, by name."""
+    rows = (await run_step(conn, queue.rendered.require("columns"), _split(table))).rows
+    return {str(r["name"]): r for r in rows}
+
+
+def _default(row: dict[str, Any]) -> str | None:
+    value = row.get("default")
+    if value is None or str(value).upper() == "NULL":
+        return None
+    return str(value).strip("'").split("::", 1)[0]
+
+
+def attempt_problem(queue: Queue, columns: dict[str, dict[str, Any]]) -> Finding | None:
+    """The attempt column must default to 1: the number the first delivery reads."""
+    name = queue.columns.get("attempt")
+    row = columns.get(name) if name else None
+    if row is None or _default(row) == "1":
+        return None
+    found = _default(row)
+    return Finding(
+        queue.table,
+        f"the attempt column {name!r} defaults to {found if found is not None else 'nothing'}, "
+        "not 1: ctx.attempt would not read 1 on the first delivery and the cap would count "
+        "wrong",
+        f"ALTER TABLE {queue.table} ALTER COLUMN {name} SET DEFAULT 1 (SQLite: rebuild the "
+        "table with DEFAULT 1), after setting the rows waiting now to the number their next "
+        "delivery should read",
+    )
+
+
+async def check_attempt_default(conn: Connection, queue: Queue) -> None:
+    """Raise ConfigurationError (one line, with the fix) when the attempt default is wrong."""
+    if "attempt" not in queue.columns or not queue.rendered.get("columns"):
+        return
+    problem = attempt_problem(queue, await describe(conn, queue, queue.table))
+    if problem is not None:
+        raise ConfigurationError(
+            f"queue '{queue.name}': {problem}; `qgen verify` lists every difference"
+        )
+
+
+async def verify(conn: Connection, queue: Queue) -> list[Finding]:
+    """Everything about the queue's live tables that differs from its file."""
+    types = ROLE_TYPES[queue.dialect.name if queue.dialect.name != "mariadb" else "mysql"]
+    cols = await describe(conn, queue, queue.table)
+    t = queue.table
+    if not cols:
+        return [Finding(t, "the table does not exist", "run the file's schema statements")]
+    found: list[Finding] = []
+    for role, name in queue.columns.items():
+        row = cols.get(name)
+        if row is None:
+            found.append(Finding(t, f"no column {name!r} (role {role})", f"add {name} to {t}"))
+            continue
+        pattern = types["time" if role in _TIME_ROLES else role]
+        kind = str(row["type"]).lower()
+        if not re.fullmatch(pattern, kind):
+            found.append(
+                Finding(
+                    t,
+                    f"column {name!r} (role {role}) is {kind}, which does not keep the queue exact",
+                    f"make it one of: {pattern.replace('|', ', ')}",
+                )
+            )
+    for name in queue.rendered.header.other_columns:
+        if name not in cols:
+            found.append(Finding(t, f"no column {name!r} (other_columns)", f"add {name} to {t}"))
+    problem = attempt_problem(queue, cols)
+    if problem is not None:
+        found.append(problem)
+    id_row = cols.get(queue.columns["id"])
+    if id_row is not None and not id_row.get("generated"):
+        found.append(
+            Finding(
+                t,
+                f"the id column {queue.columns['id']!r} is not generated by the database",
+                "make it an identity / AUTO_INCREMENT / INTEGER PRIMARY KEY column",
+            )
+        )
+    written = {
+        queue.columns[r] for r in ("id", "payload", "group", "retry_after") if r in queue.columns
+    }
+    written |= set(queue.rendered.header.other_columns)
+    for name, row in cols.items():
+        empty = not row.get("nullable") and _default(row) is None and not row.get("generated")
+        if empty and name not in written:
+            found.append(
+                Finding(
+                    t,
+                    f"column {name!r} is NOT NULL without a default, and the enqueue leaves it "
+                    "empty",
+                    "list it in other_columns and pass values={...} to enqueue, or give it a "
+                    "default",
+                )
+            )
+    found += await _index_findings(conn, queue)
+    dead = queue.rendered.header.dead_table
+    if dead is not None:
+        dead_cols = await describe(conn, queue, dead)
+        missing = [
+            c
+            for c in [*queue.columns.values(), *queue.rendered.header.other_columns]
+            if c not in dead_cols
+        ]
+        if not dead_cols:
+            found.append(
+                Finding(
+                    dead, "the dead-letter table does not exist", "run the file's schema statements"
+                )
+            )
+        elif missing:
+            found.append(
+                Finding(
+                    dead, f"the dead-letter table lacks {', '.join(missing)}", f"add them to {dead}"
+                )
+            )
+    return found
+
+
+async def _index_findings(conn: Connection, queue: Queue) -> list[Finding]:
+    """The claim reads an index led by (group, [processed_at where no partial index], id)."""
+    c = queue.columns
+    if "group" not in c and "processed_at" not in c:
+        return []  # the primary key serves the claim
+    lead = [c["group"]] if "group" in c else []
+    if not queue.dialect.partial_index and "processed_at" in c:
+        lead.append(c["processed_at"])
+    lead.append(c["id"])
+    # where the engine has partial indexes, the claim's skips finished rows by its predicate
+    partial = queue.dialect.partial_index and "processed_at" in c
+    rows = (await run_step(conn, queue.rendered.require("indexes"), _split(queue.table))).rows
+    for r in rows:
+        columns = str(r["columns"] or "").split(",")
+        if columns[: len(lead)] == lead and (r["partial"] or not partial):
+            return []
+    return [
+        Finding(
+            queue.table,
+            f"no {'partial ' if partial else ''}index led by ({', '.join(lead)}) for the claim: "
+            "it would read finished rows too",
+            "run the CREATE INDEX of the file's schema block",
+        )
+    ]
