@@ -8,6 +8,7 @@ from pathlib import Path
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 from qgen.declaration import DeclarationError, QueueDeclaration, Unit
 from runtime.dialects import Dialect
@@ -156,6 +157,38 @@ def column_problem(tree: exp.Expression, allowed: set[str], tables: set[str]) ->
     return None
 
 
+def quote_problem(sql: str, d: Dialect) -> str | None:
+    """sqlglot reads "…" as a name in MySQL SQL; MySQL and MariaDB (without ANSI_QUOTES) read
+    it as text, so a double-quoted table or column is a syntax error or a string there."""
+    if d.sqlglot != "mysql":
+        return None
+    text = to_named(sql)
+    for token in sqlglot.Dialect.get_or_raise(d.sqlglot).tokenize(text):
+        if token.token_type == TokenType.STRING and text[token.start] == '"':
+            return (
+                f'MySQL and MariaDB read "{token.text}" as text, not a name (no ANSI_QUOTES); '
+                "quote names with backticks and text with single quotes"
+            )
+    return None
+
+
+def case_problem(tree: exp.Expression, d: Dialect, declared: set[str]) -> str | None:
+    """An unquoted name the engine folds to something other than the declared one: on
+    PostgreSQL an unquoted Jobs_Q means jobs_q, not the table "Jobs_Q" qgen created."""
+    if not d.folds_unquoted:
+        return None
+    by_fold = {n.lower(): n for n in declared if n != n.lower()}
+    for ident in tree.find_all(exp.Identifier):
+        name = ident.name
+        if not ident.quoted and name.lower() in by_fold and name.lower() not in declared:
+            wanted = by_fold[name.lower()]
+            return (
+                f"{d.floor_text.split()[0]} reads the unquoted {name} as {name.lower()}, not "
+                f"the declared {wanted!r} ({d.quote_ident(wanted)} quoted)"
+            )
+    return None
+
+
 def validate_statements(
     unit: Unit,
     d: Dialect,
@@ -199,9 +232,14 @@ def validate_statements(
                     "a service's own SQL may only SELECT, INSERT, UPDATE or DELETE rows; "
                     "change the schema or rights outside qgen",
                 )
-            problem = dialect_rules(tree, d)
+            problem = quote_problem(sql, d) or dialect_rules(tree, d)
             if problem:
                 raise fail(problem, f'give {d.name} its own SQL ({origin}.{d.name} = "…")')
+            problem = case_problem(tree, d, tables | allowed_cols)
+            if problem:
+                raise fail(
+                    problem, "quote the name as qgen creates it, or declare it in lower case"
+                )
             problem = column_problem(tree, allowed_cols, tables)
             if problem:
                 raise fail(

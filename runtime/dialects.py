@@ -43,6 +43,8 @@ class Dialect:
     partial_index: bool
     #: the advisory lock keys live in the database (False: in the consumer's process)
     server_advisory: bool
+    #: an unquoted identifier means its lower-case form (PostgreSQL); others keep it as written
+    folds_unquoted: bool = False
 
     def quote_ident(self, name: str) -> str:
         """Quote an already-validated identifier, e.g. ``quote_ident("order")`` → ``"order"``."""
@@ -78,6 +80,7 @@ DIALECTS: dict[str, Dialect] = {
         data_modifying_cte=True,
         partial_index=True,
         server_advisory=True,
+        folds_unquoted=True,
     ),
     "mysql": Dialect(
         name="mysql",

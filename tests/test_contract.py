@@ -547,3 +547,26 @@ def test_a_token_guard_inside_a_comment_does_not_count(tmp_path: Path) -> None:
         "custom.park",
         "without the token guard",
     )
+
+
+def test_an_unquoted_name_that_postgresql_folds_is_refused(tmp_path: Path) -> None:
+    """Found by the declaration property test: a table declared Jobs_Q is created quoted, so
+    the service's unquoted Jobs_Q (jobs_q to PostgreSQL) once validated and then failed."""
+    toml = queue_toml(
+        extra="[queues.jobs.custom]\npark = \"UPDATE Jobs_Q SET grp = 'x' WHERE id = :id\"\n"
+    )
+    err = refused(tmp_path, toml.replace('table = "jobs_q"', 'table = "Jobs_Q"'), "custom.park")
+    assert (
+        "reads the unquoted Jobs_Q as jobs_q, not the declared 'Jobs_Q' (\"Jobs_Q\" quoted)" in err
+    )
+    quoted = toml.replace('table = "jobs_q"', 'table = "Jobs_Q"').replace(
+        "UPDATE Jobs_Q", 'UPDATE \\"Jobs_Q\\"'
+    )
+    code, err = render(tmp_path, quoted)
+    assert code == 2 and "custom.park" in err and 'read "Jobs_Q" as text' in err, err
+    per_dialect = quoted.replace(
+        "park = ",
+        "[queues.jobs.custom.park]\nmysql = \"UPDATE `Jobs_Q` SET grp = 'x' WHERE id = :id\"\n"
+        "mariadb = \"UPDATE `Jobs_Q` SET grp = 'x' WHERE id = :id\"\ndefault = ",
+    ).replace("[queues.jobs.custom]\n", "")
+    assert render(tmp_path, per_dialect)[0] == 0, render(tmp_path, per_dialect)[1]
