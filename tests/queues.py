@@ -37,6 +37,8 @@ class QueueUnderTest:
     dead_table: str | None
     columns: dict[str, str]
     tables: list[str] = field(default_factory=list)
+    #: the rendered file's text (for a consumer in another process: write it, runtime.load it)
+    text: str = ""
 
     @property
     def url(self) -> str:
@@ -151,4 +153,4 @@ async def make_queue(
     async with await runtime.connect(engine.url) as db:
         for st in queue.rendered.require("schema"):
             await db.execute(st, {})
-    return QueueUnderTest(engine, queue, table, dead_table, cols, tables)
+    return QueueUnderTest(engine, queue, table, dead_table, cols, tables, rendered.text())
