@@ -153,8 +153,9 @@ def test_a_lease_handler_longer_than_its_lease_survives_an_outage(engine_name, t
         qt = await make_queue(engine, "lease", lease_s=1.5)
         try:
             with TcpProxy(engine.url) as proxy:
+                # settle_window=0: each settlement meets the cut itself, during the cut
                 counts, handled = await _run_through_outage(
-                    qt, proxy, 3, "refuse", n=8, handler_s=2.0
+                    qt, proxy, 3, "refuse", n=8, handler_s=2.0, settle_window=0
                 )
             assert sorted(set(handled)) == list(range(8))
             assert counts.get("extended", 0) > 0
@@ -446,5 +447,64 @@ def test_consumer_refuses_a_negative_outage_timeout(tmp_path) -> None:
         qt = await make_queue(engine, "lease")
         with pytest.raises(ValueError, match="outage_timeout"):
             runtime.Consumer(qt.url, qt.queue, lambda m, c: None, outage_timeout=-1)
+
+    run(go())
+
+
+def test_reconnects_back_off_instead_of_hammering_the_server(tmp_path, caplog) -> None:
+    """Old code: after a lost connection a worker retried every poll_interval (or gave up);
+    now its attempts are spaced by a doubling, jittered delay up to max_reconnect_interval."""
+    engine = engine_for("postgres", tmp_path)
+
+    async def go() -> None:
+        qt = await make_queue(engine, "row_lock")
+        try:
+            with TcpProxy(engine.url) as proxy, caplog.at_level(logging.DEBUG, logger="runtime"):
+                await _run_through_outage(qt, proxy, 4, "refuse", n=20)
+        finally:
+            await qt.drop()
+        tries = [
+            r
+            for r in caplog.records
+            if "still no database" in r.getMessage() or "lost the database" in r.getMessage()
+        ]
+        # two workers, 4 s: with 0.1 s doubling to a 1 s cap each tries about 7 times
+        assert 4 <= len(tries) <= 2 * 12, len(tries)
+
+    run(go())
+
+
+def test_a_lease_extension_error_never_ends_drain(tmp_path) -> None:
+    """Old code: an error of the extender's own statement (not a lost connection) ended its
+    task, and drain() raised it at the end. Here the row is locked by another session while
+    the extender's statement_timeout is 200 ms: its extensions fail until the lock goes."""
+    engine = engine_for("postgres", tmp_path)
+    url = engine.url + ("&" if "?" in engine.url else "?") + "options=-c%20statement_timeout%3D200"
+
+    async def go() -> None:
+        qt = await make_queue(engine, "lease", lease_s=3)
+        try:
+            (mid,) = await qt.enqueue({"n": 1})
+
+            async def handle(message, ctx):
+                async with await runtime.connect(engine.url) as other:
+                    await other.begin()
+                    await other.fetchall(
+                        f"SELECT 1 FROM {qt.q(qt.table)} WHERE id = %(id)s FOR UPDATE",
+                        {"id": mid},
+                    )
+                    await asyncio.sleep(1.8)  # the extension at ~1 s waits, times out, retries
+                    await other.rollback()
+                await asyncio.sleep(2.5)  # longer than the lease: it must have been extended
+                return runtime.ack()
+
+            counts = await asyncio.wait_for(
+                runtime.Consumer(url, qt.queue, handle, concurrency=1).drain(), 60
+            )
+            assert counts["ack"] == 1 and counts.get("lease_lost", 0) == 0, counts
+            assert counts["extended"] >= 1
+            await _assert_all_acked_once(qt, [mid])
+        finally:
+            await qt.drop()
 
     run(go())
