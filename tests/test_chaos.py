@@ -123,7 +123,9 @@ class Workers:
         return out
 
 
-async def _kill_backends(engine: Engine, admin: runtime.Connection, ports: set[int], k: int) -> int:
+async def _kill_backends(
+    engine: Engine, admin: runtime.Connection, ports: set[int], k: int, rng: random.Random
+) -> int:
     """Terminate up to ``k`` of the sessions that came through the proxy (and only those)."""
     if not ports:
         return 0
@@ -146,7 +148,7 @@ async def _kill_backends(engine: Engine, admin: runtime.Connection, ports: set[i
             and int(str(r["host"]).rsplit(":", 1)[-1]) in ports
         ]
     killed = 0
-    for sid in random.sample(ids, min(k, len(ids))):
+    for sid in rng.sample(sorted(ids), min(k, len(ids))):
         try:
             if engine.name == "postgres":
                 await admin.fetchone("SELECT pg_terminate_backend(%(pid)s) AS ok", {"pid": sid})
@@ -207,7 +209,7 @@ async def _scenario(
                 workers.kill_one(rng)
             else:
                 tally.backend_kills += await _kill_backends(
-                    engine, admin, proxy.upstream_ports(), rng.randint(1, 3)
+                    engine, admin, proxy.upstream_ports(), rng.randint(1, 3), rng
                 )
         calm_at = time.monotonic()
 

@@ -40,7 +40,8 @@ _DEFAULT_CONNECT_TIMEOUT = 10
 # transient and retried). The server's: invalid_password 28P01, invalid_authorization_
 # specification 28000 (unknown role, no pg_hba.conf entry), invalid_catalog_name 3D000,
 # insufficient_privilege 42501 (no CONNECT on the database). libpq's own: a password it does
-# not have, an sslmode the server cannot meet, a connection option it cannot read.
+# not have, an sslmode the server cannot meet, a connection option it cannot read; and a
+# setting in the URL's options=-c … the server refuses (22023, 42704).
 _CONFIG_REFUSALS = re.compile(
     r"password authentication failed"
     r"|authentication failed for user"
@@ -53,7 +54,9 @@ _CONFIG_REFUSALS = re.compile(
     r"|no password supplied"
     r"|server does not support SSL, but SSL was required"
     r"|invalid \w+ value"
-    r"|invalid (?:connection option|URI|integer value|port number)",
+    r"|invalid (?:connection option|URI|integer value|port number)"
+    r"|invalid value for parameter"
+    r"|unrecognized configuration parameter",
     re.IGNORECASE,
 )
 
@@ -236,8 +239,8 @@ def connect_error(url: str, exc: BaseException) -> ConfigurationError | Connecti
     text = first_line(exc)
     if _CONFIG_REFUSALS.search(text):
         return ConfigurationError(
-            f"cannot log in at {redact_url(url)}: {text}; fix the URL (user, password, "
-            "database, sslmode) or the server's access rules"
+            f"cannot log in at {redact_url(url)}: {text}; retrying will not help: fix the URL "
+            "(user, password, database, sslmode, options) or the server's access rules"
         )
     return ConnectionLost(f"cannot connect to {redact_url(url)}: {text}")
 
