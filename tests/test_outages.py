@@ -169,6 +169,8 @@ def test_run_survives_a_30s_blackhole_on_every_engine_and_form(tmp_path) -> None
     """One 30 s cut per engine (connections dropped, new ones black-holed), every form at once."""
     engines = [engine_for(name, tmp_path) for name in SERVERS]
 
+    cut_done = asyncio.Event()
+
     async def one(engine: Engine, proxy: TcpProxy, form: str, started: asyncio.Event) -> None:
         qt = await make_queue(engine, form, lease_s=3)
         try:
@@ -177,6 +179,9 @@ def test_run_survives_a_30s_blackhole_on_every_engine_and_form(tmp_path) -> None
 
             async def handle(message, ctx):
                 handled.append(message.payload["n"])
+                if len(handled) >= 5:  # every case is mid-queue, with handlers running, at the cut
+                    started.set()
+                    await cut_done.wait()
                 await asyncio.sleep(0.05)
                 return runtime.ack()
 
@@ -189,10 +194,9 @@ def test_run_survives_a_30s_blackhole_on_every_engine_and_form(tmp_path) -> None
                 max_reconnect_interval=2.0,
             )
             task = asyncio.create_task(consumer.run())
-            while len(handled) < 5:
+            while not started.is_set():
                 assert not task.done(), task.exception()
                 await asyncio.sleep(0.01)
-            started.set()
             try:
                 deadline = time.monotonic() + 150
                 while await _processed(qt) < 30:
@@ -222,6 +226,7 @@ def test_run_survives_a_30s_blackhole_on_every_engine_and_form(tmp_path) -> None
             for proxy in proxies:
                 proxy.outage(30, "blackhole")
             cut_at = time.monotonic()
+            cut_done.set()
             await asyncio.gather(*(t for _, t in cases))
             assert time.monotonic() - cut_at >= 30  # the queues could not finish during the cut
         finally:
