@@ -12,10 +12,11 @@ log = logging.getLogger("runtime")
 
 
 class Backoff:
-    """Capped exponential delays with jitter: ``first``, then doubling up to ``cap``.
+    """Delays between attempts: the first at once, then ``first`` doubling up to ``cap``.
 
-    Each delay is drawn between half and all of the current step ("equal jitter"), so consumers
-    that lost the database together do not all knock at the same instant when it returns.
+    Each delay but the first is drawn between half and all of the current step ("equal
+    jitter"), so consumers that lost the database together do not all knock at the same
+    instant when it returns. ``reset()`` once an attempt did its work.
     """
 
     def __init__(self, first: float, cap: float, rng: random.Random | None = None) -> None:
@@ -23,18 +24,18 @@ class Backoff:
             raise ValueError(f"backoff needs 0 < first <= cap (got first={first}, cap={cap})")
         self.first = first
         self.cap = cap
-        self._step = first
+        self._step = 0.0
         self._rng = rng or random.Random()
 
     def next(self) -> float:
-        """The delay before the next attempt; the one after it is (up to) twice as long."""
+        """The delay before the next attempt: 0 after a reset, then growing."""
         step = self._step
-        self._step = min(step * 2, self.cap)
+        self._step = min(step * 2, self.cap) if step else self.first
         return step / 2 + self._rng.random() * step / 2
 
     def reset(self) -> None:
-        """The attempt succeeded: the next outage starts again from ``first``."""
-        self._step = self.first
+        """The last attempt worked: the next one is at once, the ones after start again."""
+        self._step = 0.0
 
 
 class Outage:

@@ -209,15 +209,25 @@ class Consumer:
         cap = self.max_reconnect_interval
         return Backoff(min(FIRST_RECONNECT_DELAY, cap), cap)
 
-    async def _reconnect(self, until_empty: bool, lost_at: float | None) -> Connection | None:
-        """A fresh worker connection: at once, then with backoff while the database is away.
+    async def _reconnect(
+        self, until_empty: bool, lost_at: float | None, backoff: Backoff
+    ) -> Connection | None:
+        """A fresh worker connection: at once, then with backoff while the database is away
+        (or while each new connection dies before it claimed anything).
 
         None when stop() came first. ConfigurationError (and any BrokerError but
         ConnectionLost) is raised at once; drain() raises ConnectionLost once the outage has
         lasted ``outage_timeout`` seconds.
         """
-        backoff = self._backoff()
         while True:
+            delay = backoff.next()
+            if delay:
+                if until_empty:  # wake up in time to give up on time
+                    delay = min(delay, self.outage_timeout - self._outage.elapsed() + 0.01)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), max(delay, 0))
+                if self._stopping.is_set():
+                    return None
             try:
                 conn = await self._connect()
             except ConnectionLost as exc:
@@ -229,13 +239,6 @@ class Consumer:
                         f"outage_timeout={self.outage_timeout}s (drain() gives up; run() "
                         f"keeps trying); last error: {exc}"
                     ) from exc
-                delay = backoff.next()
-                if until_empty:  # wake up in time to give up on time
-                    delay = min(delay, self.outage_timeout - gone + 0.01)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), delay)
-                if self._stopping.is_set():
-                    return None
                 continue
             self._outage.back()
             return conn
@@ -245,15 +248,17 @@ class Consumer:
         idle = self.poll_interval
         failures = 0
         lost_at: float | None = None  # when the worker's last connection died
+        backoff = self._backoff()  # reset by each claim that works
         try:
             while not self._stopping.is_set():
                 if conn is None or conn.closed:
-                    conn = await self._reconnect(until_empty, lost_at)
+                    conn = await self._reconnect(until_empty, lost_at, backoff)
                     lost_at = None
                     if conn is None:  # stopped while the database was away
                         return
                 try:
                     claimed = await self.form.claim(conn, self.batch, self.group)
+                    backoff.reset()
                 except ConnectionLost as exc:
                     # the next turn reconnects (at once, then with backoff)
                     log.info(
@@ -478,7 +483,7 @@ class Consumer:
         """
         assert isinstance(self.form, LeaseForm)
         every = max((self.queue.lease_s or 30.0) / 3, 0.05)
-        backoff = self._backoff()
+        backoff = self._backoff()  # a failure retries at once, then backs off (up to `every`)
         conn: Connection | None = None
         delay = every
         try:
@@ -503,11 +508,11 @@ class Consumer:
                         delay = min(backoff.next(), every)
                         continue
                     self._outage.back()
-                    backoff.reset()
                 try:
                     for d in list(self._held):
                         if await self.form.extend(conn, d):
                             self.counts["extended"] += 1
+                    backoff.reset()
                 except ConnectionLost as exc:
                     log.info(
                         "queue %s: lease extension lost its connection (%s); reconnecting",
@@ -515,7 +520,7 @@ class Consumer:
                         exc,
                     )
                     await conn.close()
-                    delay = 0  # reconnect at once, as a worker does
+                    delay = min(backoff.next(), every)
                 except Exception as exc:
                     log.warning(
                         "queue %s: lease extension failed (%s); retrying", self.queue.name, exc

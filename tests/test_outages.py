@@ -437,13 +437,14 @@ def test_backoff_is_capped_exponential_with_jitter() -> None:
     import random
 
     b = Backoff(0.1, 2.0, random.Random(7))
-    delays = [b.next() for _ in range(10)]
+    delays = [b.next() for _ in range(11)]
+    assert delays[0] == 0  # the first try is at once
     steps = [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0, 2.0, 2.0]
-    for d, s in zip(delays, steps, strict=True):
+    for d, s in zip(delays[1:], steps, strict=True):
         assert s / 2 <= d <= s
-    assert len({round(d, 6) for d in delays[5:]}) > 1  # jittered, not one fixed wait
+    assert len({round(d, 6) for d in delays[6:]}) > 1  # jittered, not one fixed wait
     b.reset()
-    assert b.next() <= 0.1
+    assert b.next() == 0 and b.next() <= 0.1
     with pytest.raises(ValueError, match="first <= cap"):
         Backoff(1.0, 0.5)
 
