@@ -37,7 +37,7 @@ class QueueUnderTest:
     dead_table: str | None
     columns: dict[str, str]
     tables: list[str] = field(default_factory=list)
-    #: the rendered file's text (for a consumer in another process: write it, runtime.load it)
+    #: the rendered file's text, for code that loads it from disk
     text: str = ""
 
     @property
@@ -147,10 +147,11 @@ async def make_queue(
     parsed = parse_declaration({"dialects": [engine.dialect_name], "queues": {"q": decl}})
     rendered = render_unit(parsed.queues["q"], engine.dialect_name)
     validate_rendered(rendered)
-    queue = Queue(parse_rendered(rendered.text(), f"{table}.sql"))
+    text = rendered.text()
+    queue = Queue(parse_rendered(text, f"{table}.sql"))
     tables = [table] + ([dead_table] if dead_table else [])
     await drop_tables(engine.url, *tables)
     async with await runtime.connect(engine.url) as db:
         for st in queue.rendered.require("schema"):
             await db.execute(st, {})
-    return QueueUnderTest(engine, queue, table, dead_table, cols, tables, rendered.text())
+    return QueueUnderTest(engine, queue, table, dead_table, cols, tables, text=text)
