@@ -10,12 +10,15 @@ ConfigurationError on every engine, raised at once instead of retried.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
-from engines import Engine, engine_for, run
+from engines import Engine, engine_for, in_ci, run
 from queues import QueueUnderTest, make_queue
 from tcp_proxy import TcpProxy
 
@@ -517,3 +520,122 @@ def test_a_lease_extension_error_never_ends_drain(tmp_path) -> None:
             await qt.drop()
 
     run(go())
+
+
+# ------------------------------------------------------------ a real server restart
+
+
+class PrivatePostgres:
+    """A PostgreSQL cluster of the test's own (initdb in a temp dir, run as the postgres OS
+    user), so the test can restart it; the shared server is never touched."""
+
+    def __init__(self) -> None:
+        import glob
+        import pwd
+        import shutil
+        import socket
+        import tempfile
+
+        bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[4]))
+        self.runuser = shutil.which("runuser")
+        if not bindirs or self.runuser is None or os.geteuid() != 0:
+            reason = "needs initdb/pg_ctl (/usr/lib/postgresql/*/bin), runuser and root"
+            if in_ci():
+                pytest.fail(reason, pytrace=False)
+            pytest.skip(reason)
+        self.bin = Path(bindirs[-1])
+        user = pwd.getpwnam("postgres")
+        self.base = Path(tempfile.mkdtemp(prefix="qgen-pg-"))
+        os.chmod(self.base, 0o755)
+        os.chown(self.base, user.pw_uid, user.pw_gid)
+        self.data = self.base / "data"
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._pg("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync")
+        opts = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self.ctl("start", "-o", opts)
+
+    def _pg(self, tool: str, *args: object) -> None:
+        import subprocess
+
+        cmd = [self.runuser, "-u", "postgres", "--", str(self.bin / tool), *map(str, args)]
+        # output to a file, not a pipe: the server pg_ctl starts would hold a pipe open
+        with open(self.base / f"{tool}.out", "a+") as out:
+            done = subprocess.run(cmd, stdout=out, stderr=out, timeout=120)
+            out.seek(0)
+            assert done.returncode == 0, f"{tool} {args}: {out.read()[-2000:]}"
+
+    def ctl(self, action: str, *args: object) -> None:
+        logfile = ("-l", self.base / "log") if action in ("start", "restart") else ()
+        self._pg("pg_ctl", "-D", self.data, "-w", action, *logfile, *args)
+
+    def close(self) -> None:
+        import shutil
+
+        with contextlib.suppress(Exception):
+            self.ctl("stop", "-m", "immediate")
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def test_run_survives_postgres_restarts_fast(tmp_path, caplog) -> None:
+    """The issue's finding: `pg_ctl restart -m fast` ended run() (terminated sessions, 57P01;
+    then "the database system is shutting down / starting up", 57P03; then refused)."""
+    pg = PrivatePostgres()
+    try:
+        engine = Engine(name="postgres", url=pg.url, dialect_name="postgres")
+
+        async def one(form: str, restarted: asyncio.Event, ready: asyncio.Event) -> None:
+            qt = await make_queue(engine, form, lease_s=3)
+            ids = await qt.enqueue(*({"n": i} for i in range(40)))
+            handled: list[int] = []
+
+            async def handle(message, ctx):
+                handled.append(message.payload["n"])
+                if len(handled) >= 5:
+                    ready.set()
+                await asyncio.sleep(0.05)
+                return runtime.ack()
+
+            consumer = runtime.Consumer(
+                pg.url, qt.queue, handle, concurrency=2, batch=3, max_reconnect_interval=1.0
+            )
+            task = asyncio.create_task(consumer.run())
+            try:
+                await restarted.wait()
+                deadline = time.monotonic() + 120
+                while await _processed(qt) < 40:
+                    if task.done():
+                        raise AssertionError(f"{form}: run() ended: {task.exception()!r}")
+                    assert time.monotonic() < deadline, f"{form}: not finished"
+                    await asyncio.sleep(0.1)
+            finally:
+                consumer.stop()
+                await asyncio.wait_for(task, 60)
+            await _assert_all_acked_once(qt, ids)
+
+        async def go() -> None:
+            restarted = asyncio.Event()
+            readies = [asyncio.Event() for _ in FORMS]
+            cases = [
+                asyncio.create_task(one(form, restarted, ready))
+                for form, ready in zip(FORMS, readies, strict=True)
+            ]
+            try:
+                await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 60)
+                loop = asyncio.get_running_loop()
+                for _ in range(2):
+                    await loop.run_in_executor(None, pg.ctl, "restart", "-m", "fast")
+                    await asyncio.sleep(0.5)
+            finally:
+                restarted.set()
+                await asyncio.gather(*cases)
+
+        with caplog.at_level(logging.WARNING, logger="runtime"):
+            run(go())
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("lost the database" in m for m in messages)
+        assert any("database is back after" in m for m in messages)
+    finally:
+        pg.close()
