@@ -579,12 +579,94 @@ class PrivatePostgres:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-def test_run_survives_postgres_restarts_fast(tmp_path, caplog) -> None:
-    """The issue's finding: `pg_ctl restart -m fast` ended run() (terminated sessions, 57P01;
-    then "the database system is shutting down / starting up", 57P03; then refused)."""
-    pg = PrivatePostgres()
+class PrivateMariaDB:
+    """A MariaDB server of the test's own (mariadb-install-db in a temp dir), to restart."""
+
+    def __init__(self) -> None:
+        import shutil
+        import socket
+        import tempfile
+
+        self.daemon = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
+        install = shutil.which("mariadb-install-db")
+        if install is None or not os.path.exists(self.daemon) or os.geteuid() != 0:
+            reason = "needs mariadb-install-db, mariadbd and root"
+            if in_ci():
+                pytest.fail(reason, pytrace=False)
+            pytest.skip(reason)
+        self.base = Path(tempfile.mkdtemp(prefix="qgen-my-"))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"mariadb://root@127.0.0.1:{self.port}/test"
+        self.proc: Any = None
+        import subprocess
+
+        done = subprocess.run(
+            [install, "--no-defaults", f"--datadir={self.base / 'data'}", "--user=root",
+             "--skip-test-db", "--auth-root-authentication-method=normal"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        self.start()
+        import pymysql
+
+        my = pymysql.connect(host="127.0.0.1", port=self.port, user="root")
+        with my.cursor() as cur:
+            cur.execute("CREATE DATABASE test")
+        my.close()
+
+    def start(self) -> None:
+        import socket
+        import subprocess
+
+        self.proc = subprocess.Popen(
+            [self.daemon, "--no-defaults", f"--datadir={self.base / 'data'}", "--user=root",
+             f"--port={self.port}", "--bind-address=127.0.0.1", f"--socket={self.base / 'sock'}",
+             f"--pid-file={self.base / 'pid'}", "--skip-log-bin", "--innodb-buffer-pool-size=32M",
+             "--skip-name-resolve"],
+            stdout=subprocess.DEVNULL, stderr=open(self.base / "err.log", "ab"),  # noqa: SIM115
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                assert self.proc.poll() is None, (self.base / "err.log").read_text()[-2000:]
+                assert time.monotonic() < deadline, "mariadbd did not start"
+                time.sleep(0.1)
+
+    def restart(self) -> None:
+        """A clean shutdown (SIGTERM: sessions are killed, 1053), then a start."""
+        import signal
+
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+        self.start()
+
+    def close(self) -> None:
+        import shutil
+
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+class _PostgresServer(PrivatePostgres):
+    def restart(self) -> None:
+        self.ctl("restart", "-m", "fast")
+
+
+@pytest.mark.parametrize("engine_name", ["postgres", "mariadb"])
+def test_run_survives_server_restarts(engine_name, tmp_path, caplog) -> None:
+    """The issue's findings: `pg_ctl restart -m fast` (sessions terminated, 57P01; then "the
+    database system is shutting down / starting up", 57P03; then refused) and a MariaDB
+    restart (sessions killed, 1053; then refused) ended run()."""
+    pg = _PostgresServer() if engine_name == "postgres" else PrivateMariaDB()
     try:
-        engine = Engine(name="postgres", url=pg.url, dialect_name="postgres")
+        engine = Engine(name=engine_name, url=pg.url, dialect_name=engine_name)
 
         async def one(form: str, restarted: asyncio.Event, ready: asyncio.Event) -> None:
             qt = await make_queue(engine, form, lease_s=3)
@@ -626,7 +708,7 @@ def test_run_survives_postgres_restarts_fast(tmp_path, caplog) -> None:
                 await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 60)
                 loop = asyncio.get_running_loop()
                 for _ in range(2):
-                    await loop.run_in_executor(None, pg.ctl, "restart", "-m", "fast")
+                    await loop.run_in_executor(None, pg.restart)
                     await asyncio.sleep(0.5)
             finally:
                 restarted.set()
