@@ -151,6 +151,7 @@ class Consumer:
 
     async def _run(self, until_empty: bool) -> dict[str, int]:
         self._stopping.clear()
+        self._outage = Outage(self.queue.name)  # each drain() has its own outage_timeout
         extender = None
         if isinstance(self.form, LeaseForm):
             extender = asyncio.create_task(self._extend_leases())
