@@ -43,8 +43,10 @@ async def connect(url: str, **kwargs: Any) -> Connection:
 
     ``kwargs`` are passed to the driver's own connect (psycopg, PyMySQL or sqlite3).
 
-    Raises ConfigurationError for a URL it cannot use or a driver that is not installed,
-    ConnectionLost when the server cannot be reached, ServerTooOld when it is below the floor.
+    Raises ConfigurationError for a URL it cannot use, a driver that is not installed or a
+    login the server refuses for a reason retrying cannot fix (wrong password, unknown user or
+    database, an sslmode it cannot meet); ConnectionLost when the server cannot be reached
+    (or is starting up or shutting down); ServerTooOld when it is below the floor.
     """
     if not isinstance(url, str) or "://" not in url:
         raise _bad_url(str(url), "it has no scheme://")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from runtime.backoff import Backoff, Outage
 from runtime.connect import connect
 from runtime.delivery import Batch, Ctx, Delivery, Message
 from runtime.drivers.base import Connection
@@ -24,6 +26,8 @@ Handler = Callable[[Message, Ctx], Awaitable[Outcome]]
 
 #: drain() gives up after this many failed batches in a row (run() keeps backing off)
 MAX_FAILED_BATCHES = 5
+#: the first wait before reconnecting to a database that went away (then doubling, jittered)
+FIRST_RECONNECT_DELAY = 0.1
 
 
 class _Group:
@@ -76,6 +80,16 @@ class Consumer:
     (one commit for a batch of quick handlers); they are written before the next handler
     starts once that window has passed, and at the end of each batch. ``settle_window=0``
     commits every settlement on its own.
+
+    When the database goes away (a restart, a failover, a network cut) the workers reconnect
+    with capped exponential backoff and jitter (0.1 s doubling up to ``max_reconnect_interval``
+    seconds), logging one warning when it is lost and one when it is back; the rows they held
+    return (rolled back, released, unlocked, or when their lease expires) and are delivered
+    again. ``run()`` never ends because of an outage. ``drain()`` raises ``ConnectionLost``
+    once the database has been unreachable for ``outage_timeout`` seconds (plus at most one
+    connect timeout). A connection the server refuses for a reason retrying cannot fix (wrong
+    password, role or database, an sslmode the server cannot meet) raises
+    ``ConfigurationError`` at once from both.
     """
 
     def __init__(
@@ -92,9 +106,16 @@ class Consumer:
         handler_timeout: float | None = None,
         stop_timeout: float = 30.0,
         settle_window: float = 0.02,
+        outage_timeout: float = 60.0,
+        max_reconnect_interval: float = 5.0,
     ) -> None:
         if concurrency < 1 or batch < 1:
             raise ValueError("concurrency and batch must be at least 1")
+        if outage_timeout < 0 or max_reconnect_interval <= 0:
+            raise ValueError(
+                "outage_timeout must be at least 0 and max_reconnect_interval more than 0 "
+                f"(got {outage_timeout} and {max_reconnect_interval})"
+            )
         self.db_url = db_url
         self.queue = queue
         self.handle = handle
@@ -109,6 +130,9 @@ class Consumer:
         self.handler_timeout = handler_timeout
         self.stop_timeout = stop_timeout
         self.settle_window = settle_window
+        self.outage_timeout = outage_timeout
+        self.max_reconnect_interval = max_reconnect_interval
+        self._outage = Outage(queue.name)
         self.counts: Counter[str] = Counter()
         self._stopping = asyncio.Event()
         self._held: set[Delivery] = set()  # claimed, not yet settled (lease extension)
@@ -127,6 +151,7 @@ class Consumer:
 
     async def _run(self, until_empty: bool) -> dict[str, int]:
         self._stopping.clear()
+        self._outage = Outage(self.queue.name)  # each drain() has its own outage_timeout
         extender = None
         if isinstance(self.form, LeaseForm):
             extender = asyncio.create_task(self._extend_leases())
@@ -181,24 +206,69 @@ class Consumer:
             raise
         return conn
 
+    def _backoff(self) -> Backoff:
+        cap = self.max_reconnect_interval
+        return Backoff(min(FIRST_RECONNECT_DELAY, cap), cap)
+
+    async def _reconnect(
+        self, until_empty: bool, lost_at: float | None, backoff: Backoff
+    ) -> Connection | None:
+        """A fresh worker connection: at once, then with backoff while the database is away
+        (or while each new connection dies before it claimed anything).
+
+        None when stop() came first. ConfigurationError (and any BrokerError but
+        ConnectionLost) is raised at once; drain() raises ConnectionLost once the outage has
+        lasted ``outage_timeout`` seconds.
+        """
+        while True:
+            delay = backoff.next()
+            if delay:
+                if until_empty:  # wake up in time to give up on time
+                    delay = min(delay, self.outage_timeout - self._outage.elapsed() + 0.01)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), max(delay, 0))
+                if self._stopping.is_set():
+                    return None
+            try:
+                conn = await self._connect()
+            except ConnectionLost as exc:
+                self._outage.failed(exc, lost_at)
+                gone = self._outage.elapsed()
+                if until_empty and gone >= self.outage_timeout:
+                    raise ConnectionLost(
+                        f"queue {self.queue.name}: no database for {gone:.1f} s, past "
+                        f"outage_timeout={self.outage_timeout}s (drain() gives up; run() "
+                        f"keeps trying); last error: {exc}"
+                    ) from exc
+                continue
+            self._outage.back()
+            return conn
+
     async def _worker(self, until_empty: bool) -> None:
         conn: Connection | None = None
         idle = self.poll_interval
         failures = 0
+        lost_at: float | None = None  # when the worker's last connection died
+        backoff = self._backoff()  # reset by each claim that works
         try:
             while not self._stopping.is_set():
                 if conn is None or conn.closed:
-                    conn = await self._connect()
+                    conn = await self._reconnect(until_empty, lost_at, backoff)
+                    lost_at = None
+                    if conn is None:  # stopped while the database was away
+                        return
                 try:
                     claimed = await self.form.claim(conn, self.batch, self.group)
+                    backoff.reset()
                 except ConnectionLost as exc:
-                    log.warning(
+                    # the next turn reconnects (at once, then with backoff)
+                    log.info(
                         "queue %s: connection lost while claiming (%s); reconnecting",
                         self.queue.name,
                         exc,
                     )
+                    lost_at = time.monotonic()
                     await conn.close()
-                    await asyncio.sleep(idle)
                     continue
                 except Exception:
                     # a deadlock (InnoDB rolls the claim back whole), SQLite's write lock busy
@@ -246,6 +316,8 @@ class Consumer:
                     await asyncio.sleep(
                         min(self.poll_interval * 2**failures, self.max_poll_interval)
                     )
+                if conn.closed and lost_at is None:  # lost mid-batch: its rows were given back
+                    lost_at = time.monotonic()
         finally:
             if conn is not None:
                 await conn.close()
@@ -292,7 +364,8 @@ class Consumer:
             self._held.difference_update(claimed)
 
     async def _release_elsewhere(self, deliveries: list[Delivery]) -> None:
-        """Give back leases on a fresh connection when the worker's own one is gone."""
+        """Give back leases on a fresh connection when the worker's own one is gone (one try:
+        when the database is away they return as their leases expire)."""
         if not deliveries or not isinstance(self.form, LeaseForm):
             return
         try:
@@ -300,8 +373,8 @@ class Consumer:
                 for d in deliveries:
                     await self.form.give_back(other, d)
                     self.counts["released"] += 1
-        except BrokerError as exc:
-            log.warning(
+        except Exception as exc:
+            log.info(
                 "queue %s: could not release %d leases (%s); they return when they expire",
                 self.queue.name,
                 len(deliveries),
@@ -403,24 +476,57 @@ class Consumer:
         self.counts["lease_lost"] += 1
 
     async def _extend_leases(self) -> None:
+        """Move the held leases forward every lease_s / 3 seconds on a connection of its own.
+
+        Its failures never end drain() or run(): a lost connection is replaced (at once, then
+        with the workers' backoff while the database is away); a lease it cannot extend
+        expires and its row is delivered again.
+        """
         assert isinstance(self.form, LeaseForm)
         every = max((self.queue.lease_s or 30.0) / 3, 0.05)
+        backoff = self._backoff()  # a failure retries at once, then backs off (up to `every`)
         conn: Connection | None = None
+        delay = every
         try:
             while True:
-                await asyncio.sleep(every)
+                await asyncio.sleep(delay)
+                delay = every
                 if not self._held:
                     continue
-                try:
-                    if conn is None or conn.closed:
+                if conn is None or conn.closed:
+                    try:
                         conn = await connect(self.db_url)
+                    except ConnectionLost as exc:
+                        self._outage.failed(exc)
+                        delay = min(backoff.next(), every)
+                        continue
+                    except Exception as exc:
+                        log.warning(
+                            "queue %s: lease extension cannot connect (%s); retrying",
+                            self.queue.name,
+                            exc,
+                        )
+                        delay = min(backoff.next(), every)
+                        continue
+                    self._outage.back()
+                try:
                     for d in list(self._held):
                         if await self.form.extend(conn, d):
                             self.counts["extended"] += 1
-                except BrokerError as exc:
+                    backoff.reset()
+                except ConnectionLost as exc:
+                    log.info(
+                        "queue %s: lease extension lost its connection (%s); reconnecting",
+                        self.queue.name,
+                        exc,
+                    )
+                    await conn.close()
+                    delay = min(backoff.next(), every)
+                except Exception as exc:
                     log.warning(
                         "queue %s: lease extension failed (%s); retrying", self.queue.name, exc
                     )
+                    delay = min(backoff.next(), every)
         finally:
             if conn is not None:
                 await conn.close()

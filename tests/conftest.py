@@ -8,11 +8,22 @@ shows up there at once).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 from engines import ENGINES, Engine, engine_for, engine_params
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--chaos-scale",
+        type=int,
+        default=int(os.environ.get("QGEN_CHAOS_SCALE", "1")),
+        help="size of the chaos suite (tests/test_chaos.py): messages, kills and outages "
+        "per scenario grow with it (default 1, or $QGEN_CHAOS_SCALE)",
+    )
 
 
 @pytest.fixture(params=engine_params())
@@ -42,7 +53,20 @@ def _engine_of(report: pytest.TestReport) -> str | None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print ``engine tests: <engine> passed=N failed=N skipped=N`` for every engine."""
+    """Print the chaos suite's line per scenario, then ``engine tests: <engine> passed=N
+    failed=N skipped=N`` for every engine."""
+    chaos = [
+        str(value)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if isinstance(report, pytest.TestReport) and report.when == "call"
+        for key, value in report.user_properties
+        if key == "chaos"
+    ]
+    if chaos:
+        terminalreporter.write_sep("-", "chaos scenarios")
+        for line in chaos:
+            terminalreporter.write_line(line)
     # One outcome per test: a failure in any phase wins over a skip, a skip over a pass.
     rank = {"passed": 0, "skipped": 1, "failed": 2}
     outcome_of: dict[str, tuple[str, str]] = {}

@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from runtime.dialects import DIALECTS
 from runtime.drivers.base import Connection, Params, Row, first_line, import_driver, redact_url
-from runtime.errors import ConnectionLost
+from runtime.errors import ConfigurationError, ConnectionLost
 
 if TYPE_CHECKING:
     import psycopg
@@ -33,6 +34,31 @@ if TYPE_CHECKING:
 _LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
 # libpq waits forever for an unreachable host unless told otherwise.
 _DEFAULT_CONNECT_TIMEOUT = 10
+# What libpq says when a connection is refused for a reason that retrying cannot fix. libpq
+# gives no SQLSTATE for a failed connection, only the server's or its own words (in English
+# unless the server's lc_messages says otherwise; a refusal not recognised here is taken as
+# transient and retried). The server's: invalid_password 28P01, invalid_authorization_
+# specification 28000 (unknown role, no pg_hba.conf entry), invalid_catalog_name 3D000,
+# insufficient_privilege 42501 (no CONNECT on the database). libpq's own: a password it does
+# not have, an sslmode the server cannot meet, a connection option it cannot read; and a
+# setting in the URL's options=-c … the server refuses (22023, 42704).
+_CONFIG_REFUSALS = re.compile(
+    r"password authentication failed"
+    r"|authentication failed for user"
+    r"|role \S+ does not exist"
+    r"|database \S+ does not exist"
+    r"|no pg_hba\.conf entry"
+    r"|pg_hba\.conf rejects connection"
+    r"|permission denied for database"
+    r"|is not permitted to log in"
+    r"|no password supplied"
+    r"|server does not support SSL, but SSL was required"
+    r"|invalid \w+ value"
+    r"|invalid (?:connection option|URI|integer value|port number)"
+    r"|invalid value for parameter"
+    r"|unrecognized configuration parameter",
+    re.IGNORECASE,
+)
 
 
 class PostgresConnection(Connection):
@@ -206,6 +232,19 @@ class PostgresConnection(Connection):
         return isinstance(exc, OSError)
 
 
+def connect_error(url: str, exc: BaseException) -> ConfigurationError | ConnectionLost:
+    """A failed connection as the runtime's error: ConfigurationError for a refusal retrying
+    cannot fix (wrong password, role, database or sslmode), else ConnectionLost (the server is
+    unreachable, refuses connections, is starting up or shutting down: 57P03)."""
+    text = first_line(exc)
+    if _CONFIG_REFUSALS.search(text):
+        return ConfigurationError(
+            f"cannot log in at {redact_url(url)}: {text}; retrying will not help: fix the URL "
+            "(user, password, database, sslmode, options) or the server's access rules"
+        )
+    return ConnectionLost(f"cannot connect to {redact_url(url)}: {text}")
+
+
 #: plan_cache_mode exists from PostgreSQL 12 (server_version_num)
 _GENERIC_PLANS_SINCE = 120000
 
@@ -225,9 +264,7 @@ async def open_postgres(url: str, conninfo: str, **kwargs: Any) -> PostgresConne
     try:
         pg = await psycopg_mod.AsyncConnection.connect(conninfo, **kwargs)
     except psycopg_mod.Error as exc:
-        # libpq reports an unreachable host, a refused login and a missing database alike
-        # (no SQLSTATE): all are "cannot connect", with libpq's own words kept in the message.
-        raise ConnectionLost(f"cannot connect to {redact_url(url)}: {first_line(exc)}") from exc
+        raise connect_error(url, exc) from exc
     if pg.info.server_version >= _GENERIC_PLANS_SINCE:
         try:
             await pg.execute("SET plan_cache_mode = force_generic_plan")
