@@ -7,16 +7,24 @@ import contextlib
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from runtime.connect import connect
 from runtime.delivery import Batch, Ctx, Delivery, Message
 from runtime.drivers.base import Connection
-from runtime.errors import BrokerError, ConnectionLost, LeaseLost, UnknownCustomEvent
+from runtime.errors import (
+    BrokerError,
+    ConnectionLost,
+    LeaseLost,
+    PayloadError,
+    UnknownCustomEvent,
+)
 from runtime.forms import LeaseForm, form_for
 from runtime.outcomes import Outcome, retry
+from runtime.payloads import decode_payload
 from runtime.queue import Queue, check_dialect
-from runtime.settle import Decision, decide
+from runtime.settle import Decision, dead_letter_now, decide
 
 log = logging.getLogger("runtime")
 
@@ -349,6 +357,12 @@ class Consumer:
         if self.form.transactional:
             await self.form.begin_handler(conn, d)
         try:
+            d.message = replace(
+                d.message, payload=decode_payload(d.message.payload, self.queue.decoder)
+            )
+        except PayloadError as exc:
+            return self._undecodable(d, exc)
+        try:
             outcome = await self._call_handler(d, ctx)
         except asyncio.CancelledError:
             await self.form.give_back(conn, d)
@@ -359,6 +373,20 @@ class Consumer:
             log.error("%s: taken as retry()", exc)
             self.counts["unknown_custom"] += 1
             return decide(self.queue, d, retry())
+
+    def _undecodable(self, d: Delivery, exc: PayloadError) -> Decision:
+        """A stored payload the decoder refuses: never handled; to the dead letter at once, or
+        (with none declared) a failure like any other."""
+        decision = dead_letter_now(self.queue, d)
+        log.error(
+            "queue %s: message %s cannot be decoded (%s): %s",
+            self.queue.name,
+            d.message.id,
+            exc,
+            "moved to the dead letter" if decision else "taken as retry()",
+        )
+        self.counts["undecodable"] += 1
+        return decision or decide(self.queue, d, retry())
 
     async def _handle_grouped(self, conn: Connection, d: Delivery, group: _Group) -> None:
         """Run the handler; its settlement joins the group, written when the window closes."""

@@ -246,7 +246,10 @@ class QueueMachine(RuleBasedStateMachine):
     def check_claimed(self, got: list[RuntimeDelivery], expected: list[Delivery]) -> list[Held]:
         """The runtime claimed the rows the model says, with the same attempt, payload, group."""
 
-        runtime = sorted((d.message.id, d.message.payload, d.message.group, d.attempt) for d in got)
+        runtime = sorted(
+            (d.message.id, decode_payload(d.message.payload), d.message.group, d.attempt)
+            for d in got
+        )
         model = sorted((d.id, d.payload, d.group, d.attempt) for d in expected)
         assert runtime == model, (
             f"claimed (id, payload, group, attempt) {runtime}, the model says {model}"

@@ -234,4 +234,10 @@ async def open_postgres(url: str, conninfo: str, **kwargs: Any) -> PostgresConne
         except psycopg_mod.Error as exc:
             await pg.close()
             raise ConnectionLost(f"cannot set up {redact_url(url)}: {first_line(exc)}") from exc
+    # json/jsonb come back as their text, as on every other engine: the runtime decodes a
+    # payload one way everywhere (psycopg's own loader would hand a JSON string back as str,
+    # indistinguishable from the text of any other payload)
+    text_loader = import_driver("psycopg.types.string", "postgres").TextLoader
+    for name in ("json", "jsonb"):
+        pg.adapters.register_loader(name, text_loader)
     return PostgresConnection(pg, url)
