@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -15,6 +16,7 @@ from runtime.delivery import Batch, Ctx, Delivery, Message
 from runtime.drivers.base import Connection
 from runtime.errors import (
     BrokerError,
+    ConfigurationError,
     ConnectionLost,
     LeaseLost,
     PayloadError,
@@ -28,7 +30,14 @@ from runtime.settle import Decision, dead_letter_now, decide
 
 log = logging.getLogger("runtime")
 
-Handler = Callable[[Message, Ctx], Awaitable[Outcome]]
+#: ``async def handle(message, ctx)``, or a plain ``def`` run in a worker thread
+Handler = Callable[[Message, Ctx], Awaitable[Outcome] | Outcome]
+
+
+def _is_async(handle: Any) -> bool:
+    """An ``async def`` (also as a partial, or an object whose ``__call__`` is one)."""
+    return inspect.iscoroutinefunction(handle) or inspect.iscoroutinefunction(type(handle).__call__)
+
 
 #: drain() gives up after this many failed batches in a row (run() keeps backing off)
 MAX_FAILED_BATCHES = 5
@@ -84,6 +93,13 @@ class Consumer:
     (one commit for a batch of quick handlers); they are written before the next handler
     starts once that window has passed, and at the end of each batch. ``settle_window=0``
     commits every settlement on its own.
+
+    ``handle`` is ``async def handle(message, ctx)``; a plain ``def`` works too and runs in a
+    worker thread (``asyncio.to_thread``), one per delivery in flight, so it may block; its
+    ``ctx.db`` is None (transactional mode needs an async handler: ``ctx.db`` is the worker's
+    async connection). A handler that raises (CancelledError and GeneratorExit included) is
+    a retry; KeyboardInterrupt or SystemExit from a handler stops the consumer as ``stop()``
+    does, and is raised again once it has stopped.
     """
 
     def __init__(
@@ -103,6 +119,12 @@ class Consumer:
     ) -> None:
         if concurrency < 1 or batch < 1:
             raise ValueError("concurrency and batch must be at least 1")
+        self._sync_handler = not _is_async(handle)
+        if self._sync_handler and transactional:
+            raise ConfigurationError(
+                "transactional=True needs an async handler (ctx.db is an async connection): "
+                "make the handler `async def`, or consume without transactional=True"
+            )
         self.db_url = db_url
         self.queue = queue
         self.handle = handle
@@ -120,9 +142,13 @@ class Consumer:
         self.counts: Counter[str] = Counter()
         self._stopping = asyncio.Event()
         self._held: set[Delivery] = set()  # claimed, not yet settled (lease extension)
+        #: a KeyboardInterrupt or SystemExit a handler raised: re-raised once stopped
+        self._fatal: BaseException | None = None
 
     def stop(self) -> None:
-        """Ask the workers to finish: in-flight deliveries settle, unstarted rows are given back."""
+        """Ask the workers to finish: in-flight deliveries settle, unstarted rows are given back.
+
+        Called before ``run()`` or ``drain()``, that call returns at once."""
         self._stopping.set()
 
     async def drain(self) -> dict[str, int]:
@@ -134,7 +160,10 @@ class Consumer:
         return await self._run(until_empty=False)
 
     async def _run(self, until_empty: bool) -> dict[str, int]:
-        self._stopping.clear()
+        if self._stopping.is_set():  # stop() came first
+            self._stopping.clear()
+            return dict(self.counts)
+        self._fatal = None
         extender = None
         if isinstance(self.form, LeaseForm):
             extender = asyncio.create_task(self._extend_leases())
@@ -142,10 +171,13 @@ class Consumer:
         try:
             await self._supervise(workers)
         finally:
+            self._stopping.clear()  # the consumer can run again
             if extender is not None:
                 extender.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await extender
+        if self._fatal is not None:
+            raise self._fatal
         return dict(self.counts)
 
     async def _supervise(self, workers: list[asyncio.Task[None]]) -> None:
@@ -266,6 +298,9 @@ class Consumer:
         try:
             while pending and not self._stopping.is_set():
                 d = pending.pop(0)
+                if d.lost:  # the extender found its lease gone: another claim has the row
+                    self._skip_lost(d)
+                    continue
                 if group is None:
                     await self._settle(conn, d, await self._handle(conn, d))
                     self._held.discard(d)
@@ -299,6 +334,16 @@ class Consumer:
                 group.take()
             self._held.difference_update(claimed)
 
+    def _skip_lost(self, d: Delivery) -> None:
+        d.settled = True
+        self._held.discard(d)
+        log.warning(
+            "queue %s: message %s lost its lease before its handler started: not handled here",
+            self.queue.name,
+            d.message.id,
+        )
+        self.counts["lease_lost"] += 1
+
     async def _release_elsewhere(self, deliveries: list[Delivery]) -> None:
         """Give back leases on a fresh connection when the worker's own one is gone."""
         if not deliveries or not isinstance(self.form, LeaseForm):
@@ -318,11 +363,45 @@ class Consumer:
 
     async def _call_handler(self, d: Delivery, ctx: Ctx) -> Outcome:
         try:
-            result = self.handle(d.message, ctx)
+            if self._sync_handler:
+                result: Any = asyncio.to_thread(self.handle, d.message, ctx)
+            else:
+                result = self.handle(d.message, ctx)
             if self.handler_timeout is None:
                 outcome = await result
             else:
                 outcome = await asyncio.wait_for(result, self.handler_timeout)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the consumer itself is cancelled (stop_timeout, the caller)
+            log.exception(
+                "queue %s: handler for message %s raised CancelledError: taken as retry()",
+                self.queue.name,
+                d.message.id,
+            )
+            return retry()
+        except (KeyboardInterrupt, SystemExit) as exc:
+            log.error(
+                "queue %s: handler for message %s raised %s: stopping the consumer "
+                "(the message is taken as retry())",
+                self.queue.name,
+                d.message.id,
+                type(exc).__name__,
+            )
+            if self._fatal is None:
+                self._fatal = exc
+            self.stop()
+            return retry()
+        except ConnectionLost:
+            if ctx.db is not None and ctx.db.closed:
+                raise  # the worker's own connection (ctx.db) is gone: a connection loss
+            log.exception(
+                "queue %s: handler for message %s raised: taken as retry()",
+                self.queue.name,
+                d.message.id,
+            )
+            return retry()
         except TimeoutError:
             log.error(
                 "queue %s: handler for message %s ran past %ss: taken as retry()",
@@ -331,7 +410,7 @@ class Consumer:
                 self.handler_timeout,
             )
             return retry()
-        except Exception:
+        except (Exception, GeneratorExit):
             log.exception(
                 "queue %s: handler for message %s raised: taken as retry()",
                 self.queue.name,
@@ -354,6 +433,7 @@ class Consumer:
         ctx = Ctx(
             attempt=d.attempt, db=conn if self.form.transactional else None, queue=self.queue.name
         )
+        d.started = True
         if self.form.transactional:
             await self.form.begin_handler(conn, d)
         try:

@@ -89,17 +89,20 @@ def test_golden(case: str) -> None:
 # bytes pin the SQL, this pins the shape in words a reviewer can check against the outcome table.
 STEPS = {
     ("lease_group_deadletter", "jobs"): (
-        "schema enqueue claim extend ack drop retry retry_after dead_letter release"
+        "schema enqueue claim extend ack drop retry retry_after dead_letter release unclaim"
     ),
     (
         "row_lock_table_deadletter",
         "mail",
     ): "schema enqueue claim ack drop retry retry_after dead_letter",
     ("advisory_minimal", "hooks"): "schema enqueue claim lock take ack drop unlock",
-    ("no_attempt_no_retry_after", "leased"): "schema enqueue claim extend ack drop retry release",
+    (
+        "no_attempt_no_retry_after",
+        "leased",
+    ): "schema enqueue claim extend ack drop retry release unclaim",
     ("no_attempt_no_retry_after", "locked"): "schema enqueue claim ack drop",
     ("override_and_custom", "tasks"): (
-        "schema enqueue claim extend ack drop retry retry_after dead_letter release "
+        "schema enqueue claim extend ack drop retry retry_after dead_letter release unclaim "
         "custom.bump custom.park"
     ),
 }

@@ -80,6 +80,12 @@ UPDATE `exports_queue`
 SET `lane` = %(dead_group)s
 WHERE `id` = %(id)s;
 
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+UPDATE `exports_queue`
+SET `attempt` = `attempt` - 1
+WHERE `id` = %(id)s;
+
 -- name: unlock
 -- Releases the named locks of the rows ids (a JSON array) held by this session.
 SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', j.qgen_id)) AS unlocked

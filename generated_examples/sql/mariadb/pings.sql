@@ -66,3 +66,9 @@ WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
 UPDATE `pings`
 SET `leased_until` = NULL
 WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
+UPDATE `pings`
+SET `leased_until` = NULL
+WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;

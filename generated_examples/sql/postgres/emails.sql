@@ -91,3 +91,9 @@ FROM moved;
 UPDATE "emails_queue"
 SET "locked_until" = NULL
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+UPDATE "emails_queue"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
+WHERE "id" = %(id)s AND "locked_until" = %(token)s;

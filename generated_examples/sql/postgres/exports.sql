@@ -79,6 +79,12 @@ UPDATE "exports_queue"
 SET "lane" = %(dead_group)s
 WHERE "id" = %(id)s;
 
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+UPDATE "exports_queue"
+SET "attempt" = "attempt" - 1
+WHERE "id" = %(id)s;
+
 -- name: unlock
 -- Releases the advisory keys of the rows ids (a JSON array) held by this connection.
 SELECT pg_advisory_unlock(hashtextextended('qgen:exports_queue:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked

@@ -86,6 +86,12 @@ UPDATE "orders_queue"
 SET "locked_until" = NULL
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+UPDATE "orders_queue"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
+WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.
 UPDATE orders_queue SET queue = 'orders_parked', locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;

@@ -94,6 +94,12 @@ INSERT INTO "webhooks_dead" ("id", "payload", "attempt", "retry_after", "process
 SELECT "id", "payload", "attempt", "retry_after", "processed_at"
 FROM moved;
 
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+UPDATE "webhooks_queue"
+SET "attempt" = "attempt" - 1
+WHERE "id" = %(id)s;
+
 -- name: unlock
 -- Releases the advisory keys of the rows ids (a JSON array) held by this connection.
 SELECT pg_advisory_unlock(hashtextextended('qgen:webhooks_queue:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked

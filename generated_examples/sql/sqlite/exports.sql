@@ -63,3 +63,9 @@ UPDATE exports_queue SET retry_after = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' 
 UPDATE "exports_queue"
 SET "lane" = :dead_group
 WHERE "id" = :id;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+UPDATE "exports_queue"
+SET "attempt" = "attempt" - 1
+WHERE "id" = :id;

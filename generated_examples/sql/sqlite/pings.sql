@@ -63,3 +63,9 @@ WHERE "ping_id" = :id AND "leased_until" = :token;
 UPDATE "pings"
 SET "leased_until" = NULL
 WHERE "ping_id" = :id AND "leased_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
+UPDATE "pings"
+SET "leased_until" = NULL
+WHERE "ping_id" = :id AND "leased_until" = :token;

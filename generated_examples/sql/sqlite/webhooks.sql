@@ -76,3 +76,9 @@ FROM "webhooks_queue"
 WHERE "id" = :id;
 DELETE FROM "webhooks_queue"
 WHERE "id" = :id;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+UPDATE "webhooks_queue"
+SET "attempt" = "attempt" - 1
+WHERE "id" = :id;

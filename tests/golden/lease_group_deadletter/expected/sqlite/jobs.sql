@@ -86,3 +86,9 @@ WHERE "id" = :id AND "locked_until" = :token;
 UPDATE "jobs"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+UPDATE "jobs"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
+WHERE "id" = :id AND "locked_until" = :token;

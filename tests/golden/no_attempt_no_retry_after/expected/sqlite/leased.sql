@@ -63,3 +63,9 @@ WHERE "id" = :id AND "locked_until" = :token;
 UPDATE "leased"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
+UPDATE "leased"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;

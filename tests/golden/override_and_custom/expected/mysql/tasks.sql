@@ -85,6 +85,12 @@ UPDATE `tasks`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+UPDATE `tasks`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.
 UPDATE tasks SET attempt = GREATEST(attempt - 1, 1), locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;

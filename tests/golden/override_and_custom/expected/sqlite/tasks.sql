@@ -80,6 +80,12 @@ UPDATE "tasks"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
 
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+UPDATE "tasks"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
+WHERE "id" = :id AND "locked_until" = :token;
+
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.
 UPDATE tasks SET attempt = MAX(attempt - 1, 1), locked_until = NULL WHERE id = :id AND locked_until = :token;
