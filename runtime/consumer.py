@@ -522,13 +522,25 @@ class Consumer:
                 try:
                     if conn is None or conn.closed:
                         conn = await connect(self.db_url)
-                    for d in list(self._held):
-                        if await self.form.extend(conn, d):
-                            self.counts["extended"] += 1
+                    # the writer turn first, then each delivery's lock, never the other way
+                    # round: a settlement holding a delivery's lock may wait for the writer
+                    # turn (SQLite), so a delivery being settled now is skipped, not awaited
+                    async with conn.writing():
+                        for d in list(self._held):
+                            if d.lock.locked():
+                                continue
+                            if await self.form.extend(conn, d):
+                                self.counts["extended"] += 1
                 except BrokerError as exc:
                     log.warning(
                         "queue %s: lease extension failed (%s); retrying", self.queue.name, exc
                     )
+                except Exception:
+                    # never the end of drain()/run(): the next round tries on a fresh connection
+                    log.exception("queue %s: lease extension failed; retrying", self.queue.name)
+                    if conn is not None:
+                        await conn.close()
+                        conn = None
         finally:
             if conn is not None:
                 await conn.close()

@@ -194,7 +194,7 @@ def test_advisory_failed_statement_still_unlocks_and_the_row_returns(engine):
             await qt.enqueue({"n": 1})
             async with await runtime.connect(qt.url) as db:
                 (d,) = await form.claim(db, 1, None)
-                with pytest.raises(Exception):  # noqa: B017 - the engine's own error type
+                with pytest.raises(runtime.DatabaseError):
                     await form.settle(db, d, decide(qt.queue, d, runtime.ack()))
             async with await runtime.connect(qt.url) as other:
                 (again,) = await form.claim(other, 1, None)

@@ -22,7 +22,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from runtime.dialects import DIALECTS
-from runtime.drivers.base import Connection, Params, Row, first_line, import_driver, redact_url
+from runtime.drivers.base import (
+    Connection,
+    Params,
+    Row,
+    database_error,
+    first_line,
+    import_driver,
+    redact_url,
+)
 from runtime.errors import ConnectionLost
 
 if TYPE_CHECKING:
@@ -41,6 +49,9 @@ class PostgresConnection(Connection):
     def __init__(self, pg: psycopg.AsyncConnection[Row], url: str) -> None:
         super().__init__(url, DIALECTS["postgres"])
         self._pg = pg
+        import psycopg
+
+        self._driver_error = psycopg.Error
 
     # ------------------------------------------------------------ statements
     # Each method repeats the same small try/except instead of sharing a wrapper: this is the
@@ -54,6 +65,8 @@ class PostgresConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
         return cur.rowcount
 
@@ -68,6 +81,8 @@ class PostgresConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
 
     async def fetchone(self, sql: str, params: Params | None = None) -> Row | None:
@@ -81,6 +96,8 @@ class PostgresConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
 
     async def executemany(self, sql: str, seq_of_params: Sequence[Params]) -> None:
@@ -92,6 +109,8 @@ class PostgresConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
 
     # ---------------------------------------------------------- transactions
@@ -118,6 +137,8 @@ class PostgresConnection(Connection):
             # A failed COMMIT (deferred constraint, serialization failure) ends the
             # transaction on PostgreSQL; libpq's status says whether one is still open.
             self._in_transaction = self._libpq_in_transaction()
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
         self._in_transaction = False
 
@@ -133,6 +154,8 @@ class PostgresConnection(Connection):
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
             self._in_transaction = self._libpq_in_transaction()
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
         self._in_transaction = False
 
@@ -145,6 +168,8 @@ class PostgresConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
 
     def _after_cancel(self) -> None:
