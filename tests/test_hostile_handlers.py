@@ -195,6 +195,19 @@ def test_a_sync_handler_runs_in_a_worker_thread(engine, form):
     run(go())
 
 
+def test_a_plain_def_returning_a_coroutine_is_awaited(engine):
+    async def go() -> None:
+        qt = await make_queue(engine, "lease")
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2})
+            consumer = runtime.Consumer(qt.url, qt.queue, lambda m, c: _ack(m, c))
+            assert await asyncio.wait_for(consumer.drain(), 30) == {"ack": 2}
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 def test_a_sync_handler_cannot_be_transactional():
     queue = runtime.Queue.__new__(runtime.Queue)
     with pytest.raises(runtime.ConfigurationError, match="async handler"):
