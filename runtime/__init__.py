@@ -15,40 +15,49 @@ from runtime.errors import (
     BrokerError,
     ConfigurationError,
     ConnectionLost,
+    DatabaseError,
     DialectMismatch,
     LeaseLost,
+    PayloadError,
     RenderedFileError,
     ServerTooOld,
     UnknownCustomEvent,
 )
-from runtime.outcomes import Outcome, ack, custom, drop, retry, retry_after
+from runtime.outcomes import MAX_DELAY_S, Outcome, ack, custom, drop, retry, retry_after
+from runtime.payloads import Decoder, Encoder
 from runtime.queue import Queue
 from runtime.rendered import read_rendered
 
 
-def load(path: str | Path) -> Queue:
+def load(path: str | Path, encoder: Encoder | None = None, decoder: Decoder | None = None) -> Queue:
     """Load a rendered file: ``queue = runtime.load("sql/postgres/orders.sql")``.
 
-    An outbox file gives an Outbox (``put``, ``relay``) instead of a Queue.
+    An outbox file gives an Outbox (``put``, ``relay``) instead of a Queue. Payloads are JSON
+    values; ``encoder`` turns any other value into one (called for each value JSON cannot
+    carry, e.g. ``lambda v: {"$dt": v.isoformat()}``) and ``decoder`` is called with every
+    decoded JSON object (dict) and returns what stands for it, on enqueue and delivery alike.
     """
     rendered = read_rendered(path)
     if rendered.header.kind == "outbox":
         from runtime.outbox import Outbox
 
-        return Outbox(rendered)  # type: ignore[return-value]
-    return Queue(rendered)
+        return Outbox(rendered, encoder=encoder, decoder=decoder)  # type: ignore[return-value]
+    return Queue(rendered, encoder=encoder, decoder=decoder)
 
 
 __all__ = [
+    "MAX_DELAY_S",
     "BrokerError",
     "ConfigurationError",
     "ConnectionLost",
     "Consumer",
     "Ctx",
+    "DatabaseError",
     "DialectMismatch",
     "LeaseLost",
     "Message",
     "Outcome",
+    "PayloadError",
     "Queue",
     "RenderedFileError",
     "ServerTooOld",

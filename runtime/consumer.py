@@ -4,25 +4,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from runtime.backoff import Backoff, Outage
 from runtime.connect import connect
 from runtime.delivery import Batch, Ctx, Delivery, Message
 from runtime.drivers.base import Connection
-from runtime.errors import BrokerError, ConnectionLost, LeaseLost, UnknownCustomEvent
+from runtime.errors import (
+    BrokerError,
+    ConfigurationError,
+    ConnectionLost,
+    LeaseLost,
+    PayloadError,
+    UnknownCustomEvent,
+)
 from runtime.forms import LeaseForm, form_for
 from runtime.outcomes import Outcome, retry
+from runtime.payloads import decode_payload
 from runtime.queue import Queue, check_dialect
-from runtime.settle import Decision, decide
+from runtime.settle import Decision, dead_letter_now, decide
 
 log = logging.getLogger("runtime")
 
-Handler = Callable[[Message, Ctx], Awaitable[Outcome]]
+#: ``async def handle(message, ctx)``, or a plain ``def`` run in a worker thread
+Handler = Callable[[Message, Ctx], Awaitable[Outcome] | Outcome]
+
+
+def _is_async(handle: Any) -> bool:
+    """An ``async def`` (also as a partial, or an object whose ``__call__`` is one)."""
+    return inspect.iscoroutinefunction(handle) or inspect.iscoroutinefunction(type(handle).__call__)
+
 
 #: drain() gives up after this many failed batches in a row (run() keeps backing off)
 MAX_FAILED_BATCHES = 5
@@ -90,6 +107,13 @@ class Consumer:
     connect timeout). A connection the server refuses for a reason retrying cannot fix (wrong
     password, role or database, an sslmode the server cannot meet) raises
     ``ConfigurationError`` at once from both.
+
+    ``handle`` is ``async def handle(message, ctx)``; a plain ``def`` works too and runs in a
+    worker thread (``asyncio.to_thread``), one per delivery in flight, so it may block; its
+    ``ctx.db`` is None (transactional mode needs an async handler: ``ctx.db`` is the worker's
+    async connection). A handler that raises (CancelledError and GeneratorExit included) is
+    a retry; KeyboardInterrupt or SystemExit from a handler stops the consumer as ``stop()``
+    does, and is raised again once it has stopped.
     """
 
     def __init__(
@@ -116,6 +140,12 @@ class Consumer:
                 "outage_timeout must be at least 0 and max_reconnect_interval more than 0 "
                 f"(got {outage_timeout} and {max_reconnect_interval})"
             )
+        self._sync_handler = not _is_async(handle)
+        if self._sync_handler and transactional:
+            raise ConfigurationError(
+                "transactional=True needs an async handler (ctx.db is an async connection): "
+                "make the handler `async def`, or consume without transactional=True"
+            )
         self.db_url = db_url
         self.queue = queue
         self.handle = handle
@@ -136,9 +166,13 @@ class Consumer:
         self.counts: Counter[str] = Counter()
         self._stopping = asyncio.Event()
         self._held: set[Delivery] = set()  # claimed, not yet settled (lease extension)
+        #: a KeyboardInterrupt or SystemExit a handler raised: re-raised once stopped
+        self._fatal: BaseException | None = None
 
     def stop(self) -> None:
-        """Ask the workers to finish: in-flight deliveries settle, unstarted rows are given back."""
+        """Ask the workers to finish: in-flight deliveries settle, unstarted rows are given back.
+
+        Called before ``run()`` or ``drain()``, that call returns at once."""
         self._stopping.set()
 
     async def drain(self) -> dict[str, int]:
@@ -150,7 +184,10 @@ class Consumer:
         return await self._run(until_empty=False)
 
     async def _run(self, until_empty: bool) -> dict[str, int]:
-        self._stopping.clear()
+        if self._stopping.is_set():  # stop() came first
+            self._stopping.clear()
+            return dict(self.counts)
+        self._fatal = None
         self._outage = Outage(self.queue.name)  # each drain() has its own outage_timeout
         extender = None
         if isinstance(self.form, LeaseForm):
@@ -159,10 +196,13 @@ class Consumer:
         try:
             await self._supervise(workers)
         finally:
+            self._stopping.clear()  # the consumer can run again
             if extender is not None:
                 extender.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await extender
+        if self._fatal is not None:
+            raise self._fatal
         return dict(self.counts)
 
     async def _supervise(self, workers: list[asyncio.Task[None]]) -> None:
@@ -330,6 +370,9 @@ class Consumer:
         try:
             while pending and not self._stopping.is_set():
                 d = pending.pop(0)
+                if d.lost:  # the extender found its lease gone: another claim has the row
+                    self._skip_lost(d)
+                    continue
                 if group is None:
                     await self._settle(conn, d, await self._handle(conn, d))
                     self._held.discard(d)
@@ -363,6 +406,16 @@ class Consumer:
                 group.take()
             self._held.difference_update(claimed)
 
+    def _skip_lost(self, d: Delivery) -> None:
+        d.settled = True
+        self._held.discard(d)
+        log.warning(
+            "queue %s: message %s lost its lease before its handler started: not handled here",
+            self.queue.name,
+            d.message.id,
+        )
+        self.counts["lease_lost"] += 1
+
     async def _release_elsewhere(self, deliveries: list[Delivery]) -> None:
         """Give back leases on a fresh connection when the worker's own one is gone (one try:
         when the database is away they return as their leases expire)."""
@@ -383,11 +436,47 @@ class Consumer:
 
     async def _call_handler(self, d: Delivery, ctx: Ctx) -> Outcome:
         try:
-            result = self.handle(d.message, ctx)
+            if self._sync_handler:
+                result: Any = asyncio.to_thread(self.handle, d.message, ctx)
+            else:
+                result = self.handle(d.message, ctx)
             if self.handler_timeout is None:
                 outcome = await result
             else:
                 outcome = await asyncio.wait_for(result, self.handler_timeout)
+            if inspect.isawaitable(outcome):  # a plain def that returned a coroutine
+                outcome = await outcome
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the consumer itself is cancelled (stop_timeout, the caller)
+            log.exception(
+                "queue %s: handler for message %s raised CancelledError: taken as retry()",
+                self.queue.name,
+                d.message.id,
+            )
+            return retry()
+        except (KeyboardInterrupt, SystemExit) as exc:
+            log.error(
+                "queue %s: handler for message %s raised %s: stopping the consumer "
+                "(the message is taken as retry())",
+                self.queue.name,
+                d.message.id,
+                type(exc).__name__,
+            )
+            if self._fatal is None:
+                self._fatal = exc
+            self.stop()
+            return retry()
+        except ConnectionLost:
+            if ctx.db is not None and ctx.db.closed:
+                raise  # the worker's own connection (ctx.db) is gone: a connection loss
+            log.exception(
+                "queue %s: handler for message %s raised: taken as retry()",
+                self.queue.name,
+                d.message.id,
+            )
+            return retry()
         except TimeoutError:
             log.error(
                 "queue %s: handler for message %s ran past %ss: taken as retry()",
@@ -396,7 +485,7 @@ class Consumer:
                 self.handler_timeout,
             )
             return retry()
-        except Exception:
+        except (Exception, GeneratorExit):
             log.exception(
                 "queue %s: handler for message %s raised: taken as retry()",
                 self.queue.name,
@@ -419,8 +508,15 @@ class Consumer:
         ctx = Ctx(
             attempt=d.attempt, db=conn if self.form.transactional else None, queue=self.queue.name
         )
+        d.started = True
         if self.form.transactional:
             await self.form.begin_handler(conn, d)
+        try:
+            d.message = replace(
+                d.message, payload=decode_payload(d.message.payload, self.queue.decoder)
+            )
+        except PayloadError as exc:
+            return self._undecodable(d, exc)
         try:
             outcome = await self._call_handler(d, ctx)
         except asyncio.CancelledError:
@@ -432,6 +528,20 @@ class Consumer:
             log.error("%s: taken as retry()", exc)
             self.counts["unknown_custom"] += 1
             return decide(self.queue, d, retry())
+
+    def _undecodable(self, d: Delivery, exc: PayloadError) -> Decision:
+        """A stored payload the decoder refuses: never handled; to the dead letter at once, or
+        (with none declared) a failure like any other."""
+        decision = dead_letter_now(self.queue, d)
+        log.error(
+            "queue %s: message %s cannot be decoded (%s): %s",
+            self.queue.name,
+            d.message.id,
+            exc,
+            "moved to the dead letter" if decision else "taken as retry()",
+        )
+        self.counts["undecodable"] += 1
+        return decision or decide(self.queue, d, retry())
 
     async def _handle_grouped(self, conn: Connection, d: Delivery, group: _Group) -> None:
         """Run the handler; its settlement joins the group, written when the window closes."""
@@ -510,9 +620,15 @@ class Consumer:
                         continue
                     self._outage.back()
                 try:
-                    for d in list(self._held):
-                        if await self.form.extend(conn, d):
-                            self.counts["extended"] += 1
+                    # the writer turn first, then each delivery's lock, never the other way
+                    # round: a settlement holding a delivery's lock may wait for the writer
+                    # turn (SQLite), so a delivery being settled now is skipped, not awaited
+                    async with conn.writing():
+                        for d in list(self._held):
+                            if d.lock.locked():
+                                continue
+                            if await self.form.extend(conn, d):
+                                self.counts["extended"] += 1
                     backoff.reset()
                 except ConnectionLost as exc:
                     log.info(

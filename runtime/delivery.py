@@ -37,6 +37,8 @@ class Delivery:
     token: Any = None
     settled: bool = False
     lost: bool = False
+    #: its handler started (a row given back before that does not use up an attempt)
+    started: bool = False
     #: serialises the lease extension with the settlement, so neither sees a stale token
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     conn: Connection | None = None

@@ -33,3 +33,13 @@ class UnknownCustomEvent(BrokerError):
 
 class ConfigurationError(BrokerError):
     """A URL, driver or argument the runtime cannot use (names what is wrong and the fix)."""
+
+
+class PayloadError(BrokerError):
+    """A payload that cannot be stored the same way on every engine (refused at enqueue, nothing
+    written), or a stored payload that cannot be decoded (its message goes to the dead letter)."""
+
+
+class DatabaseError(BrokerError):
+    """The database refused a statement (a lock wait, a constraint, SQLite busy past its
+    timeout…); the driver's own exception is kept as ``__cause__``."""

@@ -23,9 +23,10 @@ from runtime.connect import connect
 from runtime.delivery import Ctx, Message
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
-from runtime.errors import ConfigurationError
-from runtime.outcomes import Outcome, retry
-from runtime.queue import check_dialect, decode_payload, delay_seconds, encode_payload
+from runtime.errors import ConfigurationError, PayloadError
+from runtime.outcomes import Outcome, delay_seconds, retry
+from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
+from runtime.queue import check_dialect
 from runtime.rendered import RenderedFile
 from runtime.steps import run_step
 
@@ -73,8 +74,13 @@ def _utc(value: Any) -> datetime | None:
 class Outbox:
     """A loaded outbox file: ``outbox = runtime.load("sql/sqlite/outbox.sql")``."""
 
-    def __init__(self, rendered: RenderedFile) -> None:
+    def __init__(
+        self, rendered: RenderedFile, encoder: Encoder | None = None, decoder: Decoder | None = None
+    ) -> None:
         self.rendered = rendered
+        #: payload hooks, as a Queue's (runtime.payloads)
+        self.encoder = encoder
+        self.decoder = decoder
 
     def __repr__(self) -> str:
         return f"<Outbox {self.name} table={self.table} dialect={self.dialect.name}>"
@@ -104,7 +110,11 @@ class Outbox:
                     f"outbox '{self.name}' has no {field} column: put without {field}=, or "
                     f"declare columns.{field} under [outbox] and render again"
                 )
-        return {"payload": encode_payload(payload), "topic": topic, "record_key": key}
+        return {
+            "payload": encode_payload(payload, self.encoder),
+            "topic": topic,
+            "record_key": key,
+        }
 
     async def put(
         self, db: Connection, payload: Any, topic: str | None = None, key: str | None = None
@@ -138,7 +148,11 @@ class Outbox:
         """Delete the records marked more than ``age_s`` seconds ago (the database's clock);
         unmarked records stay. Returns how many it deleted. ``await outbox.prune(db, 86400)``"""
         check_dialect(self.rendered, db)
-        result = await run_step(db, self.rendered.require("prune"), {"age_s": delay_seconds(age_s)})
+        result = await run_step(
+            db,
+            self.rendered.require("prune"),
+            {"age_s": delay_seconds(age_s, "age_s", maximum=None)},
+        )
         return result.rowcount or 0
 
     # ----------------------------------------------------------------- relaying
@@ -230,7 +244,11 @@ class Outbox:
                 if row["id"] in seen:
                     continue
                 handed += 1
-                label = await self._hand(conn, handle, self._message(row))
+                message = self._message(row)
+                if message is None:
+                    label = "retry"
+                else:
+                    label = await self._hand(conn, handle, message, row["payload"])
                 report[label] = report.get(label, 0) + 1
                 if label in _LEAVES:
                     left.append(row["id"])
@@ -239,22 +257,35 @@ class Outbox:
             await conn.commit()
         return handed
 
-    @staticmethod
-    def _message(row: dict[str, Any]) -> OutboxMessage:
+    def _message(self, row: dict[str, Any]) -> OutboxMessage | None:
+        """The record as the handler sees it; None (logged, left unmarked) when its payload
+        cannot be decoded: it never fails the batch."""
+        try:
+            payload = decode_payload(row["payload"], self.decoder)
+        except PayloadError as exc:
+            log.error(
+                "outbox %s: record %s cannot be decoded (%s): left unmarked",
+                self.name,
+                row["id"],
+                exc,
+            )
+            return None
         return OutboxMessage(
             id=row["id"],
-            payload=decode_payload(row["payload"]),
+            payload=payload,
             topic=row.get("topic"),
             key=row.get("key"),
             created_at=_utc(row.get("created_at")),
         )
 
-    async def _hand(self, conn: Connection, handle: Handler, message: OutboxMessage) -> str:
+    async def _hand(
+        self, conn: Connection, handle: Handler, message: OutboxMessage, stored: Any
+    ) -> str:
         """Hand one record to the handler and run its outcome's statement; returns the label."""
         outcome = await self._call(handle, message)
         params = {
             "id": message.id,
-            "payload": encode_payload(message.payload),
+            "payload": stored,
             "topic": message.topic,
             "record_key": message.key,
         }

@@ -2,8 +2,34 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import timedelta
+
+#: the longest delay retry_after() and enqueue(delay=) accept: one year, in seconds
+MAX_DELAY_S = 365 * 24 * 3600.0
+
+
+def delay_seconds(
+    delay: float | timedelta, what: str = "delay", maximum: float | None = MAX_DELAY_S
+) -> float:
+    """A delay as the seconds the database adds to its own clock, in milliseconds (what every
+    engine keeps); ValueError for NaN, an infinity, a negative delay or one past ``maximum``.
+
+    ``delay_seconds(timedelta(minutes=1))`` → ``60.0``
+    """
+    try:
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{what} must be a number of seconds or a timedelta, not {delay!r}"
+        ) from None
+    if math.isnan(seconds) or seconds < 0 or (maximum is not None and seconds > maximum):
+        limit = "" if maximum is None else f" up to {maximum:g} s (runtime.MAX_DELAY_S)"
+        raise ValueError(f"{what} must be from 0{limit}, not {delay!r}")
+    if math.isinf(seconds):
+        raise ValueError(f"{what} must be finite, not {delay!r}")
+    return round(seconds, 3)
 
 
 @dataclass(frozen=True)
@@ -39,10 +65,10 @@ def retry() -> Outcome:
 
 
 def retry_after(delay: float | timedelta) -> Outcome:
-    """Deliver again after a delay kept in the row: ``return runtime.retry_after(30)``."""
-    seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
-    # the database adds this to its own clock; milliseconds are what every engine keeps
-    return Outcome("retry_after", delay_s=round(min(max(seconds, 0.0), 1e9), 3))
+    """Deliver again after a delay kept in the row: ``return runtime.retry_after(30)``.
+
+    ValueError at the call for NaN, an infinity, a negative delay or one past MAX_DELAY_S."""
+    return Outcome("retry_after", delay_s=delay_seconds(delay, "retry_after's delay"))
 
 
 def custom(name: str) -> Outcome:

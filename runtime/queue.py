@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -11,30 +10,13 @@ from typing import Any
 
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
-from runtime.errors import ConfigurationError, DialectMismatch
+from runtime.errors import ConfigurationError, DialectMismatch, PayloadError
+from runtime.outcomes import delay_seconds
+from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
 from runtime.rendered import RenderedFile
 from runtime.steps import run_step
 
-
-def encode_payload(payload: Any) -> str:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-
-
-def decode_payload(value: Any) -> Any:
-    """Payloads are JSON: PostgreSQL's driver hands back objects, the others text."""
-    if isinstance(value, str):
-        return json.loads(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return json.loads(bytes(value).decode())
-    return value
-
-
-def delay_seconds(delay: float | timedelta | None) -> float | None:
-    if delay is None:
-        return None
-    seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
-    # milliseconds are what every engine keeps; a billion seconds is beyond any real delay
-    return round(min(max(seconds, 0.0), 1e9), 3)
+__all__ = ["Queue", "check_dialect", "decode_payload", "delay_seconds", "encode_payload"]
 
 
 def check_dialect(rendered: RenderedFile, conn: Connection) -> None:
@@ -52,10 +34,14 @@ def check_dialect(rendered: RenderedFile, conn: Connection) -> None:
 class Queue:
     """A queue loaded from its rendered file: ``queue = runtime.load("sql/sqlite/orders.sql")``.
 
-    Its settings are the file's typed header, checked when the file was read.
+    Its settings are the file's typed header, checked when the file was read. ``encoder`` and
+    ``decoder`` widen the payload types (see runtime.payloads): the encoder turns a value
+    JSON cannot carry into one it can, the decoder gets every decoded JSON object.
     """
 
     rendered: RenderedFile
+    encoder: Encoder | None = None
+    decoder: Decoder | None = None
 
     @cached_property
     def name(self) -> str:
@@ -108,9 +94,9 @@ class Queue:
                 "enqueue without delay=, or declare columns.retry_after and render again"
             )
         return {
-            "payload": encode_payload(payload),
+            "payload": encode_payload(payload, self.encoder),
             "group": group if group is not None else self.default_group,
-            "delay_s": delay_seconds(delay),
+            "delay_s": None if delay is None else delay_seconds(delay),
         }
 
     async def enqueue(
@@ -121,7 +107,10 @@ class Queue:
         group: str | None = None,
     ) -> int | None:
         """Add one message, inside the caller's transaction if one is open; returns its id where
-        the engine reports it. ``await queue.enqueue(db, {"order": 7}, delay=30)``"""
+        the engine reports it. ``await queue.enqueue(db, {"order": 7}, delay=30)``
+
+        A payload an engine could not keep as it is raises PayloadError, nothing written; a
+        delay that is NaN, infinite, negative or past MAX_DELAY_S raises ValueError."""
         check_dialect(self.rendered, db)
         result = await run_step(
             db, self.rendered.require("enqueue"), self._enqueue_params(payload, delay, group)
@@ -135,10 +124,18 @@ class Queue:
         delay: float | timedelta | None = None,
         group: str | None = None,
     ) -> int:
-        """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``"""
+        """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``
+
+        Every payload is checked first: one that cannot be stored raises PayloadError and
+        nothing of the batch is written."""
         check_dialect(self.rendered, db)
         (sql,) = self.rendered.require("enqueue")
-        params = [self._enqueue_params(p, delay, group) for p in payloads]
+        params = []
+        for i, p in enumerate(payloads):
+            try:
+                params.append(self._enqueue_params(p, delay, group))
+            except PayloadError as exc:
+                raise PayloadError(f"item {i} of the batch: {exc}") from None
         if params:
             await db.executemany(sql, params)
         return len(params)

@@ -25,19 +25,33 @@ class Decision:
     commits_handler_writes: bool
 
 
-def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
-    """Turn a handler's outcome into the statement that settles it."""
-    r = queue.rendered
-    kind = outcome.kind
-    params: dict[str, Any] = {
+def _params(queue: Queue, delivery: Delivery, outcome: Outcome | None) -> dict[str, Any]:
+    return {
         "id": delivery.message.id,
         "token": delivery.token,
         "group": delivery.message.group,
         "attempt": delivery.attempt,
         "dead_group": queue.dead_group,
         "lease_s": queue.lease_s,
-        "delay_s": outcome.delay_s,
+        "delay_s": outcome.delay_s if outcome is not None else None,
     }
+
+
+def dead_letter_now(queue: Queue, delivery: Delivery) -> Decision | None:
+    """Move the row to its dead letter whatever its attempt (a payload that cannot be
+    decoded will never be handled); None when the queue declares no dead letter."""
+    if not queue.rendered.get("dead_letter"):
+        return None
+    return Decision(
+        "dead_letter", "dead_letter", _params(queue, delivery, None), commits_handler_writes=False
+    )
+
+
+def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
+    """Turn a handler's outcome into the statement that settles it."""
+    r = queue.rendered
+    kind = outcome.kind
+    params = _params(queue, delivery, outcome)
     if kind == "custom":
         name = f"custom.{outcome.name}"
         if not r.get(name):

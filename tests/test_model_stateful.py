@@ -246,7 +246,10 @@ class QueueMachine(RuleBasedStateMachine):
     def check_claimed(self, got: list[RuntimeDelivery], expected: list[Delivery]) -> list[Held]:
         """The runtime claimed the rows the model says, with the same attempt, payload, group."""
 
-        runtime = sorted((d.message.id, d.message.payload, d.message.group, d.attempt) for d in got)
+        runtime = sorted(
+            (d.message.id, decode_payload(d.message.payload), d.message.group, d.attempt)
+            for d in got
+        )
         model = sorted((d.id, d.payload, d.group, d.attempt) for d in expected)
         assert runtime == model, (
             f"claimed (id, payload, group, attempt) {runtime}, the model says {model}"
@@ -562,6 +565,7 @@ class LeaseMachine(QueueMachine):
         """Dropped unsettled (after the handler wrote): the lease is released at once."""
         conn = self.run(self.worker_conn(self.WORKER))
         self.run(self.handler_writes(conn, delivery))
+        delivery.runtime.started = True  # a handler ran: the count stays
         self.run(self.form.give_back(conn, delivery.runtime))
         # the Consumer re-raises the cancellation, and the batch's cleanup rolls back
         self.run(self.form.abort_batch(conn))
@@ -654,7 +658,7 @@ class AdvisoryMachine(QueueMachine):
         conn = self.run(self.worker_conn(worker))
         for h in rest:
             self.run(self.form.return_unstarted(conn, h.runtime))
-            self.model.give_back(h.model)
+            self.model.return_unstarted(h.model)
 
     @rule(delivery=consumes(QueueMachine.deliveries), outcome=st.sampled_from(list(OUTCOMES)))
     def settle(self, delivery: Held, outcome: str) -> None:
@@ -670,6 +674,7 @@ class AdvisoryMachine(QueueMachine):
         worker = delivery.model.worker
         conn = self.run(self.worker_conn(worker))
         self.run(self.handler_writes(conn, delivery))
+        delivery.runtime.started = True  # a handler ran: the count stays
         self.run(self.form.give_back(conn, delivery.runtime))
         self.run(self.form.abort_batch(conn))
         for d in self._open(worker):

@@ -10,7 +10,9 @@ contract, shared by every driver:
 * Rows come back as ``dict`` keyed by column name.
 * Outside ``begin()`` … ``commit()``/``rollback()`` every statement commits on its own.
 * A lost connection is raised as ``ConnectionLost`` (and ``closed`` turns True); every other
-  database error propagates as the driver's own exception, so callers see SQL errors as they are.
+  error the database or its driver reports is raised as ``runtime.DatabaseError`` (a
+  BrokerError) carrying the driver's message, with the driver's own exception as
+  ``__cause__`` (``exc.__cause__.sqlstate``, ``.args[0]`` for MySQL's error number).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from runtime.dialects import Dialect
-from runtime.errors import ConfigurationError, ConnectionLost
+from runtime.errors import ConfigurationError, ConnectionLost, DatabaseError
 
 #: one result row
 Row = dict[str, Any]
@@ -96,6 +98,11 @@ def first_line(exc: BaseException) -> str:
     if not text:
         return type(exc).__name__
     return " ".join(text.split())
+
+
+def database_error(exc: BaseException) -> DatabaseError:
+    """A driver's error as the runtime's DatabaseError (raise it ``from exc``)."""
+    return DatabaseError(f"{type(exc).__name__}: {first_line(exc)}")
 
 
 class Connection(abc.ABC):
@@ -198,6 +205,15 @@ class Connection(abc.ABC):
     async def _control(self, sql: str) -> None:
         """Run a transaction-control statement (drivers may skip statement preparation)."""
         await self.execute(sql)
+
+    def writing(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Hold this database's writer turn across several statements outside a transaction
+        (SQLite: the file's writer lock, see drivers/sqlite.py; a no-op on servers)::
+
+            async with conn.writing():
+                for d in held: await extend(conn, d)
+        """
+        return contextlib.nullcontext()
 
     # ------------------------------------------------------------- lifecycle
 

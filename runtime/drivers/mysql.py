@@ -19,7 +19,15 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime.dialects import DIALECTS, Dialect
-from runtime.drivers.base import Connection, Params, Row, first_line, import_driver, redact_url
+from runtime.drivers.base import (
+    Connection,
+    Params,
+    Row,
+    database_error,
+    first_line,
+    import_driver,
+    redact_url,
+)
 from runtime.errors import ConfigurationError, ConnectionLost
 
 if TYPE_CHECKING:
@@ -72,6 +80,8 @@ class MySQLConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._err.MySQLError):
+                raise database_error(exc) from exc
             raise
 
     # ------------------------------------------------------------ statements

@@ -23,7 +23,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from runtime.dialects import DIALECTS
-from runtime.drivers.base import Connection, Params, Row, first_line, import_driver, redact_url
+from runtime.drivers.base import (
+    Connection,
+    Params,
+    Row,
+    database_error,
+    first_line,
+    import_driver,
+    redact_url,
+)
 from runtime.errors import ConfigurationError, ConnectionLost
 
 if TYPE_CHECKING:
@@ -67,6 +75,9 @@ class PostgresConnection(Connection):
     def __init__(self, pg: psycopg.AsyncConnection[Row], url: str) -> None:
         super().__init__(url, DIALECTS["postgres"])
         self._pg = pg
+        import psycopg
+
+        self._driver_error = psycopg.Error
 
     # ------------------------------------------------------------ statements
     # Each method repeats the same small try/except instead of sharing a wrapper: this is the
@@ -80,6 +91,8 @@ class PostgresConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
         return cur.rowcount
 
@@ -94,6 +107,8 @@ class PostgresConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
 
     async def fetchone(self, sql: str, params: Params | None = None) -> Row | None:
@@ -107,6 +122,8 @@ class PostgresConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
 
     async def executemany(self, sql: str, seq_of_params: Sequence[Params]) -> None:
@@ -118,6 +135,8 @@ class PostgresConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
 
     # ---------------------------------------------------------- transactions
@@ -144,6 +163,8 @@ class PostgresConnection(Connection):
             # A failed COMMIT (deferred constraint, serialization failure) ends the
             # transaction on PostgreSQL; libpq's status says whether one is still open.
             self._in_transaction = self._libpq_in_transaction()
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
         self._in_transaction = False
 
@@ -159,6 +180,8 @@ class PostgresConnection(Connection):
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
             self._in_transaction = self._libpq_in_transaction()
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
         self._in_transaction = False
 
@@ -171,6 +194,8 @@ class PostgresConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._driver_error):
+                raise database_error(exc) from exc
             raise
 
     def _after_cancel(self) -> None:
@@ -271,4 +296,10 @@ async def open_postgres(url: str, conninfo: str, **kwargs: Any) -> PostgresConne
         except psycopg_mod.Error as exc:
             await pg.close()
             raise ConnectionLost(f"cannot set up {redact_url(url)}: {first_line(exc)}") from exc
+    # json/jsonb come back as their text, as on every other engine: the runtime decodes a
+    # payload one way everywhere (psycopg's own loader would hand a JSON string back as str,
+    # indistinguishable from the text of any other payload)
+    text_loader = import_driver("psycopg.types.string", "postgres").TextLoader
+    for name in ("json", "jsonb"):
+        pg.adapters.register_loader(name, text_loader)
     return PostgresConnection(pg, url)

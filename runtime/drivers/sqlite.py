@@ -3,18 +3,35 @@
 ``isolation_level=None`` turns off the sqlite3 module's implicit transactions so that begin()
 and commit() are the only ones; the file is put in WAL mode (readers do not block the writer)
 with a 30 s busy timeout and ``synchronous=NORMAL`` (durable at checkpoints, safe under WAL).
+
+SQLite has one writer per file. The connections of one process (and event loop) to the same
+file take their turn through one asyncio.Lock, the file's writer lock: begin() takes it (and
+opens ``BEGIN IMMEDIATE``) until commit() or rollback(), and a write outside a transaction
+takes it for that statement. Our own connections thus queue in order instead of sleeping and
+retrying in SQLite's busy handler, which under load starves some of them past the busy
+timeout; the busy handler is left to arbitrate only with other processes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+import os
+import weakref
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime.dialects import DIALECTS
-from runtime.drivers.base import Connection, Params, Row, first_line, import_driver, redact_url
-from runtime.errors import ConfigurationError
+from runtime.drivers.base import (
+    Connection,
+    Params,
+    Row,
+    database_error,
+    first_line,
+    import_driver,
+    redact_url,
+)
+from runtime.errors import ConfigurationError, DatabaseError
 
 if TYPE_CHECKING:
     import sqlite3
@@ -78,14 +95,41 @@ def _run_executemany(raw: sqlite3.Connection, sql: str, seq: Sequence[Params]) -
     raw.executemany(sql, seq).close()
 
 
+#: event loop → database file → the file's writer lock (asyncio locks belong to one loop)
+_WRITER_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _writer_lock(path: str) -> asyncio.Lock | None:
+    """The writer lock of this database file in the running loop (None for a private
+    in-memory database, which no other connection sees)."""
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    locks = _WRITER_LOCKS.setdefault(asyncio.get_running_loop(), {})
+    key = os.path.realpath(path)
+    lock = locks.get(key)
+    if lock is None:
+        lock = locks[key] = asyncio.Lock()
+    return lock
+
+
+def _reads_only(sql: str) -> bool:
+    return sql.lstrip()[:6].upper() == "SELECT"
+
+
 class SQLiteConnection(Connection):
     """An aiosqlite connection; statements are queued to its one worker thread, in order."""
 
-    def __init__(self, db: aiosqlite.Connection, raw: sqlite3.Connection, url: str) -> None:
+    def __init__(
+        self, db: aiosqlite.Connection, raw: sqlite3.Connection, url: str, path: str = ""
+    ) -> None:
         super().__init__(url, DIALECTS["sqlite"])
         self._db = db
         self._raw = raw
         self._close_task: asyncio.Future[None] | None = None
+        self._writer = _writer_lock(path)
+        self._holds_writer = False
         import sqlite3
 
         self._sqlite3 = sqlite3
@@ -100,30 +144,80 @@ class SQLiteConnection(Connection):
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
+            if isinstance(exc, self._sqlite3.Error):
+                raise database_error(exc) from exc
             raise
 
+    async def _write(self, fn: Callable[..., T], sql: str, params: Any) -> T:
+        """Run a statement; one that writes, outside a transaction, takes the writer lock."""
+        if self._writer is None or self._holds_writer or _reads_only(sql):
+            return await self._call(fn, sql, params)
+        await self._take_writer()
+        try:
+            return await self._call(fn, sql, params)
+        finally:
+            self._give_writer()
+
+    async def _take_writer(self) -> None:
+        assert self._writer is not None
+        try:
+            await asyncio.wait_for(self._writer.acquire(), BUSY_TIMEOUT_MS / 1000)
+        except TimeoutError:
+            raise DatabaseError(
+                f"{self.url}: another connection of this process kept the database's write "
+                f"lock for {BUSY_TIMEOUT_MS / 1000:g} s (a transaction left open?)"
+            ) from None
+        self._holds_writer = True
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        if self._writer is None or self._holds_writer:
+            yield
+            return
+        self._check_open()
+        await self._take_writer()
+        try:
+            yield
+        finally:
+            if not self._in_transaction:
+                self._give_writer()
+
+    def _give_writer(self) -> None:
+        if self._holds_writer and self._writer is not None:
+            self._holds_writer = False
+            self._writer.release()
+
     async def execute(self, sql: str, params: Params | None = None) -> int:
-        return await self._call(_run_execute, sql, {} if params is None else params)
+        return await self._write(_run_execute, sql, {} if params is None else params)
 
     async def fetchall(self, sql: str, params: Params | None = None) -> list[Row]:
-        return await self._call(_run_fetchall, sql, {} if params is None else params)
+        return await self._write(_run_fetchall, sql, {} if params is None else params)
 
     async def fetchone(self, sql: str, params: Params | None = None) -> Row | None:
-        return await self._call(_run_fetchone, sql, {} if params is None else params)
+        return await self._write(_run_fetchone, sql, {} if params is None else params)
 
     async def executemany(self, sql: str, seq_of_params: Sequence[Params]) -> None:
-        await self._call(_run_executemany, sql, list(seq_of_params))
+        await self._write(_run_executemany, sql, list(seq_of_params))
 
     async def begin(self, immediate: bool = False) -> None:
+        """Take the file's writer lock, then ``BEGIN IMMEDIATE`` (``immediate`` is always true
+        here: with our own connections queued on the lock, taking SQLite's write lock at once
+        costs nothing, and a deferred transaction that read first could only fail with BUSY
+        when it writes)."""
         self._check_begin()
-        # IMMEDIATE takes the write lock now (waiting up to busy_timeout) instead of at the first
-        # write, where a deferred transaction that already read could only fail with BUSY.
+        if self._writer is not None and not self._holds_writer:  # (inside writing(): held)
+            await self._take_writer()
         try:
-            await self._control("BEGIN IMMEDIATE" if immediate else "BEGIN")
+            await self._call(_run_execute, "BEGIN IMMEDIATE", {})
         except asyncio.CancelledError:
             # Cancelling the await does not unqueue BEGIN from aiosqlite's thread: it still
             # runs, ahead of any later statement, so the transaction counts as open.
             self._in_transaction = not self._closed
+            if not self._in_transaction:
+                self._give_writer()
+            raise
+        except BaseException:
+            self._give_writer()
             raise
         self._in_transaction = True
 
@@ -131,6 +225,7 @@ class SQLiteConnection(Connection):
         self._check_commit()
         try:
             await self._control("COMMIT")
+            self._in_transaction = False
         except asyncio.CancelledError:
             self._in_transaction = False  # COMMIT still runs on the thread
             raise
@@ -138,19 +233,27 @@ class SQLiteConnection(Connection):
             # A COMMIT refused with SQLITE_BUSY leaves the transaction open: ask sqlite.
             self._in_transaction = self._raw_in_transaction()
             raise
+        finally:
+            if not self._in_transaction:
+                self._give_writer()
         self._in_transaction = False
 
     async def rollback(self) -> None:
         if self._closed or not self._in_transaction:
+            self._give_writer()
             return
         try:
             await self._control("ROLLBACK")
+            self._in_transaction = False
         except asyncio.CancelledError:
             self._in_transaction = False
             raise
         except Exception:
             self._in_transaction = self._raw_in_transaction()
             raise
+        finally:
+            if not self._in_transaction:
+                self._give_writer()
         self._in_transaction = False
 
     async def _control(self, sql: str) -> None:
@@ -167,7 +270,10 @@ class SQLiteConnection(Connection):
     async def close(self) -> None:
         self._closed = True
         self._in_transaction = False
-        await self._close_once()
+        try:
+            await self._close_once()  # an open transaction rolls back with the handle
+        finally:
+            self._give_writer()
 
     async def abort(self) -> None:
         # No socket to drop: interrupt whatever runs now (sqlite3's interrupt() is meant to be
@@ -177,7 +283,10 @@ class SQLiteConnection(Connection):
         if self._close_task is None:
             with contextlib.suppress(Exception):
                 self._raw.interrupt()
-        await self._close_once()
+        try:
+            await self._close_once()
+        finally:
+            self._give_writer()
 
     async def _close_once(self) -> None:
         # aiosqlite's close() must run once: two of them each queue a stop for its worker
@@ -196,6 +305,7 @@ class SQLiteConnection(Connection):
     def _release_hard(self) -> None:
         # The handle was found closed under us or the connection was aborted: stop what runs
         # now and close through the one close task.
+        self._give_writer()
         with contextlib.suppress(Exception):
             self._raw.interrupt()
         if self._close_task is None:
@@ -233,7 +343,7 @@ async def open_sqlite(url: str, path: str, **kwargs: Any) -> SQLiteConnection:
         raise ConfigurationError(
             f"cannot open the SQLite database {path!r} ({redact_url(url)}): {first_line(exc)}"
         ) from exc
-    conn = SQLiteConnection(db, db._conn, url)
+    conn = SQLiteConnection(db, db._conn, url, path)
     try:
         for pragma in _PRAGMAS:
             await conn.execute(pragma)

@@ -125,8 +125,18 @@ class AdvisoryForm(Form):
         return [None] * len(items)
 
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
+        """Under its key, undo the take's count (``unclaim``), then unlock."""
         d.settled = True
-        await self.unlock(conn, [d.message.id])
+        try:
+            if (
+                not d.started
+                and conn is not None
+                and not conn.closed
+                and self.queue.rendered.get("unclaim")
+            ):
+                await self.run(conn, "unclaim", {"id": d.message.id})
+        finally:
+            await self.unlock(conn, [d.message.id])
         return True
 
     async def abort_batch(self, conn: Connection) -> None:

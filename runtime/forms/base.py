@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from runtime.delivery import Batch, Delivery, Message
 from runtime.drivers.base import Connection
 from runtime.errors import LeaseLost
-from runtime.queue import Queue, decode_payload
+from runtime.queue import Queue
 from runtime.settle import Decision
 from runtime.steps import StepResult, run_step
 
@@ -39,11 +39,12 @@ class Form:
 
     @staticmethod
     def delivery(row: dict[str, Any], token: Any = None) -> Delivery:
+        """A claimed row as a delivery; its payload stays the stored text, decoded by the
+        consumer just before the handler (a payload that cannot be decoded never fails the
+        claim, and with it the batch)."""
         attempt = row.get("attempt")
         return Delivery(
-            message=Message(
-                id=row["id"], payload=decode_payload(row["payload"]), group=row.get("group")
-            ),
+            message=Message(id=row["id"], payload=row["payload"], group=row.get("group")),
             attempt=int(attempt) if attempt is not None else None,
             token=token,
         )

@@ -103,6 +103,7 @@ class LeaseForm(Form):
             return True
 
     async def give_back(self, conn: Connection | None, d: Delivery) -> None:
+        """Clear the lease at once; for a delivery never started, undo the claim's count too."""
         async with d.lock:
             if d.settled or d.lost or conn is None or conn.closed:
                 d.settled = True
@@ -110,4 +111,6 @@ class LeaseForm(Form):
             d.settled = True
             if conn.in_transaction:
                 await conn.rollback()
-            await self.run(conn, "release", {"id": d.message.id, "token": d.token})
+            # a row whose handler never started gets its claim's count back (unclaim)
+            step = "unclaim" if not d.started and self.queue.rendered.get("unclaim") else "release"
+            await self.run(conn, step, {"id": d.message.id, "token": d.token})

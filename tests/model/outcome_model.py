@@ -368,6 +368,19 @@ class OutcomeModel:
         elif form == "advisory":
             del self._keys[d.id]
 
+    def return_unstarted(self, d: Delivery) -> None:
+        """A delivery whose handler never started (a stopping consumer): returned as by
+        give_back, and the count its claim (lease, while it still holds the row) or its take
+        (advisory, under its key) made is undone; row lock never counted it."""
+        form = self.shape.form
+        row = self.rows.get(d.id)
+        undo = row is not None and (
+            (form == "lease" and row.holder == d.number) or form == "advisory"
+        )
+        self.give_back(d)
+        if undo and row is not None and row.attempt is not None:
+            row.attempt -= 1
+
     def extend(self, d: Delivery) -> bool:
         """Lease: move a held lease forward (a new token); False once the row holds another."""
         assert self.shape.form == "lease"

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:885a357046f6bf87ab3866e7d0295120046d3bfe5ffd55436ff97c8d0c6deba5
+-- seal: sha256:524dd2df362d1067271f9f1e1ebb1029af76d8d8104ca6044a7f44c462619b5f
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -102,6 +102,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- kinds: writes
 UPDATE `emails_queue`
 SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE `emails_queue`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: columns

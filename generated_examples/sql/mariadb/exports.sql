@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:68759b45f59ef6fa6c5d762a1565002071eadb99e906f87260cbdba04f6005ed
+-- seal: sha256:2b377f52c665da0369b9de08c679aa448fa0e32e3055115f0873f2a6d1e60abe
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -88,6 +88,13 @@ UPDATE exports_queue SET retry_after = UTC_TIMESTAMP(6) + INTERVAL (%(delay_s)s 
 -- kinds: writes
 UPDATE `exports_queue`
 SET `lane` = %(dead_group)s
+WHERE `id` = %(id)s;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+-- kinds: writes
+UPDATE `exports_queue`
+SET `attempt` = `attempt` - 1
 WHERE `id` = %(id)s;
 
 -- name: unlock

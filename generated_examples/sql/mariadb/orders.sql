@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:bc54e2f7440bc57df3abb804ae14b86266991f481f3e962fa614591d5b9d3471
+-- seal: sha256:17fa63630fc0d634cc53f80404c29540ef6ed9e7ed9de9085398e73de723078b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -100,6 +100,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- kinds: writes
 UPDATE `orders_queue`
 SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE `orders_queue`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: columns

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:a54448da77b009f5cc50fbc1e80c435588b81df8a35922dd42dc20640ac77c4c
+-- seal: sha256:b190bf4258dfb308784e8c12cc1cc9bf36e92051bb1b19ebbd67c767c08ceee6
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -71,6 +71,13 @@ WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE `pings`
+SET `leased_until` = NULL
+WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
 -- kinds: writes
 UPDATE `pings`
 SET `leased_until` = NULL

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:02ca5df275e4dd5d46569acbbd67326e9c4d7b4a7189496e237183a903106cb4
+-- seal: sha256:7ad8d98496d98cdc1b1ea3ffca36d584bfa2050fff2b465bbdc791a2ed715df3
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -101,6 +101,13 @@ SELECT `id`, `payload`, `attempt`, `retry_after`, `processed_at`
 FROM `webhooks_queue`
 WHERE `id` = %(id)s;
 DELETE FROM `webhooks_queue`
+WHERE `id` = %(id)s;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+-- kinds: writes
+UPDATE `webhooks_queue`
+SET `attempt` = `attempt` - 1
 WHERE `id` = %(id)s;
 
 -- name: unlock

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:81f80b7e3e44cb114870b939bbb0088e742819edb768bef4199911b2946cdc8e
+-- seal: sha256:5f9c95a1418616cce10164f4c0d6a950b2243bec5d36a3804f6759290dd8bd52
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -102,6 +102,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- kinds: writes
 UPDATE `emails_queue`
 SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE `emails_queue`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: columns

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:a2f84ad7d7e0ca209c0fdd6f5b8cf8290067fa6a9f9735f36206d67e39916d5b
+-- seal: sha256:3f3c215e49716580d02fabd7e99b8b6d281c18e09c0d0caaa82bb865a2fffe05
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -88,6 +88,13 @@ UPDATE exports_queue SET retry_after = UTC_TIMESTAMP(6) + INTERVAL (%(delay_s)s 
 -- kinds: writes
 UPDATE `exports_queue`
 SET `lane` = %(dead_group)s
+WHERE `id` = %(id)s;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+-- kinds: writes
+UPDATE `exports_queue`
+SET `attempt` = `attempt` - 1
 WHERE `id` = %(id)s;
 
 -- name: unlock

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:7ba09c91b7ebe1682d220ff916e45aaf3a8c84ecdd90012b725103316cd8271a
+-- seal: sha256:bffd54c2d3eba05a46753ed611f166eeffb050852a7da9220b776bec2723f4dc
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -100,6 +100,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- kinds: writes
 UPDATE `orders_queue`
 SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE `orders_queue`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: columns

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:a59380fa95315010be7cc2d99ffce8f44d898f26db6bb8cf10e2e4fcb18fdbaa
+-- seal: sha256:9d073d103b16b02d4f96aeee50e611ed33c33f74bf4587cdcfb6e8849961082b
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -71,6 +71,13 @@ WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE `pings`
+SET `leased_until` = NULL
+WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
 -- kinds: writes
 UPDATE `pings`
 SET `leased_until` = NULL

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:bef8aec0752a9def0d763d3b3299cfb1c3bea4dfea289c0ee4163356f7fb6ab2
+-- seal: sha256:4e95563b9e4b3d8a837f572c787c808049152185a184319ad6584e97b21a3460
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -101,6 +101,13 @@ SELECT `id`, `payload`, `attempt`, `retry_after`, `processed_at`
 FROM `webhooks_queue`
 WHERE `id` = %(id)s;
 DELETE FROM `webhooks_queue`
+WHERE `id` = %(id)s;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+-- kinds: writes
+UPDATE `webhooks_queue`
+SET `attempt` = `attempt` - 1
 WHERE `id` = %(id)s;
 
 -- name: unlock

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:0aafc97b6a4aa2cf9cc66ef7b603089385adce484cace5bd4829595df10ffa6e
+-- seal: sha256:8710676ab1f0aecf916127f8f14fa7a7f02ed4c7d656527109ec33c1bc3e2bde
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -101,6 +101,13 @@ FROM moved;
 -- kinds: writes
 UPDATE "emails_queue"
 SET "locked_until" = NULL
+WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE "emails_queue"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 
 -- name: columns

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:e147a9667248851157670d54f8b362a7f4059c1db9d2021325a507dca41ddad5
+-- seal: sha256:3943080c5b8ef6f13f6cce43546333e7e87fa19ea48da73062d394b0c8b701b0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -87,6 +87,13 @@ UPDATE exports_queue SET retry_after = now() + make_interval(secs => %(delay_s)s
 -- kinds: writes
 UPDATE "exports_queue"
 SET "lane" = %(dead_group)s
+WHERE "id" = %(id)s;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+-- kinds: writes
+UPDATE "exports_queue"
+SET "attempt" = "attempt" - 1
 WHERE "id" = %(id)s;
 
 -- name: unlock

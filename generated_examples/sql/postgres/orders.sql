@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:d847db11463f5c983adb2b452b50b8e301fbbb09aa8bac6f78ef4c3cecf1d156
+-- seal: sha256:1a0431241cf1b076ad5e089558c10cbe5b603f17aa2c5cb4aafe3b4431378ebd
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -95,6 +95,13 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 -- kinds: writes
 UPDATE "orders_queue"
 SET "locked_until" = NULL
+WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 
 -- name: columns

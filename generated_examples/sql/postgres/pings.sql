@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:9739911912b3234a5a2569f8c581a949c920d1640ffb5b0be2c5fcf2ee2ec8e7
+-- seal: sha256:857edcfe51cdbe9ab24e0ed6e5a84b8adbdf4f74a344c6db8c630132a558fc75
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -69,6 +69,13 @@ WHERE "ping_id" = %(id)s AND "leased_until" = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE "pings"
+SET "leased_until" = NULL
+WHERE "ping_id" = %(id)s AND "leased_until" = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
 -- kinds: writes
 UPDATE "pings"
 SET "leased_until" = NULL

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:06cb8552e1c6ac10fc1a29e131bb1b875b2ee2ff857297dd5de7151dc5366ad2
+-- seal: sha256:ffa989eff49ee7bcb0f4ce2c8f7dd967cd4f97a5c6b536f9357ffc362e38b12b
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -103,6 +103,13 @@ WITH moved AS (
 INSERT INTO "webhooks_dead" ("id", "payload", "attempt", "retry_after", "processed_at")
 SELECT "id", "payload", "attempt", "retry_after", "processed_at"
 FROM moved;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "attempt" = "attempt" - 1
+WHERE "id" = %(id)s;
 
 -- name: unlock
 -- Releases the advisory keys of the rows ids (a JSON array) held by this connection.

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:b5a70c5674fb49199c993ed3b7fca323451f4f003b1346e6eb2b900ff27a45a1
+-- seal: sha256:f42e5907709e5da9c0fc8f87557637cad0b9fdc71825bd4cb9dce53b1756a145
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -98,6 +98,13 @@ WHERE "id" = :id AND "locked_until" = :token;
 -- kinds: writes
 UPDATE "emails_queue"
 SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE "emails_queue"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: columns

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:fe4b55dd910f2ad82ae1d743a86c73c4f431512090a0ce4b28792687a6c7ede3
+-- seal: sha256:ae3fd26d704a62c993ab2ba80e062d928e779f816a241da7e389cc1020af9ea2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -71,6 +71,13 @@ UPDATE exports_queue SET retry_after = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' 
 -- kinds: writes
 UPDATE "exports_queue"
 SET "lane" = :dead_group
+WHERE "id" = :id;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+-- kinds: writes
+UPDATE "exports_queue"
+SET "attempt" = "attempt" - 1
 WHERE "id" = :id;
 
 -- name: columns

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:3e23c786308853a92986ddc88cb234b34d07c06c76f8d8a7423fcba4e92ec6b5
+-- seal: sha256:07b4915f648abdb1b7c207976ce631b95dab089d75e08b8af26ae6bac18ad83d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -94,6 +94,13 @@ WHERE "id" = :id AND "locked_until" = :token;
 -- kinds: writes
 UPDATE "orders_queue"
 SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: columns

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:b6950a44d5b083e3783d639044fcbc7876ab639c5d2457947a22e73de7c02049
+-- seal: sha256:a9f8bb7cfd9c07ba2dd2dc4b91fb524b81586ea10fb93fdcfdf02ef54a3a9406
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -68,6 +68,13 @@ WHERE "ping_id" = :id AND "leased_until" = :token;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE "pings"
+SET "leased_until" = NULL
+WHERE "ping_id" = :id AND "leased_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
 -- kinds: writes
 UPDATE "pings"
 SET "leased_until" = NULL

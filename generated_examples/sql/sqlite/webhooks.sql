@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:ae8cca902e26c25fdf6d40e535dce6d3f55e59d6f1bfdde4e1eae0597dbec497
+-- seal: sha256:f62478a425e00e7117626784875bf911271253c94778bd60d8bb16a3ac711c75
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -84,6 +84,13 @@ SELECT "id", "payload", "attempt", "retry_after", "processed_at"
 FROM "webhooks_queue"
 WHERE "id" = :id;
 DELETE FROM "webhooks_queue"
+WHERE "id" = :id;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "attempt" = "attempt" - 1
 WHERE "id" = :id;
 
 -- name: columns

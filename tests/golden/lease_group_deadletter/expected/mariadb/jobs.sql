@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:12b4f7c0fcf81000b1031dfe69eb045b6355f2e0671ba0facd2715d5b72555ec
+-- seal: sha256:cccac46ca81bb64f49c3400dfd7a9e9d1414a9fc69ce208867223c1885e09e52
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -102,6 +102,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- kinds: writes
 UPDATE `jobs`
 SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE `jobs`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: columns

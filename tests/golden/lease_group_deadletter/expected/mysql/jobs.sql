@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:bc4eddeb654dd6cdb079e42c5046f33ff9ee9e4c9e6fd7dba93ddfcc64b39856
+-- seal: sha256:d5eb2cb35dbc207e1ab12d36163c79cd21e71addcac28916fccdf579f688c860
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -102,6 +102,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- kinds: writes
 UPDATE `jobs`
 SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE `jobs`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: columns

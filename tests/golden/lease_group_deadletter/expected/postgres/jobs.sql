@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:0f900a8e2d371990d5f9a3b0bdb425c93932819b761747b49d9c81995cc4c54b
+-- seal: sha256:16cdfbf847831a2d020c4296b1b12b47ce051153a492903fe0877ec8eba151f2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -97,6 +97,13 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 -- kinds: writes
 UPDATE "jobs"
 SET "locked_until" = NULL
+WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE "jobs"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 
 -- name: columns

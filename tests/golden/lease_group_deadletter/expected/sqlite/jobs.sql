@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:2b0a05f8422c4e11de9735072cc771c72e861b57bbd4cd0820ccf19a3fe04931
+-- seal: sha256:d46d969babdae59a152cc2883b5ff8772fb6cc7917c6317c742e3ef4e0fbe05a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -96,6 +96,13 @@ WHERE "id" = :id AND "locked_until" = :token;
 -- kinds: writes
 UPDATE "jobs"
 SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE "jobs"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: columns

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:e80b2a853d57b70aa3aef36d2a1f6da96aa566b92519982ec5e4a23a019c2f5f
+-- seal: sha256:3bb1d478b35fe7e92dfd5754ac439daa0caf460b70b85802917099d540567fd1
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -71,6 +71,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE `leased`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
 -- kinds: writes
 UPDATE `leased`
 SET `locked_until` = NULL

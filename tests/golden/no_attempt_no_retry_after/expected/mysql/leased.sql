@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:b81a315e34c138523991dd403895b62001d296233719a1ee9e486f815f5ede7d
+-- seal: sha256:b8022dc79b89ecf23bf7a972e0adec4a53da3a0ab7a5d8c6b128a9124079bed8
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -71,6 +71,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE `leased`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
 -- kinds: writes
 UPDATE `leased`
 SET `locked_until` = NULL

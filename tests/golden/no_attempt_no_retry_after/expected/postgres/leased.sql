@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:e357d7df7cdb2ba53dacc80dfdd5ce5c8defd8d882eb3f64002d5d1cfbfa213f
+-- seal: sha256:a0749ca7444d18111b88c051b86ba9daca0106c2a7fd990d80d0a36476a1f6af
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -69,6 +69,13 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE "leased"
+SET "locked_until" = NULL
+WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
 -- kinds: writes
 UPDATE "leased"
 SET "locked_until" = NULL

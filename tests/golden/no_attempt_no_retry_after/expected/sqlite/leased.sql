@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:fe868ad9aee8daa204c18369cccf5d5217b818cba459af4ca20d50c7c8bae844
+-- seal: sha256:9dfde7bf4db30f1b43669bc1cd5280bb7a71e4e82993820bf128d60d9dd8a752
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -68,6 +68,13 @@ WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE "leased"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
 -- kinds: writes
 UPDATE "leased"
 SET "locked_until" = NULL

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:7eaaf44e53b729e693f3bd9e7a61dc532e49c76a3f33618907c91c8a02cb862e
+-- seal: sha256:a8a8727ca0f26f7be6b6e5e7e9f828274f5573a8e36f39c45a9974d858ede51a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -94,6 +94,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- kinds: writes
 UPDATE `tasks`
 SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE `tasks`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: columns

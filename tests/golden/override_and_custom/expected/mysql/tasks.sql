@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:f06e8de9e4b1e1e4253938ea9f7165545e8643db33470cfa4ae6ebfafcf6fd4e
+-- seal: sha256:781490fe9c3b2d46a145a2e74105d7682adae8f97b0dbe51c0d071dddd528cbc
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -94,6 +94,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- kinds: writes
 UPDATE `tasks`
 SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE `tasks`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: columns

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:76a9a2d7a358ea592bb3513e3bab9089e27e417595f68983ffad71e92a92a820
+-- seal: sha256:f64019c43fa63da94555bdb8688019e1518dd0958ba57a4fd3978a889b8fc40c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -90,6 +90,13 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 -- kinds: writes
 UPDATE "tasks"
 SET "locked_until" = NULL
+WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE "tasks"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 
 -- name: columns

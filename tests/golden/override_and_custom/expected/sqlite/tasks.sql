@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:72b5b6ab8550bb2109bffa7a63dd06af4d9d508664f38152a0315139b6510608
+-- seal: sha256:5a4dd225bb93174f7774fc37cc0d6be4288ffde9311996735a8d47901caaaadc
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -89,6 +89,13 @@ WHERE "id" = :id AND "locked_until" = :token;
 -- kinds: writes
 UPDATE "tasks"
 SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE "tasks"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: columns

@@ -1,0 +1,172 @@
+"""Payloads: what a service enqueues, checked and written as JSON text that every engine keeps
+as it is, and read back with the same Python types.
+
+One rule for every engine (each limit is the narrowest engine's, so a message that one engine
+accepts is accepted by all of them, and comes back equal):
+
+* the types are JSON's: dict (with str keys), list, str, int, float, bool and None; anything
+  else goes through the queue's ``encoder`` (``runtime.load(path, encoder=…, decoder=…)``)
+  or is refused;
+* strings hold no NUL (PostgreSQL's jsonb refuses it) and no lone surrogate (not UTF-8);
+* integers fit in 64 bits, -2**63 … 2**64-1 (MySQL's JSON type keeps no more);
+* floats are finite (JSON has no NaN or infinity); -0.0 is stored as 0.0 (jsonb has no
+  negative zero); a float is written in positional notation with a decimal point, so that
+  jsonb's numeric, which expands exponents, still reads back as a float;
+* lists and dicts nest at most ``MAX_DEPTH`` deep (MariaDB's JSON check refuses 32).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from runtime.errors import PayloadError
+
+#: lists and dicts nested deeper than this are refused (MariaDB's JSON_VALID refuses 32)
+MAX_DEPTH = 31
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+#: turns a value JSON cannot carry into one it can (e.g. a datetime into {"$dt": "…"})
+Encoder = Callable[[Any], Any]
+#: called with every decoded JSON object (dict); returns what stands for it
+Decoder = Callable[[dict[str, Any]], Any]
+
+_HINT = "pass encoder=/decoder= to runtime.load() to carry other types"
+
+
+def _refuse(what: str, path: str, fix: str = _HINT) -> PayloadError:
+    return PayloadError(f"payload cannot be stored: {what} at {path or 'the top'}; {fix}")
+
+
+def _check_str(s: str, path: str) -> None:
+    if "\x00" in s:
+        raise _refuse("a string holds NUL (\\u0000)", path, "PostgreSQL cannot store it: drop it")
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _refuse(
+            "a string holds a lone surrogate", path, f"not UTF-8 ({exc.reason})"
+        ) from None
+
+
+def _float_text(f: float) -> str:
+    """A float as JSON that every engine reads back as the same float."""
+    text = repr(f)
+    if "e" in text or "E" in text:
+        text = format(Decimal(text), "f")
+    return text if "." in text else text + ".0"
+
+
+def _plain(value: Any, encoder: Encoder | None, depth: int, path: str) -> tuple[Any, bool]:
+    """The value with the encoder applied and every rule checked; True when a float needs
+    the positional spelling (json.dumps would write an exponent or -0.0)."""
+    t = type(value)
+    if value is None or t is bool:
+        return value, False
+    if t is str:
+        _check_str(value, path)
+        return value, False
+    if t is int:
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _refuse(
+                f"the integer {value} does not fit in 64 bits",
+                path,
+                "send it as a string (MySQL's JSON type keeps no more)",
+            )
+        return value, False
+    if t is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _refuse(f"{value} is not a JSON number", path, "send a finite number or None")
+        if value == 0.0:
+            return 0.0, False
+        return value, "e" in repr(value)
+    if t is list or t is dict:
+        if depth >= MAX_DEPTH:
+            raise _refuse(
+                f"lists and dicts nest deeper than {MAX_DEPTH}",
+                path,
+                "flatten the payload (MariaDB refuses deeper JSON)",
+            )
+        special = False
+        if t is list:
+            out_list = []
+            for i, item in enumerate(value):
+                v, s = _plain(item, encoder, depth + 1, f"{path}[{i}]")
+                out_list.append(v)
+                special |= s
+            return out_list, special
+        out: dict[str, Any] = {}
+        for k, item in value.items():
+            if type(k) is not str:
+                raise _refuse(
+                    f"the key {k!r} is a {type(k).__name__}, not a str",
+                    path,
+                    "JSON keys are strings: convert it before enqueueing",
+                )
+            _check_str(k, f"{path}[{k!r}]")
+            v, s = _plain(item, encoder, depth + 1, f"{path}[{k!r}]")
+            out[k] = v
+            special |= s
+        return out, special
+    if encoder is not None:
+        encoded = encoder(value)
+        if type(encoded) is t:
+            raise _refuse(
+                f"the encoder returned a {t.__name__} for a {t.__name__}", path, "return JSON"
+            )
+        return _plain(encoded, None, depth, path)
+    hint = "pass a list" if t is tuple else _HINT
+    raise _refuse(f"a {t.__name__} is not a JSON value (it would not come back as one)", path, hint)
+
+
+def _dumps(value: Any) -> str:
+    """JSON text with floats in positional notation (the slow path, for such floats only)."""
+    if type(value) is float:
+        return _float_text(value)
+    if type(value) is list:
+        return "[" + ",".join(_dumps(v) for v in value) + "]"
+    if type(value) is dict:
+        return (
+            "{"
+            + ",".join(
+                json.dumps(k, ensure_ascii=False) + ":" + _dumps(v) for k, v in value.items()
+            )
+            + "}"
+        )
+    return json.dumps(value, ensure_ascii=False)
+
+
+def encode_payload(payload: Any, encoder: Encoder | None = None) -> str:
+    """The JSON text stored for a payload; PayloadError when an engine could not keep it.
+
+    ``encode_payload({"n": 1})`` → ``'{"n":1}'``
+    """
+    value, special = _plain(payload, encoder, 0, "")
+    if special:
+        return _dumps(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def decode_payload(value: Any, decoder: Decoder | None = None) -> Any:
+    """A stored payload back as Python: every engine's driver hands it over as text.
+
+    Raises PayloadError (naming the reason) for text that is not JSON.
+    """
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            value = bytes(value).decode()
+        except UnicodeDecodeError as exc:
+            raise PayloadError(f"the stored payload is not UTF-8 ({exc.reason})") from exc
+    if not isinstance(value, str):
+        raise PayloadError(
+            f"the stored payload is a {type(value).__name__}, not JSON text "
+            "(is the payload column JSON or text?)"
+        )
+    try:
+        return json.loads(value, object_hook=decoder)
+    except PayloadError:
+        raise
+    except Exception as exc:
+        raise PayloadError(f"the stored payload is not JSON the decoder accepts ({exc})") from exc
