@@ -10,6 +10,7 @@ from pathlib import Path
 
 from runtime.connect import connect
 from runtime.consumer import Consumer
+from runtime.counts import Counts
 from runtime.delivery import Ctx, Message
 from runtime.errors import (
     BrokerError,
@@ -23,7 +24,16 @@ from runtime.errors import (
     ServerTooOld,
     UnknownCustomEvent,
 )
-from runtime.outcomes import MAX_DELAY_S, Outcome, ack, custom, drop, retry, retry_after
+from runtime.outcomes import (
+    MAX_DELAY_S,
+    Outcome,
+    OutcomeKind,
+    ack,
+    custom,
+    drop,
+    retry,
+    retry_after,
+)
 from runtime.payloads import Decoder, Encoder
 from runtime.queue import Queue
 from runtime.rendered import read_rendered
@@ -51,12 +61,14 @@ __all__ = [
     "ConfigurationError",
     "ConnectionLost",
     "Consumer",
+    "Counts",
     "Ctx",
     "DatabaseError",
     "DialectMismatch",
     "LeaseLost",
     "Message",
     "Outcome",
+    "OutcomeKind",
     "PayloadError",
     "Queue",
     "RenderedFileError",

@@ -7,24 +7,24 @@ import contextlib
 import inspect
 import logging
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 from runtime.backoff import Backoff, Outage
+from runtime.completer import completer_for
 from runtime.connect import connect
+from runtime.counts import Counts
 from runtime.delivery import Batch, Ctx, Delivery, Message
 from runtime.drivers.base import Connection
 from runtime.errors import (
     BrokerError,
     ConfigurationError,
     ConnectionLost,
-    LeaseLost,
     PayloadError,
     UnknownCustomEvent,
 )
-from runtime.forms import LeaseForm, form_for
+from runtime.forms import Upkeep, form_for
 from runtime.outcomes import Outcome, retry
 from runtime.payloads import decode_payload
 from runtime.queue import Queue, check_dialect
@@ -45,44 +45,6 @@ def _is_async(handle: Any) -> bool:
 MAX_FAILED_BATCHES = 5
 #: the first wait before reconnecting to a database that went away (then doubling, jittered)
 FIRST_RECONNECT_DELAY = 0.1
-
-
-class _Group:
-    """Settlements waiting to commit together (lease and advisory, not transactional).
-
-    The first one opens a window of ``window`` seconds; when it closes while a handler runs,
-    ``write`` starts at once (a non-transactional handler does not use the worker's
-    connection), else the worker writes the group before its next handler.
-    """
-
-    def __init__(self, window: float) -> None:
-        self.window = window
-        self.items: list[tuple[Delivery, Decision]] = []
-        self.handling = False
-        self.writing: asyncio.Future[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._deadline = 0.0
-
-    def open(self, write: Callable[[], Awaitable[None]]) -> None:
-        loop = asyncio.get_running_loop()
-        self._deadline = loop.time() + self.window
-        self._timer = loop.call_at(self._deadline, self._closing, write)
-
-    def _closing(self, write: Callable[[], Awaitable[None]]) -> None:
-        self._timer = None
-        if self.handling and self.items and self.writing is None:
-            self.writing = asyncio.ensure_future(write())
-
-    def closed(self) -> bool:
-        return bool(self.items) and asyncio.get_running_loop().time() >= self._deadline
-
-    def take(self) -> list[tuple[Delivery, Decision]]:
-        """The waiting settlements, to be written now; the group is empty again."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        items, self.items = self.items, []
-        return items
 
 
 class Consumer:
@@ -163,7 +125,8 @@ class Consumer:
         self.outage_timeout = outage_timeout
         self.max_reconnect_interval = max_reconnect_interval
         self._outage = Outage(queue.name)
-        self.counts: Counter[str] = Counter()
+        #: what the current (or last) drain() or run() did
+        self.counts = Counts()
         self._stopping = asyncio.Event()
         self._held: set[Delivery] = set()  # claimed, not yet settled (lease extension)
         #: a KeyboardInterrupt or SystemExit a handler raised: re-raised once stopped
@@ -175,35 +138,34 @@ class Consumer:
         Called before ``run()`` or ``drain()``, that call returns at once."""
         self._stopping.set()
 
-    async def drain(self) -> dict[str, int]:
-        """Run until nothing is claimable; return counts per outcome."""
+    async def drain(self) -> Counts:
+        """Run until nothing is claimable; return what this call did (``Counts``)."""
         return await self._run(until_empty=True)
 
-    async def run(self) -> dict[str, int]:
-        """Run until ``stop()``; return counts per outcome."""
+    async def run(self) -> Counts:
+        """Run until ``stop()``; return what this call did (``Counts``)."""
         return await self._run(until_empty=False)
 
-    async def _run(self, until_empty: bool) -> dict[str, int]:
+    async def _run(self, until_empty: bool) -> Counts:
+        self.counts = Counts()  # each call counts its own work
         if self._stopping.is_set():  # stop() came first
             self._stopping.clear()
-            return dict(self.counts)
+            return self.counts
         self._fatal = None
         self._outage = Outage(self.queue.name)  # each drain() has its own outage_timeout
-        extender = None
-        if isinstance(self.form, LeaseForm):
-            extender = asyncio.create_task(self._extend_leases())
+        upkeep = Upkeep(self._held, self._connect, self._outage, self._backoff, self.counts)
+        maintenance = asyncio.create_task(self.form.maintain(upkeep))
         workers = [asyncio.create_task(self._worker(until_empty)) for _ in range(self.concurrency)]
         try:
             await self._supervise(workers)
         finally:
             self._stopping.clear()  # the consumer can run again
-            if extender is not None:
-                extender.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await extender
+            maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await maintenance
         if self._fatal is not None:
             raise self._fatal
-        return dict(self.counts)
+        return self.counts
 
     async def _supervise(self, workers: list[asyncio.Task[None]]) -> None:
         """Wait for the workers; after stop(), give in-flight deliveries stop_timeout seconds to
@@ -344,7 +306,7 @@ class Consumer:
                     # a deadlock, a lock wait timeout, a statement the engine refused: the
                     # batch's unsettled rows returned (rolled back, released or unlocked)
                     failures += 1
-                    self.counts["failed_batches"] += 1
+                    self.counts.add("failed_batches")
                     log.exception(
                         "queue %s: a batch failed; its unsettled rows return (failure %d in a row)",
                         self.queue.name,
@@ -365,24 +327,18 @@ class Consumer:
     async def _deliver_batch(self, conn: Connection, claimed: Batch) -> None:
         self._held.update(claimed)
         pending = list(claimed)
-        grouping = self.settle_window > 0 and self.form.groups_settlements()
-        group = _Group(self.settle_window) if grouping else None
+        completer = completer_for(self.form, self.counts, self._held, self.settle_window)
         try:
             while pending and not self._stopping.is_set():
                 d = pending.pop(0)
                 if d.lost:  # the extender found its lease gone: another claim has the row
                     self._skip_lost(d)
                     continue
-                if group is None:
-                    await self._settle(conn, d, await self._handle(conn, d))
-                    self._held.discard(d)
-                else:
-                    await self._handle_grouped(conn, d, group)
-            if group is not None and group.items:
-                await self._settle_group(conn, group.take())
+                await completer.handle(conn, d, lambda d=d: self._handle(conn, d))
+            await completer.finish(conn)
             for d in pending:  # claimed, never started: back at once
                 if await self.form.return_unstarted(conn, d):
-                    self.counts["released"] += 1
+                    self.counts.add("released")
             await self.form.end_batch(conn)
         except ConnectionLost as exc:
             log.warning(
@@ -391,7 +347,7 @@ class Consumer:
                 self.queue.name,
                 exc,
             )
-            self.counts["connection_lost"] += 1
+            self.counts.add("connection_lost")
             await self._release_elsewhere([d for d in claimed if not d.settled])
             with contextlib.suppress(Exception):
                 await self.form.abort_batch(conn)  # keys held in this process go too
@@ -402,8 +358,7 @@ class Consumer:
             await self._release_elsewhere([d for d in claimed if not d.settled])
             raise
         finally:
-            if group is not None:
-                group.take()
+            completer.drop()
             self._held.difference_update(claimed)
 
     def _skip_lost(self, d: Delivery) -> None:
@@ -414,25 +369,13 @@ class Consumer:
             self.queue.name,
             d.message.id,
         )
-        self.counts["lease_lost"] += 1
+        self.counts.add("lease_lost")
 
     async def _release_elsewhere(self, deliveries: list[Delivery]) -> None:
-        """Give back leases on a fresh connection when the worker's own one is gone (one try:
-        when the database is away they return as their leases expire)."""
-        if not deliveries or not isinstance(self.form, LeaseForm):
-            return
-        try:
-            async with await connect(self.db_url) as other:
-                for d in deliveries:
-                    await self.form.give_back(other, d)
-                    self.counts["released"] += 1
-        except Exception as exc:
-            log.info(
-                "queue %s: could not release %d leases (%s); they return when they expire",
-                self.queue.name,
-                len(deliveries),
-                exc,
-            )
+        """The form gives back, on a fresh connection, rows whose worker connection is gone."""
+        released = await self.form.release_elsewhere(self._connect, deliveries)
+        if released:
+            self.counts.add("released", released)
 
     async def _call_handler(self, d: Delivery, ctx: Ctx) -> Outcome:
         try:
@@ -526,7 +469,7 @@ class Consumer:
             return decide(self.queue, d, outcome)
         except UnknownCustomEvent as exc:
             log.error("%s: taken as retry()", exc)
-            self.counts["unknown_custom"] += 1
+            self.counts.add("unknown_custom")
             return decide(self.queue, d, retry())
 
     def _undecodable(self, d: Delivery, exc: PayloadError) -> Decision:
@@ -540,109 +483,5 @@ class Consumer:
             exc,
             "moved to the dead letter" if decision else "taken as retry()",
         )
-        self.counts["undecodable"] += 1
+        self.counts.add("undecodable")
         return decision or decide(self.queue, d, retry())
-
-    async def _handle_grouped(self, conn: Connection, d: Delivery, group: _Group) -> None:
-        """Run the handler; its settlement joins the group, written when the window closes."""
-        if group.closed():
-            await self._settle_group(conn, group.take())
-        group.handling = bool(group.items)
-        try:
-            decision = await self._handle(conn, d)
-        finally:
-            group.handling = False
-            if group.writing is not None:  # the window closed while the handler ran
-                await group.writing
-                group.writing = None
-        if not group.items:
-            group.open(lambda: self._settle_group(conn, group.take()))
-        group.items.append((d, decision))
-
-    async def _settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
-        try:
-            await self.form.settle(conn, d, decision)
-        except LeaseLost as exc:
-            self._lost(exc)
-            return
-        self.counts[decision.label] += 1
-
-    async def _settle_group(self, conn: Connection, group: list[tuple[Delivery, Decision]]) -> None:
-        met = await self.form.settle_group(conn, group)
-        if met is None:  # its transaction failed, nothing committed: one by one, as usual
-            for d, decision in group:
-                await self._settle(conn, d, decision)
-                self._held.discard(d)
-            return
-        for (d, decision), lost in zip(group, met, strict=True):
-            if lost is None:
-                self.counts[decision.label] += 1
-            else:
-                self._lost(lost)
-            self._held.discard(d)
-
-    def _lost(self, exc: LeaseLost) -> None:
-        log.warning("%s", exc)
-        self.counts["lease_lost"] += 1
-
-    async def _extend_leases(self) -> None:
-        """Move the held leases forward every lease_s / 3 seconds on a connection of its own.
-
-        Its failures never end drain() or run(): a lost connection is replaced (at once, then
-        with the workers' backoff while the database is away); a lease it cannot extend
-        expires and its row is delivered again.
-        """
-        assert isinstance(self.form, LeaseForm)
-        every = max((self.queue.lease_s or 30.0) / 3, 0.05)
-        backoff = self._backoff()  # a failure retries at once, then backs off (up to `every`)
-        conn: Connection | None = None
-        delay = every
-        try:
-            while True:
-                await asyncio.sleep(delay)
-                delay = every
-                if not self._held:
-                    continue
-                if conn is None or conn.closed:
-                    try:
-                        conn = await connect(self.db_url)
-                    except ConnectionLost as exc:
-                        self._outage.failed(exc)
-                        delay = min(backoff.next(), every)
-                        continue
-                    except Exception as exc:
-                        log.warning(
-                            "queue %s: lease extension cannot connect (%s); retrying",
-                            self.queue.name,
-                            exc,
-                        )
-                        delay = min(backoff.next(), every)
-                        continue
-                    self._outage.back()
-                try:
-                    # the writer turn first, then each delivery's lock, never the other way
-                    # round: a settlement holding a delivery's lock may wait for the writer
-                    # turn (SQLite), so a delivery being settled now is skipped, not awaited
-                    async with conn.writing():
-                        for d in list(self._held):
-                            if d.lock.locked():
-                                continue
-                            if await self.form.extend(conn, d):
-                                self.counts["extended"] += 1
-                    backoff.reset()
-                except ConnectionLost as exc:
-                    log.info(
-                        "queue %s: lease extension lost its connection (%s); reconnecting",
-                        self.queue.name,
-                        exc,
-                    )
-                    await conn.close()
-                    delay = min(backoff.next(), every)
-                except Exception as exc:
-                    log.warning(
-                        "queue %s: lease extension failed (%s); retrying", self.queue.name, exc
-                    )
-                    delay = min(backoff.next(), every)
-        finally:
-            if conn is not None:
-                await conn.close()

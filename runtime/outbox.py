@@ -24,18 +24,19 @@ from runtime.delivery import Ctx, Message
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
 from runtime.errors import ConfigurationError, PayloadError
-from runtime.outcomes import Outcome, delay_seconds, retry
+from runtime.outcomes import Outcome, OutcomeKind, delay_seconds, retry
 from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
 from runtime.queue import check_dialect
 from runtime.rendered import RenderedFile
+from runtime.rendered import StatementName as S
 from runtime.steps import run_step
 
 log = logging.getLogger("runtime")
 
 #: outcomes that leave a record unmarked for the next relay run
-_LEAVES = ("retry", "retry_after")
+_LEAVES = (OutcomeKind.RETRY, OutcomeKind.RETRY_AFTER)
 #: outcomes that mark a record
-_MARKS = ("ack", "drop")
+_MARKS = (OutcomeKind.ACK, OutcomeKind.DROP)
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class Outbox:
         it (not MySQL/MariaDB). ``await outbox.put(db, {"order": 7}, topic="orders")``"""
         check_dialect(self.rendered, db)
         result = await run_step(
-            db, self.rendered.require("put"), self._put_params(payload, topic, key)
+            db, self.rendered.require(S.PUT), self._put_params(payload, topic, key)
         )
         return result.rows[0]["id"] if result.rows else None
 
@@ -138,7 +139,7 @@ class Outbox:
         """Add many records in one batch on the caller's connection; returns how many.
         ``await outbox.put_many(db, events, topic="orders")``"""
         check_dialect(self.rendered, db)
-        (sql,) = self.rendered.require("put")
+        (sql,) = self.rendered.require(S.PUT)
         params = [self._put_params(p, topic, key) for p in payloads]
         if params:
             await db.executemany(sql, params)
@@ -150,7 +151,7 @@ class Outbox:
         check_dialect(self.rendered, db)
         result = await run_step(
             db,
-            self.rendered.require("prune"),
+            self.rendered.require(S.PRUNE),
             {"age_s": delay_seconds(age_s, "age_s", maximum=None)},
         )
         return result.rowcount or 0
@@ -234,7 +235,7 @@ class Outbox:
         while not (stop is not None and stop.is_set()):
             await conn.begin(immediate=True)  # SQLite: the write lock serialises relays
             result = await run_step(
-                conn, self.rendered.require("fetch"), {"limit": batch, "after_id": after_id}
+                conn, self.rendered.require(S.FETCH), {"limit": batch, "after_id": after_id}
             )
             if not result.rows:
                 await conn.rollback()
@@ -290,8 +291,8 @@ class Outbox:
             "record_key": message.key,
         }
         if outcome.kind in _MARKS:
-            await run_step(conn, self.rendered.require("mark"), params)
-        elif outcome.kind == "custom":
+            await run_step(conn, self.rendered.require(S.MARK), params)
+        elif outcome.kind is OutcomeKind.CUSTOM:
             statements = self.rendered.get(f"custom.{outcome.name}")
             if not statements:
                 declared = [

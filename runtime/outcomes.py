@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import timedelta
+from enum import StrEnum
 
 #: the longest delay retry_after() and enqueue(delay=) accept: one year, in seconds
 MAX_DELAY_S = 365 * 24 * 3600.0
@@ -32,21 +33,35 @@ def delay_seconds(
     return round(seconds, 3)
 
 
+class OutcomeKind(StrEnum):
+    """What a handler decided about its delivery."""
+
+    ACK = "ack"
+    DROP = "drop"
+    RETRY = "retry"
+    RETRY_AFTER = "retry_after"
+    CUSTOM = "custom"
+
+
 @dataclass(frozen=True)
 class Outcome:
     """A handler's verdict on one delivery; build it with the functions below."""
 
-    kind: str  # "ack" | "drop" | "retry" | "retry_after" | "custom"
+    kind: OutcomeKind
     delay_s: float | None = None
     name: str | None = None
 
     @property
     def label(self) -> str:
-        return f"custom.{self.name}" if self.kind == "custom" else self.kind
+        return f"custom.{self.name}" if self.kind is OutcomeKind.CUSTOM else str(self.kind)
 
 
 # an Outcome is immutable: the three without arguments are made once
-_ACK, _DROP, _RETRY = Outcome("ack"), Outcome("drop"), Outcome("retry")
+_ACK, _DROP, _RETRY = (
+    Outcome(OutcomeKind.ACK),
+    Outcome(OutcomeKind.DROP),
+    Outcome(OutcomeKind.RETRY),
+)
 
 
 def ack() -> Outcome:
@@ -68,9 +83,9 @@ def retry_after(delay: float | timedelta) -> Outcome:
     """Deliver again after a delay kept in the row: ``return runtime.retry_after(30)``.
 
     ValueError at the call for NaN, an infinity, a negative delay or one past MAX_DELAY_S."""
-    return Outcome("retry_after", delay_s=delay_seconds(delay, "retry_after's delay"))
+    return Outcome(OutcomeKind.RETRY_AFTER, delay_s=delay_seconds(delay, "retry_after's delay"))
 
 
 def custom(name: str) -> Outcome:
     """Run the queue's own declared event instead: ``return runtime.custom("park")``."""
-    return Outcome("custom", name=name)
+    return Outcome(OutcomeKind.CUSTOM, name=name)

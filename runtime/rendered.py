@@ -63,6 +63,32 @@ class Kind(StrEnum):
     WRITES_RETURNING = "writes-returning"
 
 
+class StatementName(StrEnum):
+    """The named blocks the runtime runs (a service's own events are ``custom.<name>``)."""
+
+    SCHEMA = "schema"
+    ENQUEUE = "enqueue"
+    CLAIM = "claim"
+    LOCK = "lock"
+    TAKE = "take"
+    EXTEND = "extend"
+    ACK = "ack"
+    DROP = "drop"
+    RETRY = "retry"
+    RETRY_AFTER = "retry_after"
+    DEAD_LETTER = "dead_letter"
+    RELEASE = "release"
+    UNCLAIM = "unclaim"
+    UNLOCK = "unlock"
+    COLUMNS = "columns"
+    INDEXES = "indexes"
+    # the outbox's
+    PUT = "put"
+    FETCH = "fetch"
+    MARK = "mark"
+    PRUNE = "prune"
+
+
 class Statement(str):
     """One statement's SQL, exactly as the driver receives it, with its ``kind``.
 

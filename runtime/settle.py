@@ -8,8 +8,9 @@ from typing import Any
 
 from runtime.delivery import Delivery
 from runtime.errors import UnknownCustomEvent
-from runtime.outcomes import Outcome
+from runtime.outcomes import Outcome, OutcomeKind
 from runtime.queue import Queue
+from runtime.rendered import StatementName as S
 
 log = logging.getLogger("runtime")
 
@@ -20,6 +21,7 @@ class Decision:
     and the label the counts report."""
 
     label: str
+    #: a statement name, or ``custom.<name>``
     step: str | None
     params: dict[str, Any]
     commits_handler_writes: bool
@@ -40,10 +42,13 @@ def _params(queue: Queue, delivery: Delivery, outcome: Outcome | None) -> dict[s
 def dead_letter_now(queue: Queue, delivery: Delivery) -> Decision | None:
     """Move the row to its dead letter whatever its attempt (a payload that cannot be
     decoded will never be handled); None when the queue declares no dead letter."""
-    if not queue.rendered.get("dead_letter"):
+    if not queue.rendered.get(S.DEAD_LETTER):
         return None
     return Decision(
-        "dead_letter", "dead_letter", _params(queue, delivery, None), commits_handler_writes=False
+        str(S.DEAD_LETTER),
+        S.DEAD_LETTER,
+        _params(queue, delivery, None),
+        commits_handler_writes=False,
     )
 
 
@@ -52,7 +57,7 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
     r = queue.rendered
     kind = outcome.kind
     params = _params(queue, delivery, outcome)
-    if kind == "custom":
+    if kind is OutcomeKind.CUSTOM:
         name = f"custom.{outcome.name}"
         if not r.get(name):
             known = ", ".join(
@@ -64,7 +69,7 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
                 "to qgen.toml and render again"
             )
         return Decision(name, name, params, commits_handler_writes=False)
-    if kind == "retry_after" and not r.get("retry_after"):
+    if kind is OutcomeKind.RETRY_AFTER and not r.get(S.RETRY_AFTER):
         log.warning(
             "queue %s: retry_after(%s) on a table without a retry_after column is taken as "
             "retry() (message %s)",
@@ -72,8 +77,8 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
             outcome.delay_s,
             delivery.message.id,
         )
-        kind = "retry"
-    if kind in ("retry", "retry_after"):
+        kind = OutcomeKind.RETRY
+    if kind in (OutcomeKind.RETRY, OutcomeKind.RETRY_AFTER):
         cap = queue.max_attempts
         if cap is not None and delivery.attempt is not None and delivery.attempt >= cap:
             log.warning(
@@ -85,7 +90,10 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
                 cap,
                 r.header.dead_letter,
             )
-            return Decision("dead_letter", "dead_letter", params, commits_handler_writes=False)
+            return Decision(str(S.DEAD_LETTER), S.DEAD_LETTER, params, commits_handler_writes=False)
     return Decision(
-        kind, kind if r.get(kind) else None, params, commits_handler_writes=kind == "ack"
+        str(kind),
+        str(kind) if r.get(kind) else None,
+        params,
+        commits_handler_writes=kind is OutcomeKind.ACK,
     )

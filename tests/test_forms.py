@@ -510,3 +510,31 @@ def test_a_row_lock_settlement_never_waits_for_another_consumers_open_batch(engi
             await qt.drop()
 
     run(go())
+
+
+def test_each_drain_returns_its_own_counts_outcomes_apart_from_operations(engine) -> None:
+    """drain() counts only its own work, and says which counts are outcomes and which are the
+    consumer's own (the lease extended while a slow handler ran)."""
+
+    async def go() -> tuple[runtime.Counts, runtime.Counts]:
+        qt = await make_queue(engine, "lease", lease_s=0.6)
+        try:
+            await qt.enqueue({"slow": True}, {"slow": False}, {"slow": False})
+
+            async def handle(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
+                if message.payload["slow"]:
+                    await asyncio.sleep(0.7)  # past its lease: the lease form extends it
+                    return runtime.drop()
+                return runtime.ack()
+
+            consumer = runtime.Consumer(qt.url, qt.queue, handle, concurrency=1)
+            first = await consumer.drain()
+            await qt.enqueue({"slow": False})
+            return first, await consumer.drain()
+        finally:
+            await qt.drop()
+
+    first, second = run(go())
+    assert first.outcomes == {"ack": 2, "drop": 1}, first
+    assert first.operations.get("extended", 0) >= 1 and "ack" not in first.operations
+    assert second.outcomes == {"ack": 1} and second == {"ack": 1}

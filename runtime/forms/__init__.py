@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runtime.forms.advisory import AdvisoryForm
-from runtime.forms.base import Form
+from runtime.forms.base import Form, Upkeep
 from runtime.forms.lease import LeaseForm
 from runtime.forms.row_lock import RowLockForm
 from runtime.queue import Queue
@@ -22,4 +22,4 @@ def form_for(
     return FORMS[queue.form](queue, transactional=transactional, keyspace=keyspace, spread=spread)
 
 
-__all__ = ["FORMS", "AdvisoryForm", "Form", "LeaseForm", "RowLockForm", "form_for"]
+__all__ = ["FORMS", "AdvisoryForm", "Form", "LeaseForm", "RowLockForm", "Upkeep", "form_for"]

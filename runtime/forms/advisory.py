@@ -11,6 +11,7 @@ from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
 from runtime.errors import LeaseLost
 from runtime.forms.base import Form
+from runtime.rendered import StatementName as S
 from runtime.settle import Decision
 
 log = logging.getLogger("runtime")
@@ -36,7 +37,7 @@ class AdvisoryForm(Form):
         self._held: dict[Connection, set[int]] = {}
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
-        listed = (await self.run(conn, "claim", self.claim_params(limit, group))).rows
+        listed = (await self.run(conn, S.CLAIM, self.claim_params(limit, group))).rows
         if self.queue.dialect.server_advisory:
             held = sorted(row["id"] for row in listed if row["held"])
         else:
@@ -53,7 +54,7 @@ class AdvisoryForm(Form):
     async def _take(self, conn: Connection, held: list[int], group: str | None) -> list[Delivery]:
         """Re-check and count the held rows (one step); unlock the ones gone since the claim."""
         params = self.claim_params(len(held), group) | {"ids": json.dumps(held)}
-        rows = (await self.run(conn, "take", params)).rows
+        rows = (await self.run(conn, S.TAKE, params)).rows
         taken = [self.delivery(row) for row in rows]
         for d in taken:
             d.conn = conn
@@ -85,7 +86,7 @@ class AdvisoryForm(Form):
                 self._process_keys.discard((self.keyspace, self.queue.table, row_id))
             return
         if ids and conn is not None and not conn.closed:
-            await self.run(conn, "unlock", {"ids": json.dumps(ids)})
+            await self.run(conn, S.UNLOCK, {"ids": json.dumps(ids)})
 
     async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         try:
@@ -132,9 +133,9 @@ class AdvisoryForm(Form):
                 not d.started
                 and conn is not None
                 and not conn.closed
-                and self.queue.rendered.get("unclaim")
+                and self.queue.rendered.get(S.UNCLAIM)
             ):
-                await self.run(conn, "unclaim", {"id": d.message.id})
+                await self.run(conn, S.UNCLAIM, {"id": d.message.id})
         finally:
             await self.unlock(conn, [d.message.id])
         return True

@@ -1,15 +1,37 @@
-"""What every claim form does, and the parts they share: turning claimed rows into deliveries."""
+"""What every claim form does, and the parts they share: turning claimed rows into deliveries.
+
+A form is one behaviour: claim, settle, settle several together, give back, and its own
+background work and recovery (the lease form extends leases and releases them on a fresh
+connection); the consumer calls these and never asks which form it has.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from runtime.backoff import Backoff, Outage
+from runtime.counts import Counts
 from runtime.delivery import Batch, Delivery, Message
 from runtime.drivers.base import Connection
 from runtime.errors import LeaseLost
 from runtime.queue import Queue
+from runtime.rendered import StatementName
 from runtime.settle import Decision
 from runtime.steps import StepResult, run_step
+
+
+@dataclass
+class Upkeep:
+    """What a form's background work may use: the deliveries held now, a way to open a
+    connection, the consumer's outage record and backoff, and its counts."""
+
+    held: set[Delivery]
+    connect: Callable[[], Awaitable[Connection]]
+    outage: Outage
+    backoff: Callable[[], Backoff]
+    counts: Counts
 
 
 class Form:
@@ -25,7 +47,9 @@ class Form:
         self.spread = spread
 
     # -- helpers shared by the forms
-    async def run(self, conn: Connection, step: str, params: dict[str, Any]) -> StepResult:
+    async def run(
+        self, conn: Connection, step: StatementName | str, params: dict[str, Any]
+    ) -> StepResult:
         return await run_step(conn, self.queue.rendered.require(step), params)
 
     def claim_params(self, limit: int, group: str | None) -> dict[str, Any]:
@@ -95,3 +119,14 @@ class Form:
         """The batch cannot finish (row lock: ROLLBACK)."""
         if conn.in_transaction and not conn.closed:
             await conn.rollback()
+
+    async def maintain(self, upkeep: Upkeep) -> None:
+        """The form's background work while the consumer runs (cancelled when it stops);
+        none for row lock and advisory, whose hold ends with the connection."""
+
+    async def release_elsewhere(
+        self, connect: Callable[[], Awaitable[Connection]], deliveries: list[Delivery]
+    ) -> int:
+        """Give back, on a fresh connection, rows whose worker connection is gone; how many
+        took a statement (row lock rolled back and advisory unlocked with the connection)."""
+        return 0

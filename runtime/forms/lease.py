@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
-from runtime.errors import LeaseLost
-from runtime.forms.base import Form
+from runtime.errors import ConnectionLost, LeaseLost
+from runtime.forms.base import Form, Upkeep
+from runtime.rendered import StatementName as S
 from runtime.settle import Decision
 
 log = logging.getLogger("runtime")
@@ -19,7 +22,7 @@ class LeaseForm(Form):
     can_group = True
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
-        result = await self.run(conn, "claim", self.claim_params(limit, group))
+        result = await self.run(conn, S.CLAIM, self.claim_params(limit, group))
         return Batch([self.delivery(row, token=row["token"]) for row in result.rows])
 
     def _lost(self, d: Delivery, what: str) -> LeaseLost:
@@ -38,7 +41,7 @@ class LeaseForm(Form):
                 await conn.rollback()
                 in_tx = False
             try:
-                result = await self.run(conn, decision.step or "retry", params)
+                result = await self.run(conn, decision.step or S.RETRY, params)
                 if not result.rowcount:
                     raise self._lost(d, decision.label)
             except LeaseLost:
@@ -63,7 +66,7 @@ class LeaseForm(Form):
                 async with d.lock:
                     d.settled = True  # no extension after this point
                     params = {**decision.params, "token": d.token}
-                    result = await self.run(conn, decision.step or "retry", params)
+                    result = await self.run(conn, decision.step or S.RETRY, params)
                 held.append(bool(result.rowcount))
             await conn.commit()
         except Exception:
@@ -88,7 +91,7 @@ class LeaseForm(Form):
                 return False
             result = await self.run(
                 conn,
-                "extend",
+                S.EXTEND,
                 {"id": d.message.id, "token": d.token, "lease_s": self.queue.lease_s},
             )
             if not result.rowcount:
@@ -112,5 +115,89 @@ class LeaseForm(Form):
             if conn.in_transaction:
                 await conn.rollback()
             # a row whose handler never started gets its claim's count back (unclaim)
-            step = "unclaim" if not d.started and self.queue.rendered.get("unclaim") else "release"
-            await self.run(conn, step, {"id": d.message.id, "token": d.token})
+            unclaim = not d.started and self.queue.rendered.get(S.UNCLAIM)
+            await self.run(
+                conn, S.UNCLAIM if unclaim else S.RELEASE, {"id": d.message.id, "token": d.token}
+            )
+
+    async def release_elsewhere(
+        self, connect: Callable[[], Awaitable[Connection]], deliveries: list[Delivery]
+    ) -> int:
+        """One try on a fresh connection; when the database is away the leases return as they
+        expire."""
+        if not deliveries:
+            return 0
+        try:
+            async with await connect() as other:
+                for d in deliveries:
+                    await self.give_back(other, d)
+        except Exception as exc:
+            log.info(
+                "queue %s: could not release %d leases (%s); they return when they expire",
+                self.queue.name,
+                len(deliveries),
+                exc,
+            )
+            return 0
+        return len(deliveries)
+
+    async def maintain(self, upkeep: Upkeep) -> None:
+        """Move the held leases forward every lease_s / 3 seconds on a connection of its own.
+
+        Its failures never end drain() or run(): a lost connection is replaced (at once, then
+        with the consumer's backoff while the database is away); a lease it cannot extend
+        expires and its row is delivered again.
+        """
+        every = max((self.queue.lease_s or 30.0) / 3, 0.05)
+        backoff = upkeep.backoff()  # a failure retries at once, then backs off (up to `every`)
+        conn: Connection | None = None
+        delay = every
+        try:
+            while True:
+                await asyncio.sleep(delay)
+                delay = every
+                if not upkeep.held:
+                    continue
+                if conn is None or conn.closed:
+                    try:
+                        conn = await upkeep.connect()
+                    except ConnectionLost as exc:
+                        upkeep.outage.failed(exc)
+                        delay = min(backoff.next(), every)
+                        continue
+                    except Exception as exc:
+                        log.warning(
+                            "queue %s: lease extension cannot connect (%s); retrying",
+                            self.queue.name,
+                            exc,
+                        )
+                        delay = min(backoff.next(), every)
+                        continue
+                    upkeep.outage.back()
+                try:
+                    # the writer turn first, then each delivery's lock, never the other way
+                    # round: a settlement holding a delivery's lock may wait for the writer
+                    # turn (SQLite), so a delivery being settled now is skipped, not awaited
+                    async with conn.writing():
+                        for d in list(upkeep.held):
+                            if d.lock.locked():
+                                continue
+                            if await self.extend(conn, d):
+                                upkeep.counts.add("extended")
+                    backoff.reset()
+                except ConnectionLost as exc:
+                    log.info(
+                        "queue %s: lease extension lost its connection (%s); reconnecting",
+                        self.queue.name,
+                        exc,
+                    )
+                    await conn.close()
+                    delay = min(backoff.next(), every)
+                except Exception as exc:
+                    log.warning(
+                        "queue %s: lease extension failed (%s); retrying", self.queue.name, exc
+                    )
+                    delay = min(backoff.next(), every)
+        finally:
+            if conn is not None:
+                await conn.close()

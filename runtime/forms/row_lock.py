@@ -5,6 +5,7 @@ from __future__ import annotations
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
 from runtime.forms.base import Form
+from runtime.rendered import StatementName as S
 from runtime.settle import Decision
 
 _SAVEPOINT = "qgen_delivery"
@@ -20,7 +21,7 @@ class RowLockForm(Form):
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         await conn.begin(immediate=True)
         try:
-            result = await self.run(conn, "claim", self.claim_params(limit, group))
+            result = await self.run(conn, S.CLAIM, self.claim_params(limit, group))
         except BaseException:
             await self.abort_batch(conn)
             raise

@@ -1,0 +1,133 @@
+"""How settlements are committed: one at a time as each handler finishes (inline), or those of
+quick handlers together in one transaction (windowed). One component, whatever the form."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from runtime.counts import Counts
+from runtime.delivery import Delivery
+from runtime.drivers.base import Connection
+from runtime.errors import LeaseLost
+from runtime.forms import Form
+from runtime.settle import Decision
+
+log = logging.getLogger("runtime")
+
+#: runs a delivery's handler; the decision that settles it
+RunHandler = Callable[[], Awaitable[Decision]]
+
+
+class Completer:
+    """Commits each settlement on its own, as its handler finishes (inline)."""
+
+    def __init__(self, form: Form, counts: Counts, held: set[Delivery]) -> None:
+        self.form = form
+        self.counts = counts
+        #: claimed, not yet settled (the lease form extends these)
+        self.held = held
+
+    async def handle(self, conn: Connection, d: Delivery, run_handler: RunHandler) -> None:
+        """Run the delivery's handler and settle it (or queue its settlement)."""
+        await self.settle(conn, d, await run_handler())
+        self.held.discard(d)
+
+    async def finish(self, conn: Connection) -> None:
+        """Write whatever waits: the batch's last handler has run."""
+
+    def drop(self) -> None:
+        """Forget whatever waits: the batch failed and its rows return unsettled."""
+
+    async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
+        try:
+            await self.form.settle(conn, d, decision)
+        except LeaseLost as exc:
+            self.lost(exc)
+            return
+        self.counts.add(decision.label)
+
+    def lost(self, exc: LeaseLost) -> None:
+        log.warning("%s", exc)
+        self.counts.add("lease_lost")
+
+
+class WindowedCompleter(Completer):
+    """The settlements of handlers that finish within ``window`` seconds of the first commit
+    together, each by its own guarded statement (lease and advisory, not transactional).
+
+    When the window closes while a handler runs, the waiting settlements are written at once
+    (a non-transactional handler does not use the worker's connection); otherwise they are
+    written before the next handler starts, and at the end of the batch.
+    """
+
+    def __init__(self, form: Form, counts: Counts, held: set[Delivery], window: float) -> None:
+        super().__init__(form, counts, held)
+        self.window = window
+        self.waiting: list[tuple[Delivery, Decision]] = []
+        self._handling = False
+        self._writing: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._deadline = 0.0
+
+    async def handle(self, conn: Connection, d: Delivery, run_handler: RunHandler) -> None:
+        if self.waiting and asyncio.get_running_loop().time() >= self._deadline:
+            await self._write(conn)
+        self._handling = bool(self.waiting)
+        try:
+            decision = await run_handler()
+        finally:
+            self._handling = False
+            if self._writing is not None:  # the window closed while the handler ran
+                await self._writing
+                self._writing = None
+        if not self.waiting:
+            self._open(conn)
+        self.waiting.append((d, decision))
+
+    async def finish(self, conn: Connection) -> None:
+        if self.waiting:
+            await self._write(conn)
+
+    def drop(self) -> None:
+        self._take()
+
+    def _open(self, conn: Connection) -> None:
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + self.window
+        self._timer = loop.call_at(self._deadline, self._closing, conn)
+
+    def _closing(self, conn: Connection) -> None:
+        self._timer = None
+        if self._handling and self.waiting and self._writing is None:
+            self._writing = asyncio.ensure_future(self._write(conn))
+
+    def _take(self) -> list[tuple[Delivery, Decision]]:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        items, self.waiting = self.waiting, []
+        return items
+
+    async def _write(self, conn: Connection) -> None:
+        items = self._take()
+        met = await self.form.settle_group(conn, items)
+        if met is None:  # its transaction failed, nothing committed: one by one, as usual
+            for d, decision in items:
+                await self.settle(conn, d, decision)
+                self.held.discard(d)
+            return
+        for (d, decision), lost in zip(items, met, strict=True):
+            if lost is None:
+                self.counts.add(decision.label)
+            else:
+                self.lost(lost)
+            self.held.discard(d)
+
+
+def completer_for(form: Form, counts: Counts, held: set[Delivery], window: float) -> Completer:
+    """Windowed where the form can commit several settlements together and a window is set."""
+    if window > 0 and form.groups_settlements():
+        return WindowedCompleter(form, counts, held, window)
+    return Completer(form, counts, held)
