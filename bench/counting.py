@@ -1,8 +1,8 @@
 """Statements and commits per message: a tally, and a hook that counts what the runtime sends.
 
-The hook replaces ``runtime.consumer.connect`` in the bench's own process only: each
-connection the Consumer opens gets counting wrappers on its statement and transaction
-methods (instance attributes, so the object stays the runtime's own Connection class).
+The Consumer is handed an opener whose connections get counting wrappers on their statement
+and transaction methods (instance attributes, so the object stays the runtime's own
+Connection class).
 The raw baselines call the same tally by hand, with the same rules:
 
 * statements: every round trip of SQL, BEGIN, COMMIT and ROLLBACK included;
@@ -13,12 +13,10 @@ The raw baselines call the same tally by hand, with the same rules:
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import runtime.consumer
 from runtime.connect import connect as runtime_connect
 from runtime.drivers.base import Connection
 
@@ -89,16 +87,11 @@ def instrument(conn: Connection, tally: Tally) -> Connection:
     return conn
 
 
-@contextmanager
-def counting_consumer_connections(tally: Tally) -> Iterator[None]:
-    """Every connection ``runtime.Consumer`` opens inside the block counts into ``tally``."""
+def counting_opener(url: str, tally: Tally) -> Callable[[], Awaitable[Connection]]:
+    """An opener for ``runtime.Consumer(opener, …)``: each connection it opens counts into
+    ``tally``."""
 
-    async def counting_connect(url: str, **kwargs: Any) -> Connection:
-        return instrument(await runtime_connect(url, **kwargs), tally)
+    async def open_counted() -> Connection:
+        return instrument(await runtime_connect(url), tally)
 
-    saved = runtime.consumer.connect
-    runtime.consumer.connect = counting_connect  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        runtime.consumer.connect = saved  # type: ignore[assignment]
+    return open_counted

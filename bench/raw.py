@@ -556,7 +556,7 @@ async def enqueue(url: str, engine: str, st: Statements, payloads: Sequence[Any]
     The timing covers what ``queue.enqueue_many`` does too: encoding the payloads, BEGIN,
     the batch, COMMIT (the connection is opened before it).
     """
-    (sql,) = st["enqueue"]
+    sql = st["enqueue"][0]  # the INSERT (MySQL reads the id in a second statement)
     if engine == "postgres":
         import psycopg
 

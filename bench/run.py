@@ -41,7 +41,7 @@ if __package__ in (None, ""):  # run as a script: make the repo importable
 import runtime
 from bench import depth as depth_mod
 from bench import pgq, raw
-from bench.counting import Tally, counting_consumer_connections
+from bench.counting import Tally, counting_opener
 from bench.queues import (
     DEFAULT_URLS,
     ENGINES,
@@ -260,17 +260,20 @@ class FormBench:
         if kind == "runtime":
             handler = retry_once_handler if retry else ack_handler
             consumer = runtime.Consumer(
-                e.url, self.queue, handler, concurrency=s.concurrency, batch=s.batch
+                counting_opener(e.url, tally),
+                self.queue,
+                handler,
+                concurrency=s.concurrency,
+                batch=s.batch,
             )
-            with counting_consumer_connections(tally):
-                try:
-                    return await consumer.drain()
-                except BaseException:
-                    # drain() raises with its first failing worker; the others would carry on
-                    # into the next run: stop them, and give their batches time to settle
-                    consumer.stop()
-                    await asyncio.sleep(STRAGGLER_WAIT_S)
-                    raise
+            try:
+                return await consumer.drain()
+            except BaseException:
+                # drain() raises with its first failing worker; the others would carry on
+                # into the next run: stop them, and give their batches time to settle
+                consumer.stop()
+                await asyncio.sleep(STRAGGLER_WAIT_S)
+                raise
         drain = raw.drain_async if kind == "async" else raw.drain_sync
         return await drain(
             e.url,

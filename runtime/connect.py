@@ -9,6 +9,7 @@ servers older than the dialect's floor.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
@@ -107,6 +108,23 @@ async def connect(url: str, **kwargs: Any) -> Connection:
         await conn.close()
         raise
     return conn
+
+
+#: a way to open connections: ``lambda: runtime.connect(url, sslrootcert=…)``, a pool's
+#: acquire, a test's instrumented opener
+Opener = Callable[[], Awaitable[Connection]]
+
+
+def opener(url_or_open: str | Opener) -> Opener:
+    """A URL as an opener (``runtime.connect(url)``), or the service's own opener as it is."""
+    if isinstance(url_or_open, str):
+        url = url_or_open
+        return lambda: connect(url)
+    if not callable(url_or_open):
+        raise ConfigurationError(
+            f"expected a database URL or a function that opens a connection, not {url_or_open!r}"
+        )
+    return url_or_open
 
 
 def _mysql_options(url: str, query: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from runtime.backoff import Backoff, Outage
 from runtime.completer import completer_for
-from runtime.connect import connect
+from runtime.connect import Opener, opener
 from runtime.counts import Counts
 from runtime.delivery import Batch, Ctx, Delivery, Message
 from runtime.drivers.base import Connection
@@ -29,6 +29,7 @@ from runtime.outcomes import Outcome, retry
 from runtime.payloads import decode_payload
 from runtime.queue import Queue, check_dialect
 from runtime.settle import Decision, dead_letter_now, decide
+from runtime.verify import check_attempt_default
 
 log = logging.getLogger("runtime")
 
@@ -51,6 +52,8 @@ class Consumer:
     """Claims and settles a queue's messages with ``concurrency`` workers, ``batch`` rows a claim.
 
     ``counts = await Consumer(url, queue, handle).drain()`` runs until nothing is claimable;
+    ``db`` is a URL or a function that opens a connection (``lambda: runtime.connect(url,
+    sslrootcert="…")``, a pool's acquire), so the service controls credentials and TLS.
     ``run()`` runs until ``stop()``, which lets in-flight deliveries settle and gives back
     the rows it claimed but did not start.
 
@@ -80,7 +83,7 @@ class Consumer:
 
     def __init__(
         self,
-        db_url: str,
+        db: str | Opener,
         queue: Queue,
         handle: Handler,
         group: str | None = None,
@@ -108,13 +111,16 @@ class Consumer:
                 "transactional=True needs an async handler (ctx.db is an async connection): "
                 "make the handler `async def`, or consume without transactional=True"
             )
-        self.db_url = db_url
+        #: opens the workers' connections: runtime.connect(url), or the service's own opener
+        self.open = opener(db)
         self.queue = queue
         self.handle = handle
         self.group = group
+        keyspace = db if isinstance(db, str) else ""  # else the first connection's URL
         self.form = form_for(
-            queue, transactional=transactional, keyspace=db_url, spread=concurrency
+            queue, transactional=transactional, keyspace=keyspace, spread=concurrency
         )
+        self._attempt_checked = False
         self.concurrency = concurrency
         self.batch = batch
         self.poll_interval = poll_interval
@@ -200,12 +206,17 @@ class Consumer:
             stopped.cancel()
 
     async def _connect(self) -> Connection:
-        conn = await connect(self.db_url)
+        conn = await self.open()
         try:
             check_dialect(self.queue.rendered, conn)
+            if not self._attempt_checked:  # once: a table counting from 0 would cap wrong
+                await check_attempt_default(conn, self.queue)
+                self._attempt_checked = True
         except BrokerError:
             await conn.close()
             raise
+        if not self.form.keyspace:
+            self.form.keyspace = conn.url
         return conn
 
     def _backoff(self) -> Backoff:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.connect import connect
+from runtime.adapters import adapt, run_sync
+from runtime.connect import Opener, opener
 from runtime.delivery import Ctx, Message
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
@@ -118,32 +119,43 @@ class Outbox:
         }
 
     async def put(
-        self, db: Connection, payload: Any, topic: str | None = None, key: str | None = None
-    ) -> int | None:
-        """Add one record on the caller's connection, so inside its open transaction: the record
-        commits or rolls back with the business write. Returns its id where the engine reports
-        it (not MySQL/MariaDB). ``await outbox.put(db, {"order": 7}, topic="orders")``"""
-        check_dialect(self.rendered, db)
+        self, db: Any, payload: Any, topic: str | None = None, key: str | None = None
+    ) -> int:
+        """Add one record on the caller's connection (the runtime's or the service's own:
+        psycopg 3, aiosqlite, SQLAlchemy AsyncConnection/AsyncSession), inside its open
+        transaction: the record commits or rolls back with the business write. Returns its id.
+        ``await outbox.put(db, {"order": 7}, topic="orders")``"""
+        conn = adapt(db)
+        check_dialect(self.rendered, conn)
         result = await run_step(
-            db, self.rendered.require(S.PUT), self._put_params(payload, topic, key)
+            conn,  # type: ignore[arg-type]
+            self.rendered.require(S.PUT),
+            self._put_params(payload, topic, key),
         )
-        return result.rows[0]["id"] if result.rows else None
+        return int(result.rows[0]["id"])
 
     async def put_many(
         self,
-        db: Connection,
+        db: Any,
         payloads: Iterable[Any],
         topic: str | None = None,
         key: str | None = None,
     ) -> int:
         """Add many records in one batch on the caller's connection; returns how many.
         ``await outbox.put_many(db, events, topic="orders")``"""
-        check_dialect(self.rendered, db)
-        (sql,) = self.rendered.require(S.PUT)
+        conn = adapt(db)
+        check_dialect(self.rendered, conn)
+        insert = self.rendered.require(S.PUT)[0]  # the INSERT; ids are not read back here
         params = [self._put_params(p, topic, key) for p in payloads]
         if params:
-            await db.executemany(sql, params)
+            await conn.executemany(insert, params)
         return len(params)
+
+    @property
+    def sync(self) -> SyncOutbox:
+        """put and put_many for blocking code on a blocking connection (psycopg, sqlite3,
+        PyMySQL, SQLAlchemy Connection or Session): ``outbox.sync.put(conn, event)``."""
+        return SyncOutbox(self)
 
     async def prune(self, db: Connection, age_s: float) -> int:
         """Delete the records marked more than ``age_s`` seconds ago (the database's clock);
@@ -160,7 +172,7 @@ class Outbox:
 
     async def relay(
         self,
-        db_url: str,
+        db: str | Opener,
         handle: Handler,
         batch: int = 100,
         until_empty: bool = True,
@@ -186,7 +198,7 @@ class Outbox:
         # loop it); a relay that polls forever relies on the fetch to skip marked records
         seen: set[int] = set()
         left: list[int] = []
-        conn = await connect(db_url)
+        conn = await opener(db)()
         try:
             check_dialect(self.rendered, conn)
             while not (stop is not None and stop.is_set()):
@@ -333,3 +345,20 @@ class Outbox:
             )
             return retry()
         return outcome
+
+
+class SyncOutbox:
+    """``outbox.sync``: put and put_many on a blocking connection, in its transaction."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+
+    def put(self, conn: Any, payload: Any, topic: str | None = None, key: str | None = None) -> int:
+        """``outbox.sync.put(conn, payload, topic=…)`` → the record's id."""
+        return run_sync(self.outbox.put(adapt(conn, sync=True), payload, topic, key))
+
+    def put_many(
+        self, conn: Any, payloads: Iterable[Any], topic: str | None = None, key: str | None = None
+    ) -> int:
+        """``outbox.sync.put_many(conn, payloads, topic=…)`` → how many."""
+        return run_sync(self.outbox.put_many(adapt(conn, sync=True), payloads, topic, key))

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
 from typing import Any
 
+from runtime.adapters import Adapted, adapt, run_sync
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
 from runtime.errors import ConfigurationError, DialectMismatch, PayloadError
 from runtime.outcomes import delay_seconds
 from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
 from runtime.rendered import RenderedFile
+from runtime.rendered import StatementName as S
 from runtime.steps import run_step
 
 __all__ = ["Queue", "check_dialect", "decode_payload", "delay_seconds", "encode_payload"]
 
 
-def check_dialect(rendered: RenderedFile, conn: Connection) -> None:
+def check_dialect(rendered: RenderedFile, conn: Connection | Adapted) -> None:
     """A file rendered for one dialect runs only on the engines that accept it."""
     d = rendered.dialect
     if conn.dialect.name not in d.runs_on:
@@ -80,7 +82,11 @@ class Queue:
         return self.rendered.columns
 
     def _enqueue_params(
-        self, payload: Any, delay: float | timedelta | None, group: str | None
+        self,
+        payload: Any,
+        delay: float | timedelta | None,
+        group: str | None,
+        values: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         cols = self.columns
         if group is not None and "group" not in cols:
@@ -93,49 +99,108 @@ class Queue:
                 f"queue '{self.name}' has no retry_after column, so it cannot delay a message: "
                 "enqueue without delay=, or declare columns.retry_after and render again"
             )
-        return {
+        others = self.rendered.header.other_columns
+        unknown = sorted(set(values or ()) - set(others))
+        if unknown:
+            raise ConfigurationError(
+                f"queue '{self.name}' has no other column {unknown[0]!r} (declared: "
+                f"{', '.join(others) or 'none'}): list it under other_columns and render again"
+            )
+        params = {
             "payload": encode_payload(payload, self.encoder),
             "group": group if group is not None else self.default_group,
             "delay_s": None if delay is None else delay_seconds(delay),
         }
+        for col in others:  # a column not given gets NULL: list only those you set
+            params[f"value_{col}"] = (values or {}).get(col)
+        return params
 
     async def enqueue(
         self,
-        db: Connection,
+        db: Any,
         payload: Any,
         delay: float | timedelta | None = None,
         group: str | None = None,
-    ) -> int | None:
-        """Add one message, inside the caller's transaction if one is open; returns its id where
-        the engine reports it. ``await queue.enqueue(db, {"order": 7}, delay=30)``
+        values: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Add one message on ``db``, inside its open transaction if there is one; returns the
+        new message's id. ``await queue.enqueue(db, {"order": 7}, delay=30)``
 
-        A payload an engine could not keep as it is raises PayloadError, nothing written; a
-        delay that is NaN, infinite, negative or past MAX_DELAY_S raises ValueError."""
-        check_dialect(self.rendered, db)
+        ``db`` is the runtime's connection or the service's own (psycopg 3, aiosqlite,
+        SQLAlchemy AsyncConnection or AsyncSession): the statement runs on it as it is, and
+        the service's commit or rollback decides. ``values`` gives the table's other columns
+        (``other_columns``) their values. A payload an engine could not keep as it is raises
+        PayloadError, nothing written; a delay that is NaN, infinite, negative or past
+        MAX_DELAY_S raises ValueError."""
+        conn = adapt(db)
+        check_dialect(self.rendered, conn)
         result = await run_step(
-            db, self.rendered.require("enqueue"), self._enqueue_params(payload, delay, group)
+            conn,  # type: ignore[arg-type]
+            self.rendered.require(S.ENQUEUE),
+            self._enqueue_params(payload, delay, group, values),
         )
-        return result.rows[0]["id"] if result.rows else None
+        return int(result.rows[0]["id"])
 
     async def enqueue_many(
         self,
-        db: Connection,
+        db: Any,
         payloads: Iterable[Any],
         delay: float | timedelta | None = None,
         group: str | None = None,
+        values: Mapping[str, Any] | None = None,
     ) -> int:
         """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``
 
         Every payload is checked first: one that cannot be stored raises PayloadError and
         nothing of the batch is written."""
-        check_dialect(self.rendered, db)
-        (sql,) = self.rendered.require("enqueue")
+        conn = adapt(db)
+        check_dialect(self.rendered, conn)
+        insert = self.rendered.require(S.ENQUEUE)[0]  # the INSERT; ids are not read back here
         params = []
         for i, p in enumerate(payloads):
             try:
-                params.append(self._enqueue_params(p, delay, group))
+                params.append(self._enqueue_params(p, delay, group, values))
             except PayloadError as exc:
                 raise PayloadError(f"item {i} of the batch: {exc}") from None
         if params:
-            await db.executemany(sql, params)
+            await conn.executemany(insert, params)
         return len(params)
+
+    @property
+    def sync(self) -> SyncQueue:
+        """The same enqueue for blocking code and a blocking connection (psycopg, sqlite3,
+        PyMySQL, SQLAlchemy Connection or Session): ``queue.sync.enqueue(conn, {"n": 1})``."""
+        return SyncQueue(self)
+
+
+class SyncQueue:
+    """``queue.sync``: enqueue and enqueue_many on a blocking connection, in its transaction.
+
+    The very code of the async methods runs, over an adapter that never suspends."""
+
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+
+    def enqueue(
+        self,
+        conn: Any,
+        payload: Any,
+        delay: float | timedelta | None = None,
+        group: str | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> int:
+        """``queue.sync.enqueue(conn, payload, …)`` → the new message's id."""
+        return run_sync(self.queue.enqueue(adapt(conn, sync=True), payload, delay, group, values))
+
+    def enqueue_many(
+        self,
+        conn: Any,
+        payloads: Iterable[Any],
+        delay: float | timedelta | None = None,
+        group: str | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> int:
+        """``queue.sync.enqueue_many(conn, payloads, …)`` → how many."""
+        return run_sync(
+            self.queue.enqueue_many(adapt(conn, sync=True), payloads, delay, group, values)
+        )

@@ -135,6 +135,12 @@ class TcpProxy:
         for _, writer in self._held:
             _abort(writer)
         self._held.clear()
+        # every forwarding task ends here, not as "destroyed but pending" when the loop is
+        # collected (asyncio logs that at ERROR, into whichever test runs then)
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.mode == "refuse":

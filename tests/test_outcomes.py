@@ -198,7 +198,9 @@ def test_a_handler_that_raises_is_a_retry_and_is_logged(engine, form, caplog):
             with caplog.at_level(logging.ERROR, logger="runtime"):
                 counts = await drain(qt, handler(["raise", "ack"], seen))
             assert counts == {"retry": 1, "ack": 1}
-            errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+            errors = [
+                r for r in caplog.records if r.levelno == logging.ERROR and r.name == "runtime"
+            ]
             assert errors and errors[0].exc_info and "handler failed" in str(errors[0].exc_info[1])
         finally:
             await qt.drop()

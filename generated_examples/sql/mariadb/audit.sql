@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:816bf9462302977b401033cb911f1e03788816058894c2a06a628c234ffd5c94
+-- seal: sha256:ff5e7c6db07c964b5c006fe50a0117cc3ea1c809b1a517c434fe0dd4619aaf5d
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -18,9 +18,10 @@ CREATE TABLE IF NOT EXISTS `audit_queue` (
 
 -- name: enqueue
 -- Adds one message.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `audit_queue` (`entry`)
 VALUES (%(payload)s);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

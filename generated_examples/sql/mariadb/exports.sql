@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:2b377f52c665da0369b9de08c679aa448fa0e32e3055115f0873f2a6d1e60abe
+-- seal: sha256:72e4802dca19dcd5c80c272b14cc5df571b3d3d64cdcdb55a654488a00d9a435
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -23,9 +23,10 @@ CREATE TABLE IF NOT EXISTS `exports_queue` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `exports_queue` (`payload`, `lane`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:17fa63630fc0d634cc53f80404c29540ef6ed9e7ed9de9085398e73de723078b
+-- seal: sha256:e8219bd7ea7893d312f6a9dc2a94ff61b14d586aaceaa696d05b0ac7ca4250c4
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -26,9 +26,10 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `orders_queue` (`body`, `queue`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

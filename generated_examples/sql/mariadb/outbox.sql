@@ -3,7 +3,7 @@
 -- dialect: "mariadb"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:88a5a4cfae7728674d09f2afbbe0725e0a7fb80c8c83c3558d67749b7b7e2542
+-- seal: sha256:35303ba3ea5814d902b745ea990287f9cd6883e1aab257cd287c85f880304592
 
 -- name: schema
 -- Creates the outbox table and the index the relay's fetch reads, if missing.
@@ -20,9 +20,10 @@ CREATE TABLE IF NOT EXISTS `outbox` (
 
 -- name: put
 -- Adds one record in the caller's transaction, stamped with the database's clock.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `outbox` (`payload`, `topic`, `partition_key`, `created_at`)
 VALUES (%(payload)s, %(topic)s, %(record_key)s, UTC_TIMESTAMP(6));
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: fetch
 -- Selects up to limit unmarked records after after_id, in id order, and holds them until the relay's COMMIT; records another relay holds are skipped.

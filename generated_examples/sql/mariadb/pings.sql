@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:b190bf4258dfb308784e8c12cc1cc9bf36e92051bb1b19ebbd67c767c08ceee6
+-- seal: sha256:347bb08ce0b512a52e613b0645456613dd8efc27e3af581c940484a08dc4f127
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -20,9 +20,10 @@ CREATE TABLE IF NOT EXISTS `pings` (
 
 -- name: enqueue
 -- Adds one message.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `pings` (`data`)
 VALUES (%(payload)s);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array). One transaction.

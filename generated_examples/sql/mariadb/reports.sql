@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:02e8cc3bbed85d7aa71738a2d2e1a2f64795a5e14a9cc9298ba9d2e9b9ed6279
+-- seal: sha256:0e3aff3b67bd2e9a4e42ac0ed9a0698bcea214497ef0e79b0fa3accb1c7f3f22
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -23,9 +23,10 @@ CREATE TABLE IF NOT EXISTS `reports_queue` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `reports_queue` (`payload`, `grp`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

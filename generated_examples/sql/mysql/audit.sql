@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:b97363813b37321310242c2fc67c37ecee3b4ccd8ca1a44453bc5e28c0719205
+-- seal: sha256:4af484883008fc6407688f5a4c4c055f341378f0d46511d0ba51b46b910cb27e
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -18,9 +18,10 @@ CREATE TABLE IF NOT EXISTS `audit_queue` (
 
 -- name: enqueue
 -- Adds one message.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `audit_queue` (`entry`)
 VALUES (%(payload)s);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

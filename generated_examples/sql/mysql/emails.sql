@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:5f9c95a1418616cce10164f4c0d6a950b2243bec5d36a3804f6759290dd8bd52
+-- seal: sha256:45a71b11eec59801435fe28ac721edc3f79b355296e9de7359d69aefa9321a91
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -29,9 +29,10 @@ CREATE TABLE IF NOT EXISTS `emails_dead` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `emails_queue` (`payload`, `retry_after`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:3f3c215e49716580d02fabd7e99b8b6d281c18e09c0d0caaa82bb865a2fffe05
+-- seal: sha256:0e95b71c67eacefc97665117152c72896f50c673ada4587b41548f1182952711
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -23,9 +23,10 @@ CREATE TABLE IF NOT EXISTS `exports_queue` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `exports_queue` (`payload`, `lane`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

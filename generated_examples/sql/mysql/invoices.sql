@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:a538dd20101dd7cf8a17cd9c3e50930230846f4b1ffe64535faadd5f82381a97
+-- seal: sha256:6b8e9e3ea1e8772c7d66bc7c622ecdfe5a723b981fddb18558fef346affa0fba
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -29,9 +29,10 @@ CREATE TABLE IF NOT EXISTS `invoices_dead` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `invoices_queue` (`payload`, `retry_after`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:bffd54c2d3eba05a46753ed611f166eeffb050852a7da9220b776bec2723f4dc
+-- seal: sha256:4d484d6da541b59881543791f8c0c7d2cc1bc1e6c312aab8877eddd8bd49daef
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -26,9 +26,10 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `orders_queue` (`body`, `queue`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

@@ -3,7 +3,7 @@
 -- dialect: "mysql"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:54d9bbc2a91e2739d3d45e50ccbba34dd456b8452f47333f51824fae921f581e
+-- seal: sha256:67a88ce1f898edce431d1411a07397b85729c7315e85f668c38f661659b8c258
 
 -- name: schema
 -- Creates the outbox table and the index the relay's fetch reads, if missing.
@@ -20,9 +20,10 @@ CREATE TABLE IF NOT EXISTS `outbox` (
 
 -- name: put
 -- Adds one record in the caller's transaction, stamped with the database's clock.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `outbox` (`payload`, `topic`, `partition_key`, `created_at`)
 VALUES (%(payload)s, %(topic)s, %(record_key)s, UTC_TIMESTAMP(6));
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: fetch
 -- Selects up to limit unmarked records after after_id, in id order, and holds them until the relay's COMMIT; records another relay holds are skipped.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:9d073d103b16b02d4f96aeee50e611ed33c33f74bf4587cdcfb6e8849961082b
+-- seal: sha256:9535d63ce1fef70b1cbc599ccda372ca324e5d8acdbd59c007e817e28515855d
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -20,9 +20,10 @@ CREATE TABLE IF NOT EXISTS `pings` (
 
 -- name: enqueue
 -- Adds one message.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `pings` (`data`)
 VALUES (%(payload)s);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array). One transaction.

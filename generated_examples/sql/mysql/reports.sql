@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:5b41991f0553a275a926a7ce1edf3d7eb4a371785ea5f63a4b008c5a9cf9e00e
+-- seal: sha256:a4a5be0cfc6222dc03f9852ba92fa594adaaed729ca29d015d8fd4810a113d07
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -23,9 +23,10 @@ CREATE TABLE IF NOT EXISTS `reports_queue` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `reports_queue` (`payload`, `grp`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

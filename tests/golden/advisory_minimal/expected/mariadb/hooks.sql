@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:1987a9d663729778ba3eafd8940e99fcd8d15af99f8e6370a97306bcc2633987
+-- seal: sha256:45218f760df3654d8150d54963a1531be93467cb80a1d77dbad4d01aa3740b11
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -18,9 +18,10 @@ CREATE TABLE IF NOT EXISTS `hooks` (
 
 -- name: enqueue
 -- Adds one message.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `hooks` (`payload`)
 VALUES (%(payload)s);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:d8026a9f15cf58c23bf63b6bcf2cc6b766b39ce4946fff2219c809c823865d62
+-- seal: sha256:0dca32c4ac84f8f4959c4759d1bff21c74c81e97c98b15ba2e3dd6fdc005ef9c
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -18,9 +18,10 @@ CREATE TABLE IF NOT EXISTS `hooks` (
 
 -- name: enqueue
 -- Adds one message.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `hooks` (`payload`)
 VALUES (%(payload)s);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

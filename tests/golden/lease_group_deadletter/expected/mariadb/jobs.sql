@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:cccac46ca81bb64f49c3400dfd7a9e9d1414a9fc69ce208867223c1885e09e52
+-- seal: sha256:9694dbc2f7d275cf97945ec2e412d903ed1c81d48e020666e683c5be703d44d0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -26,9 +26,10 @@ CREATE TABLE IF NOT EXISTS `jobs` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `jobs` (`payload`, `queue`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

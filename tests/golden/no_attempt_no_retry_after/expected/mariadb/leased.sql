@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:3bb1d478b35fe7e92dfd5754ac439daa0caf460b70b85802917099d540567fd1
+-- seal: sha256:24178a7b8777fc12a8aaf0a8680cf98f8c4cf7974699ec8c03c08a59d1d7131f
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -20,9 +20,10 @@ CREATE TABLE IF NOT EXISTS `leased` (
 
 -- name: enqueue
 -- Adds one message.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `leased` (`payload`)
 VALUES (%(payload)s);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array). One transaction.

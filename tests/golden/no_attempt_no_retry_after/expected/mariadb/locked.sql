@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:4fed5e127f66fd4adfd4ae0bbbd6c270bd45fd752f200aec016250188ef79063
+-- seal: sha256:53ba972bb895d2547454fdac0ec37033ac6ddada6481c44bb9deb6f8544e6652
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -20,9 +20,10 @@ CREATE TABLE IF NOT EXISTS `locked` (
 
 -- name: enqueue
 -- Adds one message.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `locked` (`payload`)
 VALUES (%(payload)s);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

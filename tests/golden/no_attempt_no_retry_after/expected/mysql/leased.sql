@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:b8022dc79b89ecf23bf7a972e0adec4a53da3a0ab7a5d8c6b128a9124079bed8
+-- seal: sha256:a2517c168c6f2ed57aeb1c71cb9f5148c53006d4536facf362c78284bef52be5
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -20,9 +20,10 @@ CREATE TABLE IF NOT EXISTS `leased` (
 
 -- name: enqueue
 -- Adds one message.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `leased` (`payload`)
 VALUES (%(payload)s);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array). One transaction.

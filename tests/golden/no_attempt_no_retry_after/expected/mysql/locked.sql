@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:a8a457a462e547a34dca3d11efd542cb048d21889c3ff74be6765c5166f57458
+-- seal: sha256:c426b68260bd5c6b3aebc0afdebb1e55eb1113c2ac2461f69375eb09ee95450b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -20,9 +20,10 @@ CREATE TABLE IF NOT EXISTS `locked` (
 
 -- name: enqueue
 -- Adds one message.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `locked` (`payload`)
 VALUES (%(payload)s);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:a8a8727ca0f26f7be6b6e5e7e9f828274f5573a8e36f39c45a9974d858ede51a
+-- seal: sha256:8c3aa02ab5a409af31ca0cc0f95065af4760cf34a0e5c7d17c3229dc70a3c8a1
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -25,9 +25,10 @@ CREATE TABLE IF NOT EXISTS `tasks` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `tasks` (`payload`, `lane`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

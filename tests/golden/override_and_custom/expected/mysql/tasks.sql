@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:781490fe9c3b2d46a145a2e74105d7682adae8f97b0dbe51c0d071dddd528cbc
+-- seal: sha256:e16ab9f37f3cc3b8a700107a20d3288075147701fafd6a2b84ef42121e003c6f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -25,9 +25,10 @@ CREATE TABLE IF NOT EXISTS `tasks` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `tasks` (`payload`, `lane`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

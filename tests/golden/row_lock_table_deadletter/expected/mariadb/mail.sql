@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:6de632132b908109dcd4879fe844131bafc5331d9efbc10ac010b6db5a2f15d8
+-- seal: sha256:470570b24403f5556e469edf5e8684f5147e62798d21805432c38c9f986abefb
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -26,9 +26,10 @@ CREATE TABLE IF NOT EXISTS `mail_dead` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `mail_queue` (`message`, `not_before`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

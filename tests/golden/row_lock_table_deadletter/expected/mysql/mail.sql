@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:b74a2f4ed11de5e8f3ed6b6fb6c4550265d5bd09d27c8ccab5c6cd5cdb443b6d
+-- seal: sha256:f4256d4635b5d2db46ac7c4eadde4a129fb0269e6b5aaa4495ff121aed9bde28
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -26,9 +26,10 @@ CREATE TABLE IF NOT EXISTS `mail_dead` (
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes
+-- kinds: writes reads
 INSERT INTO `mail_queue` (`message`, `not_before`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

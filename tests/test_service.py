@@ -1,0 +1,368 @@
+"""Using qgen from a real service: enqueue and outbox put on the service's own connection, in
+its own transaction (psycopg 3, sqlite3, aiosqlite, PyMySQL, SQLAlchemy 2), the sync API, the
+table's other columns given at enqueue, connections opened by the service's own opener, and a
+table whose attempt default would make the consumer count wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from engines import Engine, engine_params, run, unique_table
+from queues import QueueUnderTest, make_queue
+
+import runtime
+from runtime.errors import ConfigurationError
+
+
+def sqlalchemy_url(engine: Engine, is_async: bool) -> str:
+    parts = urlsplit(engine.url)
+    if engine.name == "sqlite":
+        return f"sqlite+{'aiosqlite' if is_async else 'pysqlite'}://{parts.path}"
+    scheme = "postgresql+psycopg" if engine.name == "postgres" else "mysql+pymysql"
+    return f"{scheme}://{parts.netloc}{parts.path}"
+
+
+@contextlib.contextmanager
+def sync_connection(
+    engine: Engine, kind: str
+) -> Iterator[tuple[Any, Callable[[], None], Callable[[], None], Callable[[str], None]]]:
+    """(conn, commit, rollback, execute) of a blocking connection of the service's own."""
+    parts = urlsplit(engine.url)
+    if kind == "driver" and engine.name == "postgres":
+        import psycopg
+
+        conn = psycopg.connect(f"postgresql://{parts.netloc}{parts.path}")
+        yield conn, conn.commit, conn.rollback, lambda s: conn.execute(s)
+        conn.close()
+    elif kind == "driver" and engine.name == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(parts.path)
+        yield conn, conn.commit, conn.rollback, lambda s: conn.execute(s)
+        conn.close()
+    elif kind == "driver":
+        import pymysql
+
+        conn = pymysql.connect(
+            host=parts.hostname,
+            port=parts.port or 3306,
+            user=parts.username or "root",
+            database=parts.path.lstrip("/"),
+        )
+        yield conn, conn.commit, conn.rollback, lambda s: conn.cursor().execute(s)
+        conn.close()
+    else:
+        import sqlalchemy
+        from sqlalchemy.orm import Session
+
+        sa = sqlalchemy.create_engine(sqlalchemy_url(engine, False))
+        if kind == "sqlalchemy":
+            with sa.connect() as conn:
+                yield conn, conn.commit, conn.rollback, lambda s: conn.exec_driver_sql(s)
+        else:
+            with Session(sa) as session:
+                yield (
+                    session,
+                    session.commit,
+                    session.rollback,
+                    lambda s: session.connection().exec_driver_sql(s),
+                )
+        sa.dispose()
+
+
+SYNC_KINDS = ["driver", "sqlalchemy", "session"]
+
+
+@pytest.mark.parametrize("kind", SYNC_KINDS)
+@pytest.mark.parametrize("engine", engine_params(), indirect=True)
+def test_sync_enqueue_commits_and_rolls_back_with_the_business_write(
+    engine: Engine, kind: str
+) -> None:
+    qt, business = run(_setup(engine))
+    try:
+        ids = []
+        for commit in (True, False):
+            with sync_connection(engine, kind) as (conn, do_commit, do_rollback, execute):
+                execute(f"INSERT INTO {business} (note) VALUES ('order')")
+                ids.append(qt.queue.sync.enqueue(conn, {"order": commit}))
+                (do_commit if commit else do_rollback)()
+        run(_assert_together(qt, business, ids))
+    finally:
+        run(_teardown(qt, business))
+
+
+async def _setup(engine: Engine) -> tuple[QueueUnderTest, str]:
+    qt = await make_queue(engine, "lease")
+    business = unique_table("orders")
+    await qt.sql(f"CREATE TABLE {qt.q(business)} (note VARCHAR(20))")
+    return qt, business
+
+
+async def _teardown(qt: QueueUnderTest, business: str) -> None:
+    await qt.sql(f"DROP TABLE {qt.q(business)}")
+    await qt.drop()
+
+
+async def _assert_together(qt: QueueUnderTest, business: str, ids: list[int]) -> None:
+    """The committed message and its business row are there; the rolled-back ones are not;
+    the id each enqueue returned is its row's."""
+    rows = await qt.rows()
+    assert [r["id"] for r in rows] == [ids[0]], (rows, ids)
+    assert rows[0]["payload"] == {"order": True}
+    notes = await qt.sql(f"SELECT COUNT(*) AS n FROM {qt.q(business)}")
+    assert int(notes[0]["n"]) == 1
+
+
+ASYNC_KINDS = {
+    "postgres": ["psycopg", "psycopg-tuple-rows", "sqlalchemy", "session"],
+    "sqlite": ["aiosqlite", "sqlalchemy", "session"],
+    "mariadb": [],
+    "mysql": [],
+}
+
+
+@pytest.mark.parametrize(
+    ("engine", "kind"),
+    [
+        pytest.param(e, k, id=f"{e}-{k}", marks=pytest.mark.engine(e))
+        for e, kinds in ASYNC_KINDS.items()
+        for k in kinds
+    ],
+    indirect=["engine"],
+)
+def test_async_enqueue_and_put_run_in_the_services_transaction(engine: Engine, kind: str) -> None:
+    async def go() -> None:
+        qt, business = await _setup(engine)
+        try:
+            ids = []
+            for commit in (True, False):
+                async with _async_connection(engine, kind) as (conn, finish, execute):
+                    await execute(f"INSERT INTO {business} (note) VALUES ('order')")
+                    ids.append(await qt.queue.enqueue(conn, {"order": commit}))
+                    await finish(commit)
+            await _assert_together(qt, business, ids)
+        finally:
+            await _teardown(qt, business)
+
+    run(go())
+
+
+@contextlib.asynccontextmanager
+async def _async_connection(engine: Engine, kind: str) -> Any:
+    parts = urlsplit(engine.url)
+    if kind.startswith("psycopg"):
+        import psycopg
+        from psycopg.rows import dict_row, tuple_row
+
+        factory = tuple_row if kind.endswith("tuple-rows") else dict_row
+        conn = await psycopg.AsyncConnection.connect(
+            f"postgresql://{parts.netloc}{parts.path}", row_factory=factory
+        )
+
+        async def finish(commit: bool) -> None:
+            await (conn.commit() if commit else conn.rollback())
+
+        yield conn, finish, conn.execute
+        await conn.close()
+    elif kind == "aiosqlite":
+        import aiosqlite
+
+        async with aiosqlite.connect(parts.path) as conn:
+
+            async def finish(commit: bool) -> None:
+                await (conn.commit() if commit else conn.rollback())
+
+            yield conn, finish, conn.execute
+    else:
+        from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+        sa = create_async_engine(sqlalchemy_url(engine, True))
+        if kind == "sqlalchemy":
+            async with sa.connect() as conn:
+
+                async def finish(commit: bool) -> None:
+                    await (conn.commit() if commit else conn.rollback())
+
+                yield conn, finish, conn.exec_driver_sql
+        else:
+            async with AsyncSession(sa) as session:
+
+                async def finish(commit: bool) -> None:
+                    await (session.commit() if commit else session.rollback())
+
+                async def execute(sql: str) -> Any:
+                    return await (await session.connection()).exec_driver_sql(sql)
+
+                yield session, finish, execute
+        await sa.dispose()
+
+
+def test_the_runtime_changes_no_setting_of_a_services_connection(engine: Engine) -> None:
+    """The runtime's own connections pin a time zone (MySQL) or a plan mode (PostgreSQL);
+    a connection the service opened keeps its own."""
+    if engine.name == "sqlite":
+        pytest.skip("SQLite: the runtime sets nothing per connection but its pragmas on its own")
+    qt, business = run(_setup(engine))
+    try:
+        show = "SHOW plan_cache_mode" if engine.name == "postgres" else "SELECT @@session.time_zone"
+        with sync_connection(engine, "driver") as (conn, commit, _, _execute):
+            cur = conn.cursor()
+            cur.execute(show)
+            before = cur.fetchone()
+            qt.queue.sync.enqueue(conn, {"n": 1})
+            cur.execute(show)
+            assert cur.fetchone() == before
+            commit()
+    finally:
+        run(_teardown(qt, business))
+
+
+def test_other_columns_take_their_values_at_enqueue(engine: Engine) -> None:
+    async def go() -> list[dict[str, Any]]:
+        qt = await make_queue(engine, "row_lock")
+        try:
+            await qt.sql(f"ALTER TABLE {qt.q(qt.table)} ADD COLUMN kind VARCHAR(20)")
+            from qgen.build import build_unit
+            from qgen.declaration import parse_declaration
+
+            decl = {
+                "dialects": [engine.dialect_name],
+                "queues": {
+                    "q": {
+                        "table": qt.table,
+                        "form": "row_lock",
+                        "columns": {"id": "id", "payload": "payload"},
+                        "other_columns": ["kind"],
+                    }
+                },
+            }
+            text = build_unit(parse_declaration(decl).queues["q"], engine.dialect_name)
+            queue = runtime.Queue(runtime.rendered.parse_rendered(text, "q.sql"))
+            async with await runtime.connect(qt.url) as db:
+                await queue.enqueue(db, {"n": 1}, values={"kind": "welcome"})
+                await queue.enqueue(db, {"n": 2})
+                with pytest.raises(ConfigurationError, match="no other column 'knd'"):
+                    await queue.enqueue(db, {"n": 3}, values={"knd": "x"})
+            return await qt.sql(f"SELECT kind FROM {qt.q(qt.table)} ORDER BY id")
+        finally:
+            await qt.drop()
+
+    assert [r["kind"] for r in run(go())] == ["welcome", None]
+
+
+def test_a_consumer_opens_its_connections_with_the_services_opener(engine: Engine) -> None:
+    async def go() -> tuple[runtime.Counts, int]:
+        qt = await make_queue(engine, "lease")
+        opened = 0
+
+        async def open_connection() -> Any:
+            nonlocal opened
+            opened += 1
+            return await runtime.connect(qt.url)
+
+        try:
+            await qt.enqueue(*[{"n": n} for n in range(5)])
+            consumer = runtime.Consumer(open_connection, qt.queue, _ack, concurrency=2)
+            return await consumer.drain(), opened
+        finally:
+            await qt.drop()
+
+    counts, opened = run(go())
+    assert counts.outcomes == {"ack": 5} and opened >= 2
+
+
+async def _ack(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
+    return runtime.ack()
+
+
+@pytest.mark.parametrize("engine", engine_params("postgres", "mariadb", "sqlite"), indirect=True)
+def test_a_consumer_refuses_a_table_whose_attempt_default_is_not_1(engine: Engine) -> None:
+    async def go() -> str:
+        qt = await make_queue(engine, "lease", columns=("attempt",))
+        try:
+            await qt.enqueue({"n": 1})
+            if engine.name == "sqlite":  # no ALTER COLUMN: the table as a service made it
+                await qt.sql(f"DROP TABLE {qt.q(qt.table)}")
+                await qt.sql(
+                    f"CREATE TABLE {qt.q(qt.table)} (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                    "payload TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0, locked_until TEXT)"
+                )
+            else:
+                await qt.sql(f"ALTER TABLE {qt.q(qt.table)} ALTER COLUMN attempt SET DEFAULT 0")
+            consumer = runtime.Consumer(qt.url, qt.queue, _ack)
+            with pytest.raises(ConfigurationError) as exc:
+                await asyncio.wait_for(consumer.drain(), 30)
+            return str(exc.value)
+        finally:
+            await qt.drop()
+
+    message = run(go())
+    assert "defaults to 0, not 1" in message and "fix:" in message and "\n" not in message
+
+
+def test_a_connection_of_the_wrong_kind_is_one_clear_error(tmp_path: Path) -> None:
+    import sqlite3
+
+    qt_text = _sqlite_queue_text()
+    queue = runtime.Queue(runtime.rendered.parse_rendered(qt_text, "q.sql"))
+    conn = sqlite3.connect(tmp_path / "x.db")
+    with pytest.raises(ConfigurationError, match=r"sqlite3\.Connection is a blocking connection"):
+        run(queue.enqueue(conn, {"n": 1}))
+    with pytest.raises(ConfigurationError, match=r"cannot run statements on a builtins\.dict"):
+        queue.sync.enqueue({}, {"n": 1})
+
+
+def _sqlite_queue_text() -> str:
+    from qgen.build import build_unit
+    from qgen.declaration import parse_declaration
+
+    decl = parse_declaration({"dialects": ["sqlite"], "queues": {"q": {"table": "q"}}})
+    return build_unit(decl.queues["q"], "sqlite")
+
+
+def test_without_the_generator_the_cli_names_the_extra_and_the_runtime_works(
+    tmp_path: Path,
+) -> None:
+    """A plain `pip install qgen-sql` has no Jinja2 or sqlglot: render says which extra to
+    install (exit 2), and the runtime's commands still run."""
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "qgen.toml"
+    cfg.write_text('dialects = ["sqlite"]\n[queues.q]\ntable = "q"\n', encoding="utf-8")
+    hide = "import sys; sys.modules['jinja2'] = None; sys.modules['sqlglot'] = None; "
+    render = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            hide + "from qgen.cli import main; raise SystemExit(main(sys.argv[1:]))",
+            "render",
+            "--config",
+            str(cfg),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert render.returncode == 2, render.stderr
+    assert "pip install 'qgen-sql[generator]'" in render.stderr
+    assert render.stderr.count("\n") == 1
+    runtime_only = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            hide + "import runtime; from qgen.cli import main; "
+            "raise SystemExit(main(['worker', '--file', 'missing.sql', '--handler', 'm:f', '--db', 'sqlite:///x.db']))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert runtime_only.returncode == 2 and "missing.sql" in runtime_only.stderr, (
+        runtime_only.stderr
+    )
