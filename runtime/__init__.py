@@ -6,6 +6,9 @@ imports neither Jinja2 nor sqlglot.
 
 from __future__ import annotations
 
+#: the distribution this `runtime` comes from (another one ships a top-level `runtime` too)
+__distribution__ = "qgen-sql"
+
 from pathlib import Path
 
 from runtime.connect import connect
