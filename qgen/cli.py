@@ -272,20 +272,39 @@ def parser() -> argparse.ArgumentParser:
             "--out", "-o", help="write under this folder instead of the declaration's out"
         )
 
-    p = sub.add_parser("render", help="write <out>/<dialect>/<queue>.sql for every queue")
+    p = sub.add_parser(
+        "render",
+        help="write <out>/<dialect>/<queue>.sql for every queue",
+        description="Render every queue (and the outbox) of the declaration for each dialect "
+        "it lists into <out>/<dialect>/<queue>.sql, validated and sealed; files it once wrote "
+        "that no declared queue renders any more are removed.",
+    )
     common(p)
     p.add_argument("--stdout", action="store_true", help="print the files instead of writing them")
     p.set_defaults(fn=cmd_render)
     p = sub.add_parser(
-        "check", help="exit 1 with a diff when the files on disk are stale or edited"
+        "check",
+        help="exit 1 with a diff when the files on disk are stale or edited",
+        description="Exit 1 when a rendered file on disk is stale, hand-edited, CRLF-converted "
+        "or not UTF-8 (with a diff), or orphaned (no declared queue renders it); 0 when all "
+        "are as `qgen render` would write them.",
     )
     common(p)
     p.set_defaults(fn=cmd_check)
-    p = sub.add_parser("init", help="write a commented starter qgen.toml")
-    p.add_argument("--config", "-c", default="qgen.toml")
+    p = sub.add_parser(
+        "init",
+        help="write a commented starter qgen.toml",
+        description="Write a commented starter declaration to edit, then `qgen render`.",
+    )
+    p.add_argument("--config", "-c", default="qgen.toml", help="where to write it (qgen.toml)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p.set_defaults(fn=cmd_init)
-    p = sub.add_parser("demo", help="render, enqueue and drain a SQLite queue; print every outcome")
+    p = sub.add_parser(
+        "demo",
+        help="render, enqueue and drain a SQLite queue; print every outcome",
+        description="Render a SQLite lease queue in a temporary folder, enqueue a few "
+        "messages and drain them with a handler that returns every outcome; print a table.",
+    )
     p.add_argument(
         "--keep", action="store_true", help="keep the temporary folder and print its path"
     )
