@@ -366,3 +366,92 @@ def test_without_the_generator_the_cli_names_the_extra_and_the_runtime_works(
     assert runtime_only.returncode == 2 and "missing.sql" in runtime_only.stderr, (
         runtime_only.stderr
     )
+
+
+def test_a_schema_qualified_table_with_other_columns_runs_end_to_end(engine: Engine) -> None:
+    """schema.table on every engine (a PostgreSQL schema, a MariaDB database, SQLite's main),
+    reached from a connection whose own default is elsewhere; the dead-letter table keeps
+    the other columns."""
+    from test_engine_statements import create_namespace, drop_namespace
+
+    from qgen.build import build_unit
+    from qgen.declaration import parse_declaration
+
+    name, _url = run(create_namespace(engine))
+    schema = "main" if engine.name == "sqlite" else name
+    decl = {
+        "dialects": [engine.dialect_name],
+        "queues": {
+            "q": {
+                "table": f"{schema}.jobs",
+                "form": "lease",
+                "max_attempts": 1,
+                "dead_letter": {"table": f"{schema}.jobs_dead"},
+                "other_columns": ["kind"],
+                "columns": {
+                    "id": "id",
+                    "payload": "payload",
+                    "attempt": "attempt",
+                    "locked_until": "locked_until",
+                },
+            }
+        },
+    }
+    text = build_unit(parse_declaration(decl).queues["q"], engine.dialect_name)
+    queue = runtime.Queue(runtime.rendered.parse_rendered(text, "q.sql"))
+
+    async def fail(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
+        return runtime.retry() if message.payload["n"] else runtime.ack()
+
+    async def go() -> tuple[runtime.Counts, list[dict[str, Any]]]:
+        async with await runtime.connect(engine.url) as db:  # the server's default schema
+            for s in queue.rendered.require("schema"):
+                await db.execute(s, {})
+            await queue.enqueue(db, {"n": 0}, values={"kind": "welcome"})
+            await queue.enqueue(db, {"n": 1}, values={"kind": "reminder"})
+            counts = await runtime.Consumer(engine.url, queue, fail, concurrency=1).drain()
+            q = db.dialect.quote_table
+            dead = await db.fetchall(f"SELECT kind FROM {q(schema + '.jobs_dead')}", {})
+            if engine.name == "sqlite":
+                await db.execute('DROP TABLE "main"."jobs"', {})
+                await db.execute('DROP TABLE "main"."jobs_dead"', {})
+            return counts, dead
+
+    try:
+        counts, dead = run(go())
+    finally:
+        run(drop_namespace(engine, name))
+    assert counts.outcomes == {"ack": 1, "dead_letter": 1}, counts
+    assert [r["kind"] for r in dead] == ["reminder"]
+
+
+@pytest.mark.parametrize("engine", engine_params(), indirect=True)
+def test_outbox_put_on_the_services_connection_and_a_relay_through_an_opener(
+    engine: Engine, tmp_path: Path
+) -> None:
+    from test_outbox import create_schema, render_outbox
+
+    table = unique_table("ob")
+    ob = render_outbox(tmp_path, engine.dialect_name, table)
+    run(create_schema(engine.url, ob))
+    try:
+        ids = []
+        for commit in (True, False):
+            with sync_connection(engine, "driver") as (conn, do_commit, do_rollback, _):
+                ids.append(ob.sync.put(conn, {"event": commit}, topic="orders"))
+                (do_commit if commit else do_rollback)()
+        handed: list[Any] = []
+
+        async def handle(message: Any, ctx: runtime.Ctx) -> runtime.Outcome:
+            handed.append((message.id, message.payload))
+            return runtime.ack()
+
+        report = run(ob.relay(lambda: runtime.connect(engine.url), handle))
+        assert handed == [(ids[0], {"event": True})] and report["ack"] == 1
+    finally:
+        run(_drop(engine, table))
+
+
+async def _drop(engine: Engine, table: str) -> None:
+    async with await runtime.connect(engine.url) as db:
+        await db.execute(f"DROP TABLE IF EXISTS {db.dialect.quote_ident(table)}", {})
