@@ -85,11 +85,7 @@ class QueueUnderTest:
 
     async def enqueue(self, *payloads: Any, **kw: Any) -> list[int]:
         async with await runtime.connect(self.url) as db:
-            ids = [await self.queue.enqueue(db, p, **kw) for p in payloads]
-        if None in ids:  # mysql files: no RETURNING
-            rows = await self.rows()
-            ids = [r["id"] for r in rows][-len(payloads) :]
-        return ids  # type: ignore[return-value]
+            return [await self.queue.enqueue(db, p, **kw) for p in payloads]
 
     async def expire_leases(self) -> None:
         await self.sql(
