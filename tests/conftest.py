@@ -53,19 +53,22 @@ def _engine_of(report: pytest.TestReport) -> str | None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print the chaos suite's line per scenario, then ``engine tests: <engine> passed=N
+    """Print the lines tests recorded for the summary (a user property ``summary:<section>``,
+    e.g. the chaos suite's line per scenario), then ``engine tests: <engine> passed=N
     failed=N skipped=N`` for every engine."""
-    chaos = [
-        str(value)
-        for reports in terminalreporter.stats.values()
-        for report in reports
-        if isinstance(report, pytest.TestReport) and report.when == "call"
-        for key, value in report.user_properties
-        if key == "chaos"
-    ]
-    if chaos:
-        terminalreporter.write_sep("-", "chaos scenarios")
-        for line in chaos:
+    sections: dict[str, dict[tuple[str, str], None]] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if not isinstance(report, pytest.TestReport):
+                continue
+            # a line recorded during the call is on the teardown's report too: keep it once
+            for key, value in report.user_properties:
+                if key.startswith("summary:"):
+                    lines = sections.setdefault(key.removeprefix("summary:"), {})
+                    lines[(report.nodeid, str(value))] = None
+    for title, lines in sections.items():
+        terminalreporter.write_sep("-", title)
+        for _, line in lines:
             terminalreporter.write_line(line)
     # One outcome per test: a failure in any phase wins over a skip, a skip over a pass.
     rank = {"passed": 0, "skipped": 1, "failed": 2}

@@ -270,4 +270,4 @@ def test_chaos(engine_name: str, form: str, transactional: bool, tmp_path: Path,
         line = run(_scenario(engine, form, transactional, scale, seed, tmp_path))
     except AssertionError as exc:
         raise AssertionError(f"[rerun with QGEN_CHAOS_SEED={seed}] {exc}") from None
-    request.node.user_properties.append(("chaos", line))
+    request.node.user_properties.append(("summary:chaos scenarios", line))

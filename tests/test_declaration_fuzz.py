@@ -14,6 +14,7 @@ import json
 import math
 import sqlite3
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,28 +28,23 @@ import runtime
 from qgen.cli import main
 from runtime.rendered import RenderedFile
 
-#: what the property tests saw, printed in the terminal summary
+#: what the property tests saw; each test records its own line for the terminal summary
 COUNTS: dict[str, int] = {"tried": 0, "accepted": 0, "refused": 0, "statements": 0}
 
 
-class _Summary:
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if COUNTS["tried"]:
-            terminalreporter.write_line(
-                "declaration fuzz: {tried} declarations tried, {accepted} accepted, "
-                "{refused} refused with one line, {statements} statements run on "
-                "engines".format(**COUNTS)
+@pytest.fixture(autouse=True)
+def _report(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Count this test's declarations alone, and put the line in the summary."""
+    COUNTS.update(tried=0, accepted=0, refused=0, statements=0)
+    yield
+    if COUNTS["tried"]:
+        line = (
+            "{name}: {tried} declarations tried, {accepted} accepted, {refused} refused with "
+            "one line, {statements} statements run on engines".format(
+                name=request.node.name, **COUNTS
             )
-
-
-_SUMMARY = _Summary()
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _report(request: pytest.FixtureRequest) -> None:
-    pm = request.config.pluginmanager
-    if not pm.is_registered(_SUMMARY):
-        pm.register(_SUMMARY, "qgen-declaration-fuzz-summary")
+        )
+        request.node.user_properties.append(("summary:declaration property tests", line))
 
 
 # ------------------------------------------------------------------------ strategies

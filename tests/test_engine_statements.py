@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from engines import ENGINES, Engine, run
+from engines import Engine, run
 
 from qgen.build import render_declaration
 from qgen.declaration import parse_declaration
@@ -38,33 +38,6 @@ from runtime.rendered import read_rendered
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "generated_examples" / "sql"
 QUEUES = ["audit", "emails", "exports", "invoices", "orders", "pings", "reports", "webhooks"]
-
-# engine name → (statements run, files); printed in the terminal summary
-_COUNTS: dict[str, tuple[int, int]] = {}
-
-
-class _Summary:
-    """A plugin registered by this module: prints the counts whatever pytest's verbosity."""
-
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if not _COUNTS:
-            return
-        terminalreporter.write_sep("-", "statements accepted per engine")
-        for name in [n for n in ENGINES if n in _COUNTS]:
-            ran, files = _COUNTS[name]
-            terminalreporter.write_line(
-                f"engine statements: {name} ran {ran} statements from {files} files"
-            )
-
-
-_SUMMARY = _Summary()
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _report(request: pytest.FixtureRequest) -> None:
-    pm = request.config.pluginmanager
-    if not pm.is_registered(_SUMMARY):
-        pm.register(_SUMMARY, "qgen-engine-statements-summary")
 
 
 def params_for(dialect: str) -> dict[str, Any]:
@@ -196,7 +169,7 @@ def test_examples_are_complete() -> None:
             assert (header.name, header.dialect) == (q, dialect)
 
 
-def test_every_statement_accepted(engine: Engine) -> None:
+def test_every_statement_accepted(engine: Engine, request: pytest.FixtureRequest) -> None:
     dialect = engine.dialect_name
     files = example_files(dialect)
     assert len(files) >= len(QUEUES)
@@ -215,9 +188,8 @@ def test_every_statement_accepted(engine: Engine) -> None:
     assert not failures, f"{engine.name} rejected {len(failures)} statements:\n" + "\n".join(
         failures
     )
-    _COUNTS[engine.name] = (ran, len(files))
     line = f"engine statements: {engine.name} ran {ran} statements from {len(files)} files"
-    print(line)
+    request.node.user_properties.append(("summary:statements accepted per engine", line))
     assert ran == expected, f"{line}; the files hold {expected}"
 
 
