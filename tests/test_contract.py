@@ -127,15 +127,19 @@ def test_a_literal_with_a_line_that_looks_like_a_comment_loads_and_runs_intact(
     (park,) = queue.rendered.require("custom.park")
     assert "\n-- by: ops; see ticket'" in park
 
-    async def go() -> Any:
-        async with namespace(engine) as conn:
-            for s in queue.rendered.require("schema"):
-                await conn.execute(s, {})
-            await queue.enqueue(conn, {"n": 1})
-            await conn.execute(park, {"id": 1})
-            return (await conn.fetchall("SELECT grp FROM lit_q", {}))[0]["grp"]
+    assert run(group_after_park(engine, queue, "lit_q")) == value
 
-    assert run(go()) == value
+
+async def group_after_park(engine: Engine, queue: runtime.Queue, table: str) -> Any:
+    """Create the queue in a namespace of its own, enqueue one message, run its custom.park
+    statement as the runtime would, and read the row's group back."""
+    (park,) = queue.rendered.require("custom.park")
+    async with namespace(engine) as conn:
+        for s in queue.rendered.require("schema"):
+            await conn.execute(s, {})
+        await queue.enqueue(conn, {"n": 1})
+        await conn.execute(park, {"id": 1})
+        return (await conn.fetchall(f"SELECT grp FROM {table}", {}))[0]["grp"]
 
 
 @pytest.mark.parametrize("form", ["row_lock", "lease", "advisory"])
@@ -528,15 +532,7 @@ def test_a_quote_or_placeholder_inside_a_comment_is_not_sql(engine: Engine) -> N
     assert park.endswith("WHERE id = " + queue.dialect.placeholder("id"))
     assert "-- don't touch :group here" in park
 
-    async def go() -> Any:
-        async with namespace(engine) as conn:
-            for s in queue.rendered.require("schema"):
-                await conn.execute(s, {})
-            await queue.enqueue(conn, {"n": 1})
-            await conn.execute(park, {"id": 1})
-            return (await conn.fetchall("SELECT grp FROM cm_q", {}))[0]["grp"]
-
-    assert run(go()) == "parked"
+    assert run(group_after_park(engine, queue, "cm_q")) == "parked"
 
 
 def test_a_token_guard_inside_a_comment_does_not_count(tmp_path: Path) -> None:
