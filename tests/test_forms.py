@@ -584,3 +584,45 @@ def test_a_lost_lease_in_a_group_of_settlements_is_lost_for_that_delivery_alone(
             await qt.drop()
 
     run(go())
+
+
+def test_a_group_of_settlements_keeps_overrides_custom_events_and_each_rows_delay(engine):
+    # one statement per outcome where the file has it; a declared override (drop here) and a
+    # custom event still run, one delivery at a time; each retry_after keeps its own delay
+    statements = {
+        "drop": "UPDATE {t} SET attempt = 42, processed_at = {now}, locked_until = NULL "
+        "WHERE id = :id AND locked_until = :token"
+    }
+    custom = {"bump": "UPDATE {t} SET attempt = 7 WHERE id = :id AND locked_until = :token"}
+
+    async def go():
+        qt = await make_queue(engine, "lease", statements=statements, custom=custom)
+        form = form_for(qt.queue)
+        assert qt.queue.rendered.get("ack_many") and not qt.queue.rendered.get("drop_many")
+        try:
+            await qt.enqueue(*({"n": n} for n in range(6)))
+            async with await runtime.connect(qt.url) as a:
+                ds = await form.claim(a, 6, None)
+                outcomes = [
+                    runtime.ack(),
+                    runtime.drop(),
+                    runtime.retry_after(0),
+                    runtime.retry_after(3600),
+                    runtime.custom("bump"),
+                    runtime.ack(),
+                ]
+                items = [(d, decide(qt.queue, d, o)) for d, o in zip(ds, outcomes, strict=True)]
+                assert await form.settle_group(a, items) == [None] * 6
+            rows = await qt.rows()
+            acked, dropped, due, later, bumped, acked2 = rows
+            for r in (acked, acked2):
+                assert r["processed_at"] is not None and r["locked_until"] is None
+            assert dropped["attempt"] == 42 and dropped["processed_at"] is not None
+            assert due["retry_after_future"] == 0 and due["locked_until"] is None
+            assert later["retry_after_future"] == 1 and later["locked_until"] is None
+            assert later["processed_at"] is None
+            assert bumped["attempt"] == 7 and bumped["locked_until"] is not None
+        finally:
+            await qt.drop()
+
+    run(go())
