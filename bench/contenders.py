@@ -56,7 +56,7 @@ class FormBench:
         self.engine, self.form, self.s = engine, form, s
         self.queue: Queue = render_queue(engine.name, form, f"{prefix}_{form}", out_dir)
         self.st = dict(self.queue.rendered.statements)
-        self.result = FormResult(engine.name, form)
+        self.result = FormResult(engine.name, form, batch=s.batch)
         self.db: Connection | None = None
         #: PyMySQL and sqlite3 are blocking drivers: they get a threads baseline too
         self.has_sync = engine.name != "postgres"
@@ -202,14 +202,18 @@ class FormBench:
 
 
 async def bench_pgqueuer(
-    engine: Engine, s: Settings, prefix: str, progress: Callable[[str], None]
+    engine: Engine,
+    s: Settings,
+    prefix: str,
+    progress: Callable[[str], None],
+    driver: str = "asyncpg",
 ) -> FormResult:
-    r = FormResult(engine.name, f"pgqueuer {pgq.VERSION}", has_raw=False)
+    r = FormResult(engine.name, f"pgqueuer {pgq.VERSION} {driver}", has_raw=False, batch=s.batch)
     ok, why = pgq.available()
     if not ok:
         r.skipped = why
         return r
-    b = pgq.PgQueuerBench(engine.url, f"{prefix}_pgq")
+    b = pgq.PgQueuerBench(engine.url, f"{prefix}_pgq", driver)
     try:
         await b.setup()
         runs: list[tuple[Side | None, bool]] = [(None, False)]
@@ -217,7 +221,7 @@ async def bench_pgqueuer(
             runs += [(r.rt_ack, False), (r.rt_retry, True)]
         for i, (side, retry) in enumerate(runs):
             label = "warm-up" if side is None else f"{'retry-once' if retry else 'ack'}"
-            progress(f"postgres pgqueuer: {label} ({i + 1}/{len(runs)})")
+            progress(f"postgres pgqueuer {driver} batch {s.batch}: {label} ({i + 1}/{len(runs)})")
             try:
                 await _pgqueuer_run(b, r, s, side, retry, i, label)
             except Exception as exc:

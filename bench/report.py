@@ -49,7 +49,7 @@ def fmt_kib(value: int | None) -> str:
     return "—" if value is None else f"{value / 1024:,.0f}"
 
 
-def table(headers: list[str], rows: list[list[str]], left: int = 2) -> str:
+def table(headers: list[str], rows: list[list[str]], left: int = 3) -> str:
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
     ]
@@ -68,13 +68,14 @@ def throughput_table(results: list[FormResult]) -> str:
     rows = []
     for r in results:
         if r.skipped:
-            rows.append([r.engine, r.form, f"skipped: {r.skipped}"] + [""] * 7)
+            rows.append([r.engine, r.form, str(r.batch or ""), f"skipped: {r.skipped}"] + [""] * 7)
             continue
         sync = bool(r.sync_ack.rates)
         rows.append(
             [
                 r.engine,
                 r.form,
+                str(r.batch),
                 fmt_rate(r.rt_ack.rates),
                 fmt_rate(r.raw_ack.rates),
                 fmt_ratio(r.ratios()) if r.has_raw else "—",
@@ -89,6 +90,7 @@ def throughput_table(results: list[FormResult]) -> str:
         [
             "engine",
             "form",
+            "batch",
             "runtime ack",
             "raw ack",
             "runtime/raw",
@@ -119,6 +121,7 @@ def cost_table(results: list[FormResult]) -> str:
             [
                 r.engine,
                 r.form,
+                str(r.batch),
                 fmt_rate(r.rt_ack.enqueue_rates),
                 fmt_rate(r.raw_ack.enqueue_rates) if r.has_raw else "—",
                 pair(r.rt_ack, r.raw_ack, "statements"),
@@ -133,6 +136,7 @@ def cost_table(results: list[FormResult]) -> str:
         [
             "engine",
             "form",
+            "batch",
             "enqueue msg/s",
             "raw enqueue msg/s",
             "ack stmts/msg",
@@ -181,6 +185,7 @@ def depth_table(timings: list[depth_mod.ClaimTiming]) -> str:
         + [f"{labels.get(n, n)}" for n in ("small", "big", "kept", "history")]
         + [f"reads ({labels.get('big')})", f"reads ({labels.get('history')})"],
         rows,
+        left=2,
     )
 
 
@@ -243,7 +248,7 @@ def print_report(
         print(ln)
     print(
         f"each drain: {s.messages} messages ({s.messages_for('sqlite')} on SQLite), "
-        f"concurrency {s.concurrency}, batch {s.batch}; "
+        f"concurrency {s.concurrency}, batch {' and '.join(map(str, s.batches or (s.batch,)))}; "
         f"median (min–max) of {s.repeats} repeats after one warm-up; no-op handler; "
         "payload ~100 bytes of JSON"
     )
@@ -258,7 +263,7 @@ def print_report(
     for r in results:
         if r.form.startswith("pgqueuer") and r.rt_ack.wall_rates:
             print(
-                f"  {r.form}: from its start to its last settlement (newest log row); by wall "
+                f"  {r.form} batch {r.batch}: from its start to its last settlement (newest log row); by wall "
                 f"time, with its drain-mode shutdown (about 1 s per manager): ack "
                 f"{fmt_rate(r.rt_ack.wall_rates)}, retry-once {fmt_rate(r.rt_retry.wall_rates)}"
             )
@@ -319,16 +324,20 @@ def print_targets(results: list[FormResult], timings: list[depth_mod.ClaimTiming
             else "no data"
         )
     )
-    pgq_row = next((r for r in results if r.form.startswith("pgqueuer")), None)
-    if pgq_row is None or pgq_row.skipped or not pgq_row.rt_ack.rates:
-        why = pgq_row.skipped if pgq_row else "PostgreSQL not run"
-        print(f"  PostgreSQL drain faster than PgQueuer: not measured ({why or 'no data'})")
-    else:
+    pgq_rows = [r for r in results if r.form.startswith("pgqueuer")]
+    if not pgq_rows:
+        print("  PostgreSQL drain faster than PgQueuer: not measured (PostgreSQL not run)")
+    for pgq_row in pgq_rows:
+        name = f"{pgq_row.form}, batch {pgq_row.batch}"
+        if pgq_row.skipped or not pgq_row.rt_ack.rates:
+            why = pgq_row.skipped or "no data"
+            print(f"  PostgreSQL drain faster than {name}: not measured ({why})")
+            continue
         theirs = statistics.median(pgq_row.rt_ack.rates)
         theirs_retry = statistics.median(pgq_row.rt_retry.rates) if pgq_row.rt_retry.rates else 0
         parts = []
         for r in results:
-            if r.engine == "postgres" and r.has_raw and r.rt_ack.rates:
+            if r.engine == "postgres" and r.has_raw and r.batch == pgq_row.batch and r.rt_ack.rates:
                 ours = statistics.median(r.rt_ack.rates)
                 ours_retry = statistics.median(r.rt_retry.rates) if r.rt_retry.rates else 0
                 verdict = "met" if ours > theirs else "NOT met"
@@ -337,8 +346,7 @@ def print_targets(results: list[FormResult], timings: list[depth_mod.ClaimTiming
                     f"{(ours_retry / theirs_retry) if theirs_retry else 0:.2f}×)"
                 )
         print(
-            f"  PostgreSQL drain faster than PgQueuer ({theirs:,.0f} msg/s ack): "
-            + "; ".join(parts)
+            f"  PostgreSQL drain faster than {name} ({theirs:,.0f} msg/s ack): " + "; ".join(parts)
         )
     by_key = {(t.engine, t.form, t.case.name): t for t in timings}
     worse = []

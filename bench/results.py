@@ -108,6 +108,8 @@ class FormResult:
     problems: list[str] = field(default_factory=list)
     skipped: str = ""
     has_raw: bool = True
+    #: rows per claim of this row's drains
+    batch: int = 0
 
     def ratios(self, retry: bool = False, sync: bool = False) -> list[float]:
         """runtime/raw per repeat (each repeat's runs ran back to back)."""
@@ -123,12 +125,14 @@ class Settings:
     messages: int
     repeats: int
     concurrency: int
+    #: rows per claim of this pass (the bench runs one pass per value of ``batches``)
     batch: int
     depth_small: int
     depth_big: int
     claim_repeats: int
     claim_budget_s: float
     quick: bool
+    batches: tuple[int, ...] = ()
 
     def messages_for(self, engine: str) -> int:
         """SQLite drains a few thousand a second: it gets more messages, or noise wins."""

@@ -23,6 +23,7 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repo importable
@@ -79,7 +80,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--repeats", type=int, help="timed repeats per scenario (default 5; 3 quick)")
     p.add_argument("--concurrency", type=int, default=4, help="workers (default 4)")
-    p.add_argument("--batch", type=int, default=10, help="rows per claim (default 10)")
+    p.add_argument(
+        "--batch",
+        default="10,100",
+        help="rows per claim, comma-separated: one pass of every drain per value "
+        "(default %(default)s)",
+    )
+    p.add_argument(
+        "--pgqueuer-drivers",
+        default="asyncpg",
+        help="PgQueuer's worker drivers, comma-separated: asyncpg (its default), psycopg "
+        "(default %(default)s)",
+    )
     p.add_argument(
         "--depth-big",
         type=int,
@@ -135,11 +147,25 @@ async def open_engines(
 
 
 async def main(args: argparse.Namespace) -> int:
+    try:
+        batches = tuple(int(b) for b in str(args.batch).split(",") if b.strip())
+    except ValueError:
+        print(f"--batch {args.batch!r}: expected whole numbers, e.g. 10,100", file=sys.stderr)
+        return 2
+    drivers = tuple(d.strip() for d in args.pgqueuer_drivers.split(",") if d.strip())
+    if not batches or min(batches) < 1 or any(d not in pgq.DRIVERS for d in drivers):
+        print(
+            f"--batch must list numbers of at least 1 and --pgqueuer-drivers names from "
+            f"{', '.join(pgq.DRIVERS)} (got {args.batch!r}, {args.pgqueuer_drivers!r})",
+            file=sys.stderr,
+        )
+        return 2
     s = Settings(
         messages=args.messages or (150 if args.quick else 2000),
         repeats=args.repeats or (3 if args.quick else 5),
         concurrency=args.concurrency,
-        batch=args.batch,
+        batch=batches[0],
+        batches=batches,
         depth_small=args.depth_small,
         depth_big=args.depth_big or (100_000 if args.quick else 1_000_000),
         claim_repeats=args.claim_repeats or (20 if args.quick else 50),
@@ -152,7 +178,6 @@ async def main(args: argparse.Namespace) -> int:
             "messages",
             "repeats",
             "concurrency",
-            "batch",
             "depth_big",
             "depth_small",
             "claim_repeats",
@@ -186,30 +211,31 @@ async def main(args: argparse.Namespace) -> int:
         pg_on = not args.no_pgqueuer and any(e.name == "postgres" for e in engines)
         kinds = {e.name: 2 if e.name == "postgres" else 3 for e in engines}
         total = sum(len(forms) * (k + s.repeats * (k + 2)) for k in kinds.values())
-        total += (1 + 2 * s.repeats) if pg_on else 0
+        total += (1 + 2 * s.repeats) * len(drivers) if pg_on else 0
+        total *= len(batches)
         total += 0 if args.no_depth else len(engines) * (4 + len(forms))
         progress = Progress(total)
-        for e in engines:
-            for form in forms:
-                try:
-                    fb = FormBench(e, form, s, tmp, prefix)
-                    results.append(await fb.run(progress))
-                except Exception as exc:
-                    failed = FormResult(e.name, form)
-                    failed.problems.append(f"failed: {type(exc).__name__}: {exc}")
-                    results.append(failed)
-            if e.name == "postgres":
+        for batch in batches:
+            sb = replace(s, batch=batch)
+            for e in engines:
+                for form in forms:
+                    try:
+                        fb = FormBench(e, form, sb, tmp, prefix)
+                        results.append(await fb.run(progress))
+                    except Exception as exc:
+                        failed = FormResult(e.name, form, batch=batch)
+                        failed.problems.append(f"failed: {type(exc).__name__}: {exc}")
+                        results.append(failed)
+                if e.name != "postgres":
+                    continue
                 if args.no_pgqueuer:
+                    label = f"pgqueuer {pgq.VERSION}"
                     results.append(
-                        FormResult(
-                            e.name,
-                            f"pgqueuer {pgq.VERSION}",
-                            skipped="--no-pgqueuer",
-                            has_raw=False,
-                        )
+                        FormResult(e.name, label, skipped="--no-pgqueuer", has_raw=False)
                     )
-                else:
-                    results.append(await bench_pgqueuer(e, s, prefix, progress))
+                    continue
+                for driver in drivers:
+                    results.append(await bench_pgqueuer(e, sb, prefix, progress, driver))
         timings: list[depth_mod.ClaimTiming] = []
         depth_problems: list[str] = []
         if not args.no_depth:
