@@ -626,3 +626,34 @@ def test_a_group_of_settlements_keeps_overrides_custom_events_and_each_rows_dela
             await qt.drop()
 
     run(go())
+
+
+def test_an_advisory_group_settles_its_rows_by_outcome_and_no_other(engine):
+    # one statement per outcome for the rows whose keys the worker holds; a row it does not
+    # hold (another claim's, or unclaimed) is never touched
+    async def go():
+        qt = await make_queue(engine, "advisory")
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue(*({"n": n} for n in range(5)))
+            async with await runtime.connect(qt.url) as a:
+                ds = await form.claim(a, 4, None)
+                outcomes = [
+                    runtime.ack(),
+                    runtime.retry_after(3600),
+                    runtime.ack(),
+                    runtime.retry(),
+                ]
+                items = [(d, decide(qt.queue, d, o)) for d, o in zip(ds, outcomes, strict=True)]
+                assert await form.settle_group(a, items) == [None] * 4
+            acked, later, acked2, retried, free = await qt.rows()
+            for r in (acked, acked2):
+                assert r["processed_at"] is not None
+            assert later["retry_after_future"] == 1 and later["processed_at"] is None
+            for r in (retried, free):
+                assert r["processed_at"] is None and r["retry_after"] is None
+            assert free["attempt"] == 1
+        finally:
+            await qt.drop()
+
+    run(go())

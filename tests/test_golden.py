@@ -96,7 +96,9 @@ STEPS = {
         "row_lock_table_deadletter",
         "mail",
     ): "schema enqueue claim ack drop retry retry_after dead_letter columns indexes",
-    ("advisory_minimal", "hooks"): "schema enqueue claim lock take ack drop unlock columns indexes",
+    ("advisory_minimal", "hooks"): (
+        "schema enqueue claim lock take ack drop ack_many drop_many unlock columns indexes"
+    ),
     (
         "no_attempt_no_retry_after",
         "leased",

@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
@@ -67,7 +66,7 @@ class LeaseForm(Form):
         held: dict[int, bool] = {}
         await conn.begin()
         try:
-            for step, part in self._parts(items):
+            for step, part in self.many_parts(items):
                 for _, d, _ in part:
                     await d.lock.acquire()
                 try:
@@ -88,24 +87,6 @@ class LeaseForm(Form):
             None if held[i] else self._lost(d, decision.label)
             for i, (d, decision) in enumerate(items)
         ]
-
-    def _parts(
-        self, items: list[tuple[Delivery, Decision]]
-    ) -> list[tuple[str | None, list[tuple[int, Delivery, Decision]]]]:
-        """The group cut into what one statement settles: deliveries of one outcome (and
-        delay) whose file has its ``<outcome>_many``, or one delivery alone (None)."""
-        many: dict[tuple[str, Any], list[tuple[int, Delivery, Decision]]] = {}
-        alone: list[tuple[str | None, list[tuple[int, Delivery, Decision]]]] = []
-        ids = [d.message.id for d, _ in items]
-        unique = len(set(ids)) == len(ids)  # one statement cannot tell two tokens of a row
-        for i, (d, decision) in enumerate(items):
-            step = f"{decision.step or S.RETRY}_many"
-            if unique and self.queue.rendered.get(step):
-                key = (step, decision.params.get("delay_s"))
-                many.setdefault(key, []).append((i, d, decision))
-            else:
-                alone.append((None, [(i, d, decision)]))
-        return [*((step, part) for (step, _), part in many.items()), *alone]
 
     async def _settle_part(
         self, conn: Connection, step: str | None, part: list[tuple[int, Delivery, Decision]]
