@@ -4,7 +4,8 @@ PgQueuer lives in a schema of its own for the run (``PGQUEUER_SCHEMA``) with pre
 and channel names, and the schema is dropped at the end. "The same concurrency and batch"
 means what the runtime's Consumer does with ``concurrency=4, batch=10``: four workers, each
 on its own connection, each dequeuing ``batch_size=10`` — here four PgQueuer QueueManagers,
-one per psycopg connection, run in ``drain`` mode. The handler does nothing (or raises
+one per connection, run in ``drain`` mode. Its workers' driver is asyncpg (PgQueuer's
+default, ``DRIVERS``) or psycopg; installing, enqueueing and counting use psycopg. The handler does nothing (or raises
 ``RetryRequested`` on a first delivery); the payload is the same JSON as everyone else's.
 """
 
@@ -23,6 +24,8 @@ from bench.counting import Tally, is_write
 from bench.raw import _encode, pg_conninfo
 
 VERSION = "1.6.0"
+#: the drivers PgQueuer's workers can run on
+DRIVERS = ("asyncpg", "psycopg")
 
 
 def available() -> tuple[bool, str]:
@@ -40,7 +43,10 @@ def available() -> tuple[bool, str]:
 class PgQueuerBench:
     """Install, enqueue, drain and uninstall PgQueuer in a schema of its own."""
 
-    def __init__(self, url: str, schema: str) -> None:
+    def __init__(self, url: str, schema: str, driver: str = "asyncpg") -> None:
+        if driver not in DRIVERS:
+            raise ValueError(f"unknown PgQueuer driver {driver!r}; known: {', '.join(DRIVERS)}")
+        self.driver = driver
         self.url = url
         self.conninfo = pg_conninfo(url)
         self.schema = schema
@@ -94,6 +100,23 @@ class PgQueuerBench:
         row = await cur.fetchone()
         return int(row[0]) if row else -1
 
+    async def _connect(self, conns: list[Any]) -> Any:
+        """A worker's connection on the chosen driver (kept in ``conns`` to close), wrapped in
+        PgQueuer's driver for it."""
+        if self.driver == "asyncpg":
+            import asyncpg
+            from pgqueuer import AsyncpgDriver
+
+            conn = await asyncpg.connect(self.conninfo)
+            conns.append(conn)
+            return AsyncpgDriver(conn)
+        import psycopg
+        from pgqueuer import PsycopgDriver
+
+        conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+        conns.append(conn)
+        return PsycopgDriver(conn)
+
     async def drain(
         self, expected: int, retry_once: bool, concurrency: int, batch: int, tally: Tally
     ) -> tuple[dict[str, int], float]:
@@ -109,19 +132,16 @@ class PgQueuerBench:
 
         cur = await self.admin.execute("SELECT clock_timestamp()")
         started = (await cur.fetchone())[0]
-        import psycopg
-        from pgqueuer import PsycopgDriver, Queries, QueueManager
+        from pgqueuer import Queries, QueueManager
         from pgqueuer.domain.types import QueueExecutionMode
         from pgqueuer.errors import RetryRequested
 
         counts = {"ack": 0, "retry": 0}
-        conns = []
+        conns: list[Any] = []
         managers = []
         try:
             for _ in range(concurrency):
-                conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
-                conns.append(conn)
-                driver = PsycopgDriver(conn)
+                driver = await self._connect(conns)
                 _count_driver(driver, tally)
                 qm = QueueManager(Queries(driver))
 

@@ -144,7 +144,8 @@ class _AiosqliteDriver:
             await self.db.execute(pragma)
 
     async def run(self, sql: Statement, params: dict[str, Any] | None) -> Result:
-        if sql.kind is not Kind.WRITES:  # the generator wrote what each statement returns
+        # the generator wrote what each statement returns; BEGIN and COMMIT are plain text
+        if getattr(sql, "kind", Kind.WRITES) is not Kind.WRITES:
             rows = await self.db.execute_fetchall(sql, params or {})
             rows = list(rows)
             cols = {k: i for i, k in enumerate(rows[0].keys())} if rows else {}

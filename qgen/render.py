@@ -172,6 +172,12 @@ def render_unit(unit: Unit, dialect_name: str, env: jinja2.Environment | None = 
     text = env.get_template(_template_for(env, dialect.name, f"{form}.sql.j2")).render(ctx)
     blocks = _template_blocks(text)
 
+    # a declared override settles its outcome one delivery at a time: no `<outcome>_many`
+    blocks = [
+        b
+        for b in blocks
+        if not (b.name.endswith("_many") and b.name.removesuffix("_many") in unit.statements)
+    ]
     by_name = {b.name: b for b in blocks}
     for outcome, sql in unit.statements.items():
         block = by_name.get(outcome)

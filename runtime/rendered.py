@@ -76,6 +76,11 @@ class StatementName(StrEnum):
     DROP = "drop"
     RETRY = "retry"
     RETRY_AFTER = "retry_after"
+    # one statement for several deliveries of one outcome (lease: pairs of id and token)
+    ACK_MANY = "ack_many"
+    DROP_MANY = "drop_many"
+    RETRY_MANY = "retry_many"
+    RETRY_AFTER_MANY = "retry_after_many"
     DEAD_LETTER = "dead_letter"
     RELEASE = "release"
     UNCLAIM = "unclaim"

@@ -87,10 +87,12 @@ class QueueUnderTest:
         async with await runtime.connect(self.url) as db:
             return [await self.queue.enqueue(db, p, **kw) for p in payloads]
 
-    async def expire_leases(self) -> None:
+    async def expire_leases(self, *ids: int) -> None:
+        """Move the leases (of rows ``ids``, or of every row) into the past."""
+        which = f" AND {self.col('id')} IN ({', '.join(str(int(i)) for i in ids)})" if ids else ""
         await self.sql(
             f"UPDATE {self.q(self.table)} SET {self.col('locked_until')} = "
-            f"{PAST[self.engine.dialect_name]} WHERE {self.col('locked_until')} IS NOT NULL"
+            f"{PAST[self.engine.dialect_name]} WHERE {self.col('locked_until')} IS NOT NULL{which}"
         )
 
     async def make_due(self) -> None:

@@ -10,6 +10,7 @@ from engines import run
 from queues import make_queue
 
 import runtime
+from runtime.completer import WindowedCompleter
 from runtime.forms import form_for
 from runtime.payloads import decode_payload
 from runtime.settle import decide
@@ -538,3 +539,121 @@ def test_each_drain_returns_its_own_counts_outcomes_apart_from_operations(engine
     assert first.outcomes == {"ack": 2, "drop": 1}, first
     assert first.operations.get("extended", 0) >= 1 and "ack" not in first.operations
     assert second.outcomes == {"ack": 1} and second == {"ack": 1}
+
+
+@pytest.mark.parametrize("outcome", ["ack", "retry", "drop"])
+def test_a_lost_lease_in_a_group_of_settlements_is_lost_for_that_delivery_alone(engine, outcome):
+    # quick handlers' settlements commit together (the windowed completer); one of them lost
+    # its lease to another claim: it alone counts lease_lost and its row stays with the new
+    # holder, and the others settle as usual
+    async def go():
+        qt = await make_queue(engine, "lease")
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2}, {"n": 3})
+            async with await runtime.connect(qt.url) as a, await runtime.connect(qt.url) as b:
+                first, second, third = await form.claim(a, 3, None)
+                await qt.expire_leases(first.message.id)  # its handler stalled past the lease
+                (taken,) = await form.claim(b, 1, None)  # the other claim takes the first row
+                assert taken.message.id == first.message.id
+                counts = runtime.Counts()
+                held = {first, second, third}
+                completer = WindowedCompleter(form, counts, held, window=60.0)
+                for d in (first, second, third):
+
+                    async def handler(d=d):
+                        return decide(qt.queue, d, getattr(runtime, outcome)())
+
+                    await completer.handle(a, d, handler)
+                assert counts == {}, "nothing counts as settled before its transaction commits"
+                await completer.finish(a)
+                assert counts == {outcome: 2, "lease_lost": 1}
+                assert not held and first.lost and not second.lost and not third.lost
+                rows = {r["id"]: r for r in await qt.rows()}
+                stolen = rows[first.message.id]
+                assert stolen["processed_at"] is None and stolen["locked_until_future"] == 1
+                assert taken.attempt == 2 and taken.token != first.token
+                for d in (second, third):
+                    row = rows.get(d.message.id)
+                    assert row is not None and row["locked_until"] is None
+                    assert (row["processed_at"] is not None) == (outcome != "retry")
+                # the other claim still holds its row and settles it
+                await form.settle(b, taken, decide(qt.queue, taken, runtime.ack()))
+                assert (await qt.rows())[0]["processed_at"] is not None
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_group_of_settlements_keeps_overrides_custom_events_and_each_rows_delay(engine):
+    # one statement per outcome where the file has it; a declared override (drop here) and a
+    # custom event still run, one delivery at a time; each retry_after keeps its own delay
+    statements = {
+        "drop": "UPDATE {t} SET attempt = 42, processed_at = {now}, locked_until = NULL "
+        "WHERE id = :id AND locked_until = :token"
+    }
+    custom = {"bump": "UPDATE {t} SET attempt = 7 WHERE id = :id AND locked_until = :token"}
+
+    async def go():
+        qt = await make_queue(engine, "lease", statements=statements, custom=custom)
+        form = form_for(qt.queue)
+        assert qt.queue.rendered.get("ack_many") and not qt.queue.rendered.get("drop_many")
+        try:
+            await qt.enqueue(*({"n": n} for n in range(6)))
+            async with await runtime.connect(qt.url) as a:
+                ds = await form.claim(a, 6, None)
+                outcomes = [
+                    runtime.ack(),
+                    runtime.drop(),
+                    runtime.retry_after(0),
+                    runtime.retry_after(3600),
+                    runtime.custom("bump"),
+                    runtime.ack(),
+                ]
+                items = [(d, decide(qt.queue, d, o)) for d, o in zip(ds, outcomes, strict=True)]
+                assert await form.settle_group(a, items) == [None] * 6
+            rows = await qt.rows()
+            acked, dropped, due, later, bumped, acked2 = rows
+            for r in (acked, acked2):
+                assert r["processed_at"] is not None and r["locked_until"] is None
+            assert dropped["attempt"] == 42 and dropped["processed_at"] is not None
+            assert due["retry_after_future"] == 0 and due["locked_until"] is None
+            assert later["retry_after_future"] == 1 and later["locked_until"] is None
+            assert later["processed_at"] is None
+            assert bumped["attempt"] == 7 and bumped["locked_until"] is not None
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_an_advisory_group_settles_its_rows_by_outcome_and_no_other(engine):
+    # one statement per outcome for the rows whose keys the worker holds; a row it does not
+    # hold (another claim's, or unclaimed) is never touched
+    async def go():
+        qt = await make_queue(engine, "advisory")
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue(*({"n": n} for n in range(5)))
+            async with await runtime.connect(qt.url) as a:
+                ds = await form.claim(a, 4, None)
+                outcomes = [
+                    runtime.ack(),
+                    runtime.retry_after(3600),
+                    runtime.ack(),
+                    runtime.retry(),
+                ]
+                items = [(d, decide(qt.queue, d, o)) for d, o in zip(ds, outcomes, strict=True)]
+                assert await form.settle_group(a, items) == [None] * 4
+            acked, later, acked2, retried, free = await qt.rows()
+            for r in (acked, acked2):
+                assert r["processed_at"] is not None
+            assert later["retry_after_future"] == 1 and later["processed_at"] is None
+            for r in (retried, free):
+                assert r["processed_at"] is None and r["retry_after"] is None
+            assert free["attempt"] == 1
+        finally:
+            await qt.drop()
+
+    run(go())

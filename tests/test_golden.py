@@ -89,21 +89,27 @@ def test_golden(case: str) -> None:
 # bytes pin the SQL, this pins the shape in words a reviewer can check against the outcome table.
 STEPS = {
     ("lease_group_deadletter", "jobs"): (
-        "schema enqueue claim extend ack drop retry retry_after dead_letter release unclaim columns indexes"
+        "schema enqueue claim extend ack drop retry retry_after ack_many drop_many retry_many "
+        "retry_after_many dead_letter release unclaim columns indexes"
     ),
     (
         "row_lock_table_deadletter",
         "mail",
     ): "schema enqueue claim ack drop retry retry_after dead_letter columns indexes",
-    ("advisory_minimal", "hooks"): "schema enqueue claim lock take ack drop unlock columns indexes",
+    ("advisory_minimal", "hooks"): (
+        "schema enqueue claim lock take ack drop ack_many drop_many unlock columns indexes"
+    ),
     (
         "no_attempt_no_retry_after",
         "leased",
-    ): "schema enqueue claim extend ack drop retry release unclaim columns indexes",
+    ): (
+        "schema enqueue claim extend ack drop retry ack_many drop_many retry_many release "
+        "unclaim columns indexes"
+    ),
     ("no_attempt_no_retry_after", "locked"): "schema enqueue claim ack drop columns indexes",
     ("override_and_custom", "tasks"): (
-        "schema enqueue claim extend ack drop retry retry_after dead_letter release unclaim "
-        "columns indexes custom.bump custom.park"
+        "schema enqueue claim extend ack drop retry retry_after ack_many retry_many dead_letter "
+        "release unclaim columns indexes custom.bump custom.park"
     ),
 }
 

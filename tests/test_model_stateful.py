@@ -560,6 +560,28 @@ class LeaseMachine(QueueMachine):
         """A stale delivery (its lease expired) must raise LeaseLost and change nothing."""
         self.settle_delivery(delivery, outcome)
 
+    @precondition(lambda self: self.shape is not None and not self.transactional)
+    @rule(
+        target=QueueMachine.deliveries,
+        limit=st.integers(2, 3),
+        outcomes=ROUND,
+        stale=st.integers(0, 2),
+        reclaim=st.booleans(),
+    )
+    def consume_with_a_lost_lease(
+        self, limit: int, outcomes: list[str], stale: int, reclaim: bool
+    ) -> Any:
+        """Quick handlers settle together (one window) while one of them has lost its lease
+        (it ran out, and maybe another claim took the row): that one alone is LeaseLost and
+        changes nothing, the others settle. The other claim's deliveries stay to be settled."""
+        held = list(self._claim(limit, None).values)[: len(outcomes)]
+        if not held:
+            return multiple()
+        self.expire_lease(held[stale % len(held)])
+        taken = self._claim(1, None) if reclaim else multiple()
+        self.settle_together(held, outcomes[: len(held)])
+        return taken
+
     @rule(delivery=consumes(QueueMachine.deliveries))
     def give_back(self, delivery: Held) -> None:
         """Dropped unsettled (after the handler wrote): the lease is released at once."""

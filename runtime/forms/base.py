@@ -73,6 +73,26 @@ class Form:
             token=token,
         )
 
+    def many_parts(
+        self, items: list[tuple[Delivery, Decision]]
+    ) -> list[tuple[str | None, list[tuple[int, Delivery, Decision]]]]:
+        """A group cut into what one statement settles: ``(name, part)``, the deliveries of
+        one outcome (and delay) whose file has its ``<outcome>_many`` statement, or one
+        delivery alone (``None``: its own statement; a declared override, a dead letter or a
+        custom event has no ``_many``). Each item keeps its index in ``items``."""
+        many: dict[tuple[str, Any], list[tuple[int, Delivery, Decision]]] = {}
+        alone: list[tuple[str | None, list[tuple[int, Delivery, Decision]]]] = []
+        ids = [d.message.id for d, _ in items]
+        unique = len(set(ids)) == len(ids)  # one statement cannot tell two tokens of a row
+        for i, (d, decision) in enumerate(items):
+            step = f"{decision.step}_many" if decision.step else ""
+            if unique and step and self.queue.rendered.get(step):
+                key = (step, decision.params.get("delay_s"))
+                many.setdefault(key, []).append((i, d, decision))
+            else:
+                alone.append((None, [(i, d, decision)]))
+        return [*((step, part) for (step, _), part in many.items()), *alone]
+
     # -- the form's own steps
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         raise NotImplementedError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -59,15 +60,22 @@ class LeaseForm(Form):
     async def settle_group(
         self, conn: Connection, items: list[tuple[Delivery, Decision]]
     ) -> list[LeaseLost | None] | None:
-        held: list[bool] = []
+        """One statement per outcome (``ack_many`` …, guarded per row by its id and token)
+        where the file has it; one by one for the rest (dead letter, custom events, a
+        declared override). Rows it did not touch lost their lease."""
+        held: dict[int, bool] = {}
         await conn.begin()
         try:
-            for d, decision in items:
-                async with d.lock:
-                    d.settled = True  # no extension after this point
-                    params = {**decision.params, "token": d.token}
-                    result = await self.run(conn, decision.step or S.RETRY, params)
-                held.append(bool(result.rowcount))
+            for step, part in self.many_parts(items):
+                for _, d, _ in part:
+                    await d.lock.acquire()
+                try:
+                    for _, d, _ in part:
+                        d.settled = True  # no extension after this point
+                    held.update(await self._settle_part(conn, step, part))
+                finally:
+                    for _, d, _ in part:
+                        d.lock.release()
             await conn.commit()
         except Exception:
             for d, _ in items:
@@ -76,9 +84,24 @@ class LeaseForm(Form):
                 await conn.rollback()
             return None
         return [
-            None if ok else self._lost(d, decision.label)
-            for (d, decision), ok in zip(items, held, strict=True)
+            None if held[i] else self._lost(d, decision.label)
+            for i, (d, decision) in enumerate(items)
         ]
+
+    async def _settle_part(
+        self, conn: Connection, step: str | None, part: list[tuple[int, Delivery, Decision]]
+    ) -> dict[int, bool]:
+        """Run one part's statement; per item index, whether its row was still held."""
+        if step is None:
+            ((i, d, decision),) = part
+            params = {**decision.params, "token": d.token}
+            result = await self.run(conn, decision.step or S.RETRY, params)
+            return {i: bool(result.rowcount)}
+        pairs = json.dumps([[d.message.id, d.token] for _, d, _ in part], default=str)
+        params = {"pairs": pairs, "delay_s": part[0][2].params.get("delay_s")}
+        result = await self.run(conn, step, params)
+        touched = {row["id"] for row in result.rows}
+        return {i: d.message.id in touched for i, d, _ in part}
 
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
         await self.give_back(conn, d)

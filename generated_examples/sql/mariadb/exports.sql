@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:72e4802dca19dcd5c80c272b14cc5df571b3d3d64cdcdb55a654488a00d9a435
+-- seal: sha256:ff09ab0f55c106d1654a5fee8dff7b131a20dd673363a877d73e025924072a65
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -83,6 +83,20 @@ WHERE `id` = %(id)s;
 -- The table's own statement for retry_after (declared in statements.retry_after).
 -- kinds: writes
 UPDATE exports_queue SET retry_after = UTC_TIMESTAMP(6) + INTERVAL (%(delay_s)s * 2) SECOND WHERE id = %(id)s;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE `exports_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id;
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE `exports_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.

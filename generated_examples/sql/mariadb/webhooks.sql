@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:9d001e32be2965301924d4c38951090b69c30613645a6ff8ee426a3a52eb53d1
+-- seal: sha256:45275c5faed3a26ccab58316c6d2b0ef389e3a54cbbd826f6afcb69ad53bafdc
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -93,6 +93,27 @@ WHERE `id` = %(id)s;
 UPDATE `webhooks_queue`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND
 WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): marks them processed; then unlock.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id
+SET `processed_at` = UTC_TIMESTAMP(6);
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id
+SET `processed_at` = UTC_TIMESTAMP(6);
+
+-- name: retry_after_many
+-- Under their keys: returns the rows ids delay_s seconds from now (the take already counted the attempt); then unlock.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND;
 
 -- name: dead_letter
 -- At the cap: moves the row into webhooks_dead, payload and count kept (a copy, then a delete, in one transaction).

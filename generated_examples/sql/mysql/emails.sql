@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:45a71b11eec59801435fe28ac721edc3f79b355296e9de7359d69aefa9321a91
+-- seal: sha256:26eac062b62f8d401afc382bac2b245865f14b35f20ad2909d7f779c6dc878fc
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -87,6 +87,50 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 UPDATE `emails_queue`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: reads writes
+SELECT `emails_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `emails_queue` FORCE INDEX (PRIMARY) ON `emails_queue`.`id` = j.qgen_id AND `emails_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+DELETE `emails_queue`
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `emails_queue` FORCE INDEX (PRIMARY) ON `emails_queue`.`id` = j.qgen_id AND `emails_queue`.`locked_until` = j.qgen_token;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: reads writes
+SELECT `emails_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `emails_queue` FORCE INDEX (PRIMARY) ON `emails_queue`.`id` = j.qgen_id AND `emails_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+DELETE `emails_queue`
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `emails_queue` FORCE INDEX (PRIMARY) ON `emails_queue`.`id` = j.qgen_id AND `emails_queue`.`locked_until` = j.qgen_token;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: reads writes
+SELECT `emails_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `emails_queue` FORCE INDEX (PRIMARY) ON `emails_queue`.`id` = j.qgen_id AND `emails_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `emails_queue` FORCE INDEX (PRIMARY) ON `emails_queue`.`id` = j.qgen_id AND `emails_queue`.`locked_until` = j.qgen_token
+SET `locked_until` = NULL;
+
+-- name: retry_after_many
+-- Returns the rows of pairs that still hold their token delay_s seconds from now and clears their lease; the ids it touched.
+-- kinds: reads writes
+SELECT `emails_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `emails_queue` FORCE INDEX (PRIMARY) ON `emails_queue`.`id` = j.qgen_id AND `emails_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `emails_queue` FORCE INDEX (PRIMARY) ON `emails_queue`.`id` = j.qgen_id AND `emails_queue`.`locked_until` = j.qgen_token
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL;
 
 -- name: dead_letter
 -- At the cap: moves the row into emails_dead, payload and count kept (a copy, then a delete, in one transaction), lease cleared.

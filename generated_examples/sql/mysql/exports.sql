@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:0e95b71c67eacefc97665117152c72896f50c673ada4587b41548f1182952711
+-- seal: sha256:ef813c2cfe6a385151dc886b61a9e36593f88c9ab4db845198699fa72443138c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -83,6 +83,20 @@ WHERE `id` = %(id)s;
 -- The table's own statement for retry_after (declared in statements.retry_after).
 -- kinds: writes
 UPDATE exports_queue SET retry_after = UTC_TIMESTAMP(6) + INTERVAL (%(delay_s)s * 2) SECOND WHERE id = %(id)s;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE `exports_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id;
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE `exports_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.

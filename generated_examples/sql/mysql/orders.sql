@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:4d484d6da541b59881543791f8c0c7d2cc1bc1e6c312aab8877eddd8bd49daef
+-- seal: sha256:6bdcfe87a49f622b4950695f30193220134e49a6fe4983c9ba2114c194dda644
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -88,6 +88,39 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 UPDATE `orders_queue`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: marks them processed; the ids it finished (a pair missing lost its lease).
+-- kinds: reads writes
+SELECT `orders_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: reads writes
+SELECT `orders_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
+SET `locked_until` = NULL;
+
+-- name: retry_after_many
+-- Returns the rows of pairs that still hold their token delay_s seconds from now and clears their lease; the ids it touched.
+-- kinds: reads writes
+SELECT `orders_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.

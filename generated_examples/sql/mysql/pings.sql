@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:9535d63ce1fef70b1cbc599ccda372ca324e5d8acdbd59c007e817e28515855d
+-- seal: sha256:9e3f846e46c64bbf811e16c575dd5250bd21cf13435aa8593978ac45457582f4
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -69,6 +69,39 @@ WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
 UPDATE `pings`
 SET `leased_until` = NULL
 WHERE `ping_id` = %(id)s AND `leased_until` = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: reads writes
+SELECT `pings`.`ping_id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `pings` FORCE INDEX (PRIMARY) ON `pings`.`ping_id` = j.qgen_id AND `pings`.`leased_until` = j.qgen_token
+FOR UPDATE;
+DELETE `pings`
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `pings` FORCE INDEX (PRIMARY) ON `pings`.`ping_id` = j.qgen_id AND `pings`.`leased_until` = j.qgen_token;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: reads writes
+SELECT `pings`.`ping_id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `pings` FORCE INDEX (PRIMARY) ON `pings`.`ping_id` = j.qgen_id AND `pings`.`leased_until` = j.qgen_token
+FOR UPDATE;
+DELETE `pings`
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `pings` FORCE INDEX (PRIMARY) ON `pings`.`ping_id` = j.qgen_id AND `pings`.`leased_until` = j.qgen_token;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: reads writes
+SELECT `pings`.`ping_id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `pings` FORCE INDEX (PRIMARY) ON `pings`.`ping_id` = j.qgen_id AND `pings`.`leased_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `pings` FORCE INDEX (PRIMARY) ON `pings`.`ping_id` = j.qgen_id AND `pings`.`leased_until` = j.qgen_token
+SET `leased_until` = NULL;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:e79d7f0884769eb0951d2946b5e6c2f8d33118144be5496d52542d25168252a6
+-- seal: sha256:43b7c3a09dd15498f7f3509b24ddfea9db01b90428e2cab4f374b2227a84a846
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -93,6 +93,27 @@ WHERE `id` = %(id)s;
 UPDATE `webhooks_queue`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND
 WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): marks them processed; then unlock.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id
+SET `processed_at` = UTC_TIMESTAMP(6);
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id
+SET `processed_at` = UTC_TIMESTAMP(6);
+
+-- name: retry_after_many
+-- Under their keys: returns the rows ids delay_s seconds from now (the take already counted the attempt); then unlock.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND;
 
 -- name: dead_letter
 -- At the cap: moves the row into webhooks_dead, payload and count kept (a copy, then a delete, in one transaction).

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:8710676ab1f0aecf916127f8f14fa7a7f02ed4c7d656527109ec33c1bc3e2bde
+-- seal: sha256:7487cabfa718be4076b4f3f4e8ce8279daf92df75ae29691d5a286bdcd7beccf
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -83,6 +83,40 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 UPDATE "emails_queue"
 SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "locked_until" = NULL
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: writes-returning
+DELETE FROM "emails_queue"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "id" AS id;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: writes-returning
+DELETE FROM "emails_queue"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: writes-returning
+UPDATE "emails_queue"
+SET "locked_until" = NULL
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_after_many
+-- Returns the rows of pairs that still hold their token delay_s seconds from now and clears their lease; the ids it touched.
+-- kinds: writes-returning
+UPDATE "emails_queue"
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "locked_until" = NULL
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "id" AS id;
 
 -- name: dead_letter
 -- At the cap: moves the row into emails_dead, payload and count kept, lease cleared.

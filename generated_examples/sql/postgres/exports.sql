@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:3943080c5b8ef6f13f6cce43546333e7e87fa19ea48da73062d394b0c8b701b0
+-- seal: sha256:bca94d044a63d3cdab69a7c40c1be58a96e66ffedd8ad00fccd23f7a576ca416
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -81,6 +81,18 @@ WHERE "id" = %(id)s;
 -- The table's own statement for retry_after (declared in statements.retry_after).
 -- kinds: writes
 UPDATE exports_queue SET retry_after = now() + make_interval(secs => %(delay_s)s * 2) WHERE id = %(id)s;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.

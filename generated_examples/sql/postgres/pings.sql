@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:857edcfe51cdbe9ab24e0ed6e5a84b8adbdf4f74a344c6db8c630132a558fc75
+-- seal: sha256:b5c90954924cbbd0fdd5770d06ee02c5660927dd4dee5735d46d12f6a8836a0a
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -66,6 +66,31 @@ WHERE "ping_id" = %(id)s AND "leased_until" = %(token)s;
 UPDATE "pings"
 SET "leased_until" = NULL
 WHERE "ping_id" = %(id)s AND "leased_until" = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: writes-returning
+DELETE FROM "pings"
+WHERE "ping_id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("ping_id", "leased_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "ping_id" AS id;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: writes-returning
+DELETE FROM "pings"
+WHERE "ping_id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("ping_id", "leased_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "ping_id" AS id;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: writes-returning
+UPDATE "pings"
+SET "leased_until" = NULL
+WHERE "ping_id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("ping_id", "leased_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "ping_id" AS id;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:ffa989eff49ee7bcb0f4ce2c8f7dd967cd4f97a5c6b536f9357ffc362e38b12b
+-- seal: sha256:b731005033f0c603abd6c1815e6cdbc7fcf6dabfb9e76ce39d28509b193675aa
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -91,6 +91,27 @@ WHERE "id" = %(id)s;
 UPDATE "webhooks_queue"
 SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE "id" = %(id)s;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): marks them processed; then unlock.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "processed_at" = clock_timestamp()
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "processed_at" = clock_timestamp()
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: retry_after_many
+-- Under their keys: returns the rows ids delay_s seconds from now (the take already counted the attempt); then unlock.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s)
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
 -- At the cap: moves the row into webhooks_dead, payload and count kept.

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:f42e5907709e5da9c0fc8f87557637cad0b9fdc71825bd4cb9dce53b1756a145
+-- seal: sha256:efdee37372ba53719d65fbcd19bdbdc79893f9ce8258c071a20012b157e99e26
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -82,6 +82,36 @@ WHERE "id" = :id AND "locked_until" = :token;
 UPDATE "emails_queue"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: writes-returning
+DELETE FROM "emails_queue"
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: writes-returning
+DELETE FROM "emails_queue"
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: writes-returning
+UPDATE "emails_queue"
+SET "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_after_many
+-- Returns the rows of pairs that still hold their token delay_s seconds from now and clears their lease; the ids it touched.
+-- kinds: writes-returning
+UPDATE "emails_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
 
 -- name: dead_letter
 -- At the cap: moves the row into emails_dead, payload and count kept (a copy, then a delete, in one transaction), lease cleared.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:ae3fd26d704a62c993ab2ba80e062d928e779f816a241da7e389cc1020af9ea2
+-- seal: sha256:e0568aa907efedc5c67aadc15d8de3b4b26f439e797e6c1bdf01b689b4690be0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -65,6 +65,18 @@ WHERE "id" = :id;
 -- The table's own statement for retry_after (declared in statements.retry_after).
 -- kinds: writes
 UPDATE exports_queue SET retry_after = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (:delay_s * 2) || ' seconds') WHERE id = :id;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:07b4915f648abdb1b7c207976ce631b95dab089d75e08b8af26ae6bac18ad83d
+-- seal: sha256:565f8bcd6c51b006b1b744d48cb7ae2a4b04bd4e16bdddfad2f6eb8ff2f49eb0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -81,6 +81,30 @@ WHERE "id" = :id AND "locked_until" = :token;
 UPDATE "orders_queue"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: marks them processed; the ids it finished (a pair missing lost its lease).
+-- kinds: writes-returning
+UPDATE "orders_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: writes-returning
+UPDATE "orders_queue"
+SET "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_after_many
+-- Returns the rows of pairs that still hold their token delay_s seconds from now and clears their lease; the ids it touched.
+-- kinds: writes-returning
+UPDATE "orders_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:a9f8bb7cfd9c07ba2dd2dc4b91fb524b81586ea10fb93fdcfdf02ef54a3a9406
+-- seal: sha256:d0006009c5382fa374b3be099d1b7e43a88450fff57c724d95a78af7b60bf9a8
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -65,6 +65,28 @@ WHERE "ping_id" = :id AND "leased_until" = :token;
 UPDATE "pings"
 SET "leased_until" = NULL
 WHERE "ping_id" = :id AND "leased_until" = :token;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: writes-returning
+DELETE FROM "pings"
+WHERE ("ping_id", "leased_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "ping_id" AS id;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: writes-returning
+DELETE FROM "pings"
+WHERE ("ping_id", "leased_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "ping_id" AS id;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: writes-returning
+UPDATE "pings"
+SET "leased_until" = NULL
+WHERE ("ping_id", "leased_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "ping_id" AS id;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.

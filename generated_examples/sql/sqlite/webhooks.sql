@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:f62478a425e00e7117626784875bf911271253c94778bd60d8bb16a3ac711c75
+-- seal: sha256:d29f7f244d71d94d65540a00c6c847ca9a3d50dbc85f16c55d35fc1c29a163e3
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -75,6 +75,27 @@ WHERE "id" = :id;
 UPDATE "webhooks_queue"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "id" = :id;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): marks them processed; then unlock.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_after_many
+-- Under their keys: returns the rows ids delay_s seconds from now (the take already counted the attempt); then unlock.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: moves the row into webhooks_dead, payload and count kept (a copy, then a delete, in one transaction).

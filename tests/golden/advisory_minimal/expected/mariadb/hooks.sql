@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:45218f760df3654d8150d54963a1531be93467cb80a1d77dbad4d01aa3740b11
+-- seal: sha256:2ce7da23d01401b65d3f16865ac1c97d0ffde31d59d5cc8e21a6cb2c96ad3aaa
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -66,6 +66,20 @@ WHERE `id` = %(id)s;
 -- kinds: writes
 DELETE FROM `hooks`
 WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE `hooks`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `hooks` FORCE INDEX (PRIMARY) ON `hooks`.`id` = j.qgen_id;
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE `hooks`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `hooks` FORCE INDEX (PRIMARY) ON `hooks`.`id` = j.qgen_id;
 
 -- name: unlock
 -- Releases the named locks of the rows ids (a JSON array) held by this session.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:0dca32c4ac84f8f4959c4759d1bff21c74c81e97c98b15ba2e3dd6fdc005ef9c
+-- seal: sha256:3f8b73ef8633e0a951eb93a891ae6bc8e07eb3b8c54580af007d40bdebc47399
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -66,6 +66,20 @@ WHERE `id` = %(id)s;
 -- kinds: writes
 DELETE FROM `hooks`
 WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE `hooks`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `hooks` FORCE INDEX (PRIMARY) ON `hooks`.`id` = j.qgen_id;
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE `hooks`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `hooks` FORCE INDEX (PRIMARY) ON `hooks`.`id` = j.qgen_id;
 
 -- name: unlock
 -- Releases the named locks of the rows ids (a JSON array) held by this session.

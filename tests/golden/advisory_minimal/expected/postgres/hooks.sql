@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:9145292cb951dbc11c375bfd33cc2b2b6f6deb483af7aa392e1cc8b14ac4e4ee
+-- seal: sha256:6177c5a6dfe5fb3c1ba68048d28c96bc71c58f26d19983bfcdd8f0f7487390f8
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -66,6 +66,18 @@ WHERE "id" = %(id)s;
 -- kinds: writes
 DELETE FROM "hooks"
 WHERE "id" = %(id)s;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE FROM "hooks"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE FROM "hooks"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: unlock
 -- Releases the advisory keys of the rows ids (a JSON array) held by this connection.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:aa13b6cd2bf527a95a79fba8fa19cb5dc4c982db86578a579048c5323abf2f37
+-- seal: sha256:0136f50566ee44315d20a4a37557c8f0cc5b2665f37e71a532711b6cd2d9fef1
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -50,6 +50,18 @@ WHERE "id" = :id;
 -- kinds: writes
 DELETE FROM "hooks"
 WHERE "id" = :id;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE FROM "hooks"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE FROM "hooks"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

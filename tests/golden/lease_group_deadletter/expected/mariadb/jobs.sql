@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:9694dbc2f7d275cf97945ec2e412d903ed1c81d48e020666e683c5be703d44d0
+-- seal: sha256:9e2eb03b7b3c5d299d8f54eb1b94238223c8afb9253a2bd59b16ddb9a63a77dd
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -90,6 +90,50 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 UPDATE `jobs`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: marks them processed; the ids it finished (a pair missing lost its lease).
+-- kinds: reads writes
+SELECT `jobs`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: reads writes
+SELECT `jobs`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: reads writes
+SELECT `jobs`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+SET `locked_until` = NULL;
+
+-- name: retry_after_many
+-- Returns the rows of pairs that still hold their token delay_s seconds from now and clears their lease; the ids it touched.
+-- kinds: reads writes
+SELECT `jobs`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:16cdfbf847831a2d020c4296b1b12b47ce051153a492903fe0877ec8eba151f2
+-- seal: sha256:ffebd6966bf5e7c9e14e2e4a328a30387741d472444f3571aa89017dd678ae50
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -84,6 +84,42 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 UPDATE "jobs"
 SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "locked_until" = NULL
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: marks them processed; the ids it finished (a pair missing lost its lease).
+-- kinds: writes-returning
+UPDATE "jobs"
+SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "id" AS id;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: writes-returning
+UPDATE "jobs"
+SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: writes-returning
+UPDATE "jobs"
+SET "locked_until" = NULL
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_after_many
+-- Returns the rows of pairs that still hold their token delay_s seconds from now and clears their lease; the ids it touched.
+-- kinds: writes-returning
+UPDATE "jobs"
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "locked_until" = NULL
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "id" AS id;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.

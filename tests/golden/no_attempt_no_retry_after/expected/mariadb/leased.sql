@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:24178a7b8777fc12a8aaf0a8680cf98f8c4cf7974699ec8c03c08a59d1d7131f
+-- seal: sha256:1bcdcf356d0c0cb4e18a8e065ec4beee81764c73cade1af8b7ac8778e487602c
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -69,6 +69,39 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 UPDATE `leased`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: reads writes
+SELECT `leased`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token
+FOR UPDATE;
+DELETE `leased`
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: reads writes
+SELECT `leased`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token
+FOR UPDATE;
+DELETE `leased`
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: reads writes
+SELECT `leased`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token
+SET `locked_until` = NULL;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.

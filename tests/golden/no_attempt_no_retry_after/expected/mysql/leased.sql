@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:a2517c168c6f2ed57aeb1c71cb9f5148c53006d4536facf362c78284bef52be5
+-- seal: sha256:9d3be964ffc90444ba9a79aa1cbfaed335fd9db936d8e32a67bb0e1a11fd8390
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -69,6 +69,39 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 UPDATE `leased`
 SET `locked_until` = NULL
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: reads writes
+SELECT `leased`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token
+FOR UPDATE;
+DELETE `leased`
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: reads writes
+SELECT `leased`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token
+FOR UPDATE;
+DELETE `leased`
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: reads writes
+SELECT `leased`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `leased` FORCE INDEX (PRIMARY) ON `leased`.`id` = j.qgen_id AND `leased`.`locked_until` = j.qgen_token
+SET `locked_until` = NULL;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.

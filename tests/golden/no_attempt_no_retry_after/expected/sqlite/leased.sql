@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:9dfde7bf4db30f1b43669bc1cd5280bb7a71e4e82993820bf128d60d9dd8a752
+-- seal: sha256:1fea1a5729dfb8675ceaecf25dd0fc3f2542a7e15dc46a48c70c9ec48fff49ff
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -65,6 +65,28 @@ WHERE "id" = :id AND "locked_until" = :token;
 UPDATE "leased"
 SET "locked_until" = NULL
 WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: writes-returning
+DELETE FROM "leased"
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: writes-returning
+DELETE FROM "leased"
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: writes-returning
+UPDATE "leased"
+SET "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
 
 -- name: release
 -- Gives back a delivery dropped unsettled: the lease is cleared at once.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:e16ab9f37f3cc3b8a700107a20d3288075147701fafd6a2b84ef42121e003c6f
+-- seal: sha256:47aa5991c3ede6f2d58c1a68f47a293c15a08eb17e190e5230ec92c20477df9f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -82,6 +82,28 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- The table's own statement for retry_after (declared in statements.retry_after).
 -- kinds: writes
 UPDATE tasks SET retry_after = UTC_TIMESTAMP(6) + INTERVAL (%(delay_s)s * 2) SECOND, locked_until = NULL WHERE id = %(id)s AND locked_until = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: reads writes
+SELECT `tasks`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id AND `tasks`.`locked_until` = j.qgen_token
+FOR UPDATE;
+DELETE `tasks`
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id AND `tasks`.`locked_until` = j.qgen_token;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: reads writes
+SELECT `tasks`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id AND `tasks`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id AND `tasks`.`locked_until` = j.qgen_token
+SET `locked_until` = NULL;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:5a4dd225bb93174f7774fc37cc0d6be4288ffde9311996735a8d47901caaaadc
+-- seal: sha256:0456d4b70c6d7f14de62d38ec5a337123cc1798d229cfd29210cce36a1c396f2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -76,6 +76,21 @@ WHERE "id" = :id AND "locked_until" = :token;
 -- The table's own statement for retry_after (declared in statements.retry_after).
 -- kinds: writes
 UPDATE tasks SET retry_after = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (:delay_s * 2) || ' seconds'), locked_until = NULL WHERE id = :id AND locked_until = :token;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: writes-returning
+DELETE FROM "tasks"
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: writes-returning
+UPDATE "tasks"
+SET "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.
