@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:347bb08ce0b512a52e613b0645456613dd8efc27e3af581c940484a08dc4f127
+-- seal: sha256:7cbfe6f5584c0c9fcfd40c5859fb4b5357db21d2ce098ba47097175c35b6dd76
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -100,3 +100,16 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `pings`
+  WHERE (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6))
+) AS `ready`, 0 AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `pings`
+  WHERE `leased_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;

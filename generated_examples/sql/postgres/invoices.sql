@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:5b553c46980d4061b2d3030c823638ec5a07cf0b9fea4e48af6e75669962a0a9
+-- seal: sha256:57a4dbe03f55d201d9cafe5e81bcdb5d7fc23794d1d0219f9757bcb0250af13a
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -107,3 +107,96 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "invoices_queue"
+  WHERE "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "invoices_queue"
+  WHERE "processed_at" IS NULL
+    AND "retry_after" > now()
+) AS "delayed", NULL AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "invoices_dead"
+) AS "dead", (
+  SELECT COUNT(*)
+  FROM "invoices_queue"
+  WHERE "processed_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "invoices_dead"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "invoices_dead"
+WHERE "id" < %(after_id)s
+ORDER BY "id" DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "invoices_dead"
+WHERE "id" = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to invoices_queue as first deliveries (attempt 1, no delay): moved, so a message is never in both tables.
+-- kinds: writes
+WITH moved AS (
+  DELETE FROM "invoices_dead"
+  WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
+  RETURNING "id", "payload", "attempt", "retry_after", "processed_at"
+)
+INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at")
+SELECT "id", "payload", 1, NULL, "processed_at"
+FROM moved;
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+WITH moved AS (
+  DELETE FROM "invoices_dead"
+  RETURNING "id", "payload", "attempt", "retry_after", "processed_at"
+)
+INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at")
+SELECT "id", "payload", 1, NULL, "processed_at"
+FROM moved;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "invoices_dead"
+WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "invoices_dead";
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "invoices_queue"
+WHERE "id" = ANY(ARRAY(
+  SELECT "id"
+  FROM "invoices_queue"
+  WHERE "processed_at" < clock_timestamp() - make_interval(secs => %(age_s)s)
+  ORDER BY "id"
+  LIMIT %(batch)s
+));

@@ -3,12 +3,12 @@
 -- dialect: "postgres"
 -- form: "lease"
 -- table: "orders_queue"
--- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at"}
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at"}
 -- max_attempts: 5
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:1a0431241cf1b076ad5e089558c10cbe5b603f17aa2c5cb4aafe3b4431378ebd
+-- seal: sha256:808d2958d7490c5115bc8c64557ce9089cd3acc578879f2c85f4db32182ee5a9
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -20,15 +20,16 @@ CREATE TABLE IF NOT EXISTS "orders_queue" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TIMESTAMPTZ,
   "locked_until" TIMESTAMPTZ,
-  "processed_at" TIMESTAMPTZ
+  "processed_at" TIMESTAMPTZ,
+  "enqueued_at" TIMESTAMPTZ
 );
 CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now.
 -- kinds: writes-returning
-INSERT INTO "orders_queue" ("body", "queue", "retry_after")
-VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s))
+INSERT INTO "orders_queue" ("body", "queue", "retry_after", "enqueued_at")
+VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s), clock_timestamp())
 RETURNING "id" AS id;
 
 -- name: claim
@@ -126,6 +127,125 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (seconds since the first ready row in id order was enqueued).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "orders_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND ("locked_until" IS NULL OR "locked_until" < now())
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "orders_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+    AND "retry_after" > now()
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "orders_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+    AND "locked_until" >= now()
+) AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "orders_queue"
+  WHERE "queue" = %(dead_group)s
+    AND "processed_at" IS NULL
+) AS "dead", (
+  SELECT COUNT(*)
+  FROM "orders_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NOT NULL
+) AS "processed", (
+  SELECT CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "enqueued_at")) AS DOUBLE PRECISION)
+  FROM "orders_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND ("locked_until" IS NULL OR "locked_until" < now())
+  ORDER BY "id"
+  LIMIT 1
+) AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "body" AS payload, "attempt" AS attempt, "queue" AS "group", "enqueued_at" AS enqueued_at
+FROM "orders_queue"
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "body" AS payload, "attempt" AS attempt, "queue" AS "group", "enqueued_at" AS enqueued_at
+FROM "orders_queue"
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL
+  AND "id" < %(after_id)s
+ORDER BY "id" DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "body" AS payload, "attempt" AS attempt, "queue" AS "group", "enqueued_at" AS enqueued_at
+FROM "orders_queue"
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL
+  AND "id" = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay, no lease).
+-- kinds: writes
+UPDATE "orders_queue"
+SET "queue" = %(group)s, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL
+  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "queue" = %(group)s, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "orders_queue"
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL
+  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "orders_queue"
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "orders_queue"
+WHERE "id" = ANY(ARRAY(
+  SELECT "id"
+  FROM "orders_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" < clock_timestamp() - make_interval(secs => %(age_s)s)
+  ORDER BY "id"
+  LIMIT %(batch)s
+));
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.

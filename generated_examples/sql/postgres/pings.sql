@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:857edcfe51cdbe9ab24e0ed6e5a84b8adbdf4f74a344c6db8c630132a558fc75
+-- seal: sha256:08565eb77bfa702bb292eea854c0d66fb8e11f8dbe01ee64a149ba1398f6a119
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -103,3 +103,16 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "pings"
+  WHERE ("leased_until" IS NULL OR "leased_until" < now())
+) AS "ready", 0 AS "delayed", (
+  SELECT COUNT(*)
+  FROM "pings"
+  WHERE "leased_until" >= now()
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";

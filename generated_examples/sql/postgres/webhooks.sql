@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:ffa989eff49ee7bcb0f4ce2c8f7dd967cd4f97a5c6b536f9357ffc362e38b12b
+-- seal: sha256:fabf678ff6b3a9e0a40714201ea6cdf1820db2239de8f3ca62b26f323d2177ea
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -139,3 +139,96 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+    AND "retry_after" > now()
+) AS "delayed", NULL AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "webhooks_dead"
+) AS "dead", (
+  SELECT COUNT(*)
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "webhooks_dead"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "webhooks_dead"
+WHERE "id" < %(after_id)s
+ORDER BY "id" DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "webhooks_dead"
+WHERE "id" = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to webhooks_queue as first deliveries (attempt 1, no delay): moved, so a message is never in both tables.
+-- kinds: writes
+WITH moved AS (
+  DELETE FROM "webhooks_dead"
+  WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
+  RETURNING "id", "payload", "attempt", "retry_after", "processed_at"
+)
+INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at")
+SELECT "id", "payload", 1, NULL, "processed_at"
+FROM moved;
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+WITH moved AS (
+  DELETE FROM "webhooks_dead"
+  RETURNING "id", "payload", "attempt", "retry_after", "processed_at"
+)
+INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at")
+SELECT "id", "payload", 1, NULL, "processed_at"
+FROM moved;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "webhooks_dead"
+WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "webhooks_dead";
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "webhooks_queue"
+WHERE "id" = ANY(ARRAY(
+  SELECT "id"
+  FROM "webhooks_queue"
+  WHERE "processed_at" < clock_timestamp() - make_interval(secs => %(age_s)s)
+  ORDER BY "id"
+  LIMIT %(batch)s
+));

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:a9f8bb7cfd9c07ba2dd2dc4b91fb524b81586ea10fb93fdcfdf02ef54a3a9406
+-- seal: sha256:2c922e56394c97bfd4332afae02486e236a10b74ff887121cbd9403cbeba6585
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -95,3 +95,16 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "pings"
+  WHERE ("leased_until" IS NULL OR "leased_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", 0 AS "delayed", (
+  SELECT COUNT(*)
+  FROM "pings"
+  WHERE "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:16cdfbf847831a2d020c4296b1b12b47ce051153a492903fe0877ec8eba151f2
+-- seal: sha256:ac2e6c118f59c719d76f88cf34779f40befc9006cb251dafab9f6c55b2488899
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -128,3 +128,113 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "jobs"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND ("locked_until" IS NULL OR "locked_until" < now())
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "jobs"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+    AND "retry_after" > now()
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "jobs"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+    AND "locked_until" >= now()
+) AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "jobs"
+  WHERE "queue" = %(dead_group)s
+    AND "processed_at" IS NULL
+) AS "dead", (
+  SELECT COUNT(*)
+  FROM "jobs"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+FROM "jobs"
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+FROM "jobs"
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL
+  AND "id" < %(after_id)s
+ORDER BY "id" DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+FROM "jobs"
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL
+  AND "id" = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay, no lease).
+-- kinds: writes
+UPDATE "jobs"
+SET "queue" = %(group)s, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL
+  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE "jobs"
+SET "queue" = %(group)s, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "jobs"
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL
+  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "jobs"
+WHERE "queue" = %(dead_group)s
+  AND "processed_at" IS NULL;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "jobs"
+WHERE "id" = ANY(ARRAY(
+  SELECT "id"
+  FROM "jobs"
+  WHERE "queue" = %(group)s
+    AND "processed_at" < clock_timestamp() - make_interval(secs => %(age_s)s)
+  ORDER BY "id"
+  LIMIT %(batch)s
+));

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:24178a7b8777fc12a8aaf0a8680cf98f8c4cf7974699ec8c03c08a59d1d7131f
+-- seal: sha256:ecc7c088c09efef41fdc28e09398ae24348c3dd79ad0e1185f5dfaa8d493f81e
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -100,3 +100,16 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `leased`
+  WHERE (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+) AS `ready`, 0 AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `leased`
+  WHERE `locked_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;

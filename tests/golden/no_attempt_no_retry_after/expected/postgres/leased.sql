@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:a0749ca7444d18111b88c051b86ba9daca0106c2a7fd990d80d0a36476a1f6af
+-- seal: sha256:0641f7bfd03c9261404ca5ba518763e445b111562a3bbab30ee043b54f8f125b
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -103,3 +103,16 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "leased"
+  WHERE ("locked_until" IS NULL OR "locked_until" < now())
+) AS "ready", 0 AS "delayed", (
+  SELECT COUNT(*)
+  FROM "leased"
+  WHERE "locked_until" >= now()
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";

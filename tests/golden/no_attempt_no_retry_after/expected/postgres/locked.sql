@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:29462b90c1ff509992fa4f8475fc38d7004267d7583ac87b320bc3ac75860997
+-- seal: sha256:0576a9b228db5303f7321610a3975127b39af5d9ba97b4bf3ac99bb2ff77c1db
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -71,3 +71,28 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "locked"
+  WHERE "done_at" IS NULL
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
+  SELECT COUNT(*)
+  FROM "locked"
+  WHERE "done_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "locked"
+WHERE "id" = ANY(ARRAY(
+  SELECT "id"
+  FROM "locked"
+  WHERE "done_at" < clock_timestamp() - make_interval(secs => %(age_s)s)
+  ORDER BY "id"
+  LIMIT %(batch)s
+));

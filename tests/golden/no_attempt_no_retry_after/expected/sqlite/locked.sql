@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:e0320cdad8ab7bc66ed712f14bbd9890fbd1aa4d2a4d9aa29e827671f8af1942
+-- seal: sha256:3cb58a8ece47bc4125b0e37fab4166e3306812a0c0fc02806481c807cba876b1
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -64,3 +64,28 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "locked"
+  WHERE "done_at" IS NULL
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
+  SELECT COUNT(*)
+  FROM "locked"
+  WHERE "done_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "locked"
+WHERE "id" IN (
+  SELECT "id"
+  FROM "locked"
+  WHERE "done_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
+  ORDER BY "id"
+  LIMIT :batch
+);
