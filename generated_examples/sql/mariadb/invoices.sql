@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:fedb49693384e103f7fda6ea7eff3e2093f6bf050f5bf231e7e078d6128c633b
+-- seal: sha256:da89b2e892c5dff108ffe7fa363cc3d3d4f101de19498e911372bfe6d48f1980
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -187,5 +187,5 @@ DELETE FROM `invoices_dead`;
 -- kinds: writes
 DELETE FROM `invoices_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
-ORDER BY `id`
+ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:e2a9f6b5ef173557127fbfacfabe012415fe445c5a1278ef6a77b464de691ddf
+-- seal: sha256:08264b58fdb8e07dda4869ce4882db35bb43cafe08a8aa1ed0bfcc5bfddc80f2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -241,7 +241,7 @@ WHERE `queue` = %(dead_group)s
 DELETE FROM `orders_queue`
 WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
-ORDER BY `id`
+ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
 
 -- name: custom.park

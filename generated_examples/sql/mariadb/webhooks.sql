@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:0f920954092a047c065725759284088cd4d191b7445487c37a714cc3291b8f7f
+-- seal: sha256:179a308d5bd0a417dc8d3b5f89c9bcec7c7ce763d36f8b5c592af9f7d80436a6
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -215,5 +215,5 @@ DELETE FROM `webhooks_dead`;
 -- kinds: writes
 DELETE FROM `webhooks_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
-ORDER BY `id`
+ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:0cebdb4407c9c105b2a8e122962224b83066983eb02a636e2aeb4727f0c4d1b1
+-- seal: sha256:7199513baa9fbfdd586f8816d71d5ebab10faae372ff152d3991ee429330a520
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -187,5 +187,5 @@ DELETE FROM `invoices_dead`;
 -- kinds: writes
 DELETE FROM `invoices_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
-ORDER BY `id`
+ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;

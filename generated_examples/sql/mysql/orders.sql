@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:f898f25742f705c77af289341d824ffca2f435e08a1e0a0d8ecffb1f5eb6acd0
+-- seal: sha256:6fd3432b7196e1695ee1eabbafebcf2e8c7121190b7090f3098003e0e4441b8c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -241,7 +241,7 @@ WHERE `queue` = %(dead_group)s
 DELETE FROM `orders_queue`
 WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
-ORDER BY `id`
+ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
 
 -- name: custom.park

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:8ef3d05279459e0027de14311d503384f695b31e0510bf0c979f74af5860f10f
+-- seal: sha256:63d6341675c35da95648174a7b907b2547c845fbfa6a9bebb7684e246e2f41cb
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -215,5 +215,5 @@ DELETE FROM `webhooks_dead`;
 -- kinds: writes
 DELETE FROM `webhooks_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
-ORDER BY `id`
+ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;

@@ -7,11 +7,11 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:5498ab531de87d66512306a61e78f6c74be41d977333b3fd87bfdc0370819be0
+-- seal: sha256:b357ed86c210567cb094f7ea9435ff97e1a2bd85daa8b6a70e71fd5aca914f96
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
--- kinds: writes writes writes
+-- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "invoices_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -20,6 +20,7 @@ CREATE TABLE IF NOT EXISTS "invoices_queue" (
   "processed_at" TEXT
 );
 CREATE INDEX IF NOT EXISTS "invoices_queue_claim" ON "invoices_queue" ("id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "invoices_queue_processed" ON "invoices_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE TABLE IF NOT EXISTS "invoices_dead" (
   "id" INTEGER PRIMARY KEY,
   "payload" TEXT NOT NULL,
@@ -183,6 +184,6 @@ WHERE "id" IN (
   SELECT "id"
   FROM "invoices_queue"
   WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
-  ORDER BY "id"
+  ORDER BY "processed_at", "id"
   LIMIT :batch
 );

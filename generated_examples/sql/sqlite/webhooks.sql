@@ -7,11 +7,11 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:70fcf405df52df0950c53516e774f211888d07d62aa03f0b48f357a4b1f34fae
+-- seal: sha256:30587e8f8488b6fa57dfcd9ad68d29738a1f0b9d4d99df5df788836b2c7ac192
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
--- kinds: writes writes writes
+-- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "webhooks_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -20,6 +20,7 @@ CREATE TABLE IF NOT EXISTS "webhooks_queue" (
   "processed_at" TEXT
 );
 CREATE INDEX IF NOT EXISTS "webhooks_queue_claim" ON "webhooks_queue" ("id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "webhooks_queue_processed" ON "webhooks_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE TABLE IF NOT EXISTS "webhooks_dead" (
   "id" INTEGER PRIMARY KEY,
   "payload" TEXT NOT NULL,
@@ -193,6 +194,6 @@ WHERE "id" IN (
   SELECT "id"
   FROM "webhooks_queue"
   WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
-  ORDER BY "id"
+  ORDER BY "processed_at", "id"
   LIMIT :batch
 );

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:a10458ebd3393379f64875a59b08e0ed08bc2aa7c3fb19b6c8821402e1a839bb
+-- seal: sha256:972a6eff961a37c63b509d300a3f99a2c5c8fe932d535c7891784c288623b599
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -233,5 +233,5 @@ WHERE `queue` = %(dead_group)s
 DELETE FROM `jobs`
 WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
-ORDER BY `id`
+ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;

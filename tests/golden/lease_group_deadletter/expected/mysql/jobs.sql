@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:8a2258a18704c10244caf4260a0eaeaafb492f56d6deaf8e18e0415ed1ccdae2
+-- seal: sha256:9b777b1b389a8a12a7fa3733e83756b546be41d8d4bf0cd05473e80532599ed7
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -233,5 +233,5 @@ WHERE `queue` = %(dead_group)s
 DELETE FROM `jobs`
 WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
-ORDER BY `id`
+ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;

@@ -8,11 +8,11 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:1ea5aa0c5c5008a291060066c8ee9bdb950cc47e357440620ee1dbe98aa79406
+-- seal: sha256:fb8dbb5d87186275833b6a4fcdf5cadbc6f475d690f8551f19eab0b9e7d38fa0
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "jobs" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -23,6 +23,7 @@ CREATE TABLE IF NOT EXISTS "jobs" (
   "processed_at" TEXT
 );
 CREATE INDEX IF NOT EXISTS "jobs_claim" ON "jobs" ("queue", "id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "jobs_processed" ON "jobs" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
@@ -227,6 +228,6 @@ WHERE "id" IN (
   FROM "jobs"
   WHERE "queue" = :group
     AND "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
-  ORDER BY "id"
+  ORDER BY "processed_at", "id"
   LIMIT :batch
 );

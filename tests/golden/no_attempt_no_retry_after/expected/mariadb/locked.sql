@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:6260df301914e0c6ff767eed9f9fbf4261ac01022c768faba18ae2906d5990e0
+-- seal: sha256:f7e9115efa56a0c71b8eed20594925ac604886eac335333ae6a0647083ea2e1e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -89,5 +89,5 @@ SELECT (
 -- kinds: writes
 DELETE FROM `locked`
 WHERE `done_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
-ORDER BY `id`
+ORDER BY `done_at`, `id`
 LIMIT %(batch)s;

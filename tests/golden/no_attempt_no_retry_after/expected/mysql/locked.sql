@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:b08d674daf4623c9478e8238e6b1a9c1b28bc00dce47bb1b7e9fc7263f592541
+-- seal: sha256:9f7c247b91ed98c6df9f91caf7cdb91e6e95fb599a56e7dd277ad1856cb6e805
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -89,5 +89,5 @@ SELECT (
 -- kinds: writes
 DELETE FROM `locked`
 WHERE `done_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
-ORDER BY `id`
+ORDER BY `done_at`, `id`
 LIMIT %(batch)s;

@@ -7,17 +7,18 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:3cb58a8ece47bc4125b0e37fab4166e3306812a0c0fc02806481c807cba876b1
+-- seal: sha256:5391a85737ac2c5cfd08b81b01cc4b3c67f65be6ba2af7348f48a60ce0586975
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "locked" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
   "done_at" TEXT
 );
 CREATE INDEX IF NOT EXISTS "locked_claim" ON "locked" ("id") WHERE "done_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "locked_processed" ON "locked" ("done_at", "id") WHERE "done_at" IS NOT NULL;
 
 -- name: enqueue
 -- Adds one message.
@@ -86,6 +87,6 @@ WHERE "id" IN (
   SELECT "id"
   FROM "locked"
   WHERE "done_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
-  ORDER BY "id"
+  ORDER BY "done_at", "id"
   LIMIT :batch
 );
