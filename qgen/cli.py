@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from qgen.declaration import DeclarationError, load_declaration, one_line
 from runtime.dialects import DIALECTS
 from runtime.errors import BrokerError
 from runtime.rendered import is_rendered
+
+T = TypeVar("T")
 
 STARTER = """\
 # qgen.toml: the queues this service keeps in its database.
@@ -209,39 +214,148 @@ def cmd_worker(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    import asyncio
-
+def _loaded(args: argparse.Namespace, names: list[str]) -> tuple[str, list[Any]]:
+    """The database URL and the rendered files of ``names`` (default: every queue) for the
+    URL's dialect, under the declaration's out folder."""
     import runtime
     from runtime.dialects import dialect_for_scheme
-    from runtime.verify import verify
     from runtime.worker import database_url
 
     decl = load_declaration(args.config)
-    names = args.queues or list(decl.queues)
+    names = names or list(decl.queues)
     unknown = [n for n in names if n not in decl.queues]
     if unknown:
-        print(f"qgen verify: no queue {unknown[0]!r} in {args.config}", file=sys.stderr)
-        return 2
+        raise runtime.ConfigurationError(
+            f"no queue {unknown[0]!r} in {args.config} "
+            f"(declared: {', '.join(decl.queues) or 'none'})"
+        )
     url = database_url(args.db)
     dialect = dialect_for_scheme(url.split("://", 1)[0])
     if dialect is None:
         raise runtime.ConfigurationError(f"cannot tell the dialect of {url.split('://', 1)[0]}://")
     out = Path(args.config).resolve().parent / decl.out / dialect.name
-    queues = [runtime.load(out / f"{n}.sql") for n in names]
+    return url, [runtime.load(out / f"{n}.sql") for n in names]
 
-    async def go() -> list[tuple[str, list[object]]]:
+
+def _on_db(url: str, work: Callable[[Any], Awaitable[T]]) -> T:
+    import asyncio
+
+    import runtime
+
+    async def go() -> T:
         async with await runtime.connect(url) as conn:
-            return [(q.name, list(await verify(conn, q))) for q in queues]  # type: ignore[arg-type]
+            return await work(conn)
+
+    return asyncio.run(go())
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from runtime.verify import verify
+
+    url, queues = _loaded(args, args.queues)
+
+    async def work(conn: Any) -> list[tuple[str, list[object]]]:
+        return [(q.name, list(await verify(conn, q))) for q in queues]
 
     differs = 0
-    for name, findings in asyncio.run(go()):
+    for name, findings in _on_db(url, work):
         if not findings:
             print(f"queue '{name}': matches its declaration")
         for f in findings:
             differs += 1
             print(f"queue '{name}': {f}")
     return 1 if differs else 0
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from runtime.operate import STATS_KEYS
+
+    url, queues = _loaded(args, args.queues)
+
+    async def work(conn: Any) -> list[tuple[str, dict[str, Any]]]:
+        return [(q.name, await q.stats(conn)) for q in queues]
+
+    found = _on_db(url, work)
+    if args.json:
+        print(json.dumps({name: stats for name, stats in found}, sort_keys=True))
+        return 0
+    rows = [["queue", *STATS_KEYS]] + [[n, *(_cell(s[k]) for k in STATS_KEYS)] for n, s in found]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print(
+            "  ".join(
+                v.ljust(w) if i == 0 else v.rjust(w)
+                for i, (v, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
+        )
+    print("(- : not known in this queue's form or columns; see README, Operating)")
+    return 0
+
+
+def _dead_line(row: dict[str, Any]) -> str:
+    extra = "".join(f" {k}={row[k]}" for k in ("attempt", "group", "enqueued_at") if k in row)
+    return f"{row['id']}{extra} payload={json.dumps(row['payload'], sort_keys=True, default=str)}"
+
+
+def cmd_dead(args: argparse.Namespace) -> int:
+    url, (queue,) = _loaded(args, [args.queue])
+    action = args.action
+    if action in ("redrive", "purge") and bool(args.ids) == bool(args.all):
+        print(f"qgen dead {action}: give the message ids, or --all", file=sys.stderr)
+        return 2
+    if action == "show" and len(args.ids) != 1:
+        print("qgen dead show: give exactly one message id", file=sys.stderr)
+        return 2
+    ids = None if getattr(args, "all", False) else args.ids
+
+    async def work(conn: Any) -> Any:
+        if action == "list":
+            return await queue.dead_list(
+                conn, limit=args.limit, after_id=args.after_id, newest_first=args.newest
+            )
+        if action == "show":
+            return await queue.dead_show(conn, ids[0])
+        if action == "redrive":
+            return await queue.redrive(conn, ids, group=args.group)
+        return await queue.purge_dead(conn, ids)
+
+    result = _on_db(url, work)
+    if action == "list":
+        if args.json:
+            print(json.dumps(result, default=str))
+        for row in [] if args.json else result:
+            print(_dead_line(row))
+    elif action == "show":
+        if result is None:
+            print(
+                f"qgen dead show: queue '{queue.name}' has no dead message {ids[0]}",
+                file=sys.stderr,
+            )
+            return 1
+        print(json.dumps(result, default=str) if args.json else _dead_line(result))
+    else:
+        done = "sent back" if action == "redrive" else "deleted"
+        print(f"queue '{queue.name}': {result} dead message(s) {done}")
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    url, queues = _loaded(args, args.queues)
+    if not args.queues:  # every queue that keeps processed rows
+        queues = [q for q in queues if "processed_at" in q.columns]
+
+    async def work(conn: Any) -> list[tuple[str, int]]:
+        return [(q.name, await q.prune(conn, args.older_than, batch=args.batch)) for q in queues]
+
+    for name, deleted in _on_db(url, work):
+        print(f"queue '{name}': {deleted} processed row(s) deleted")
+    return 0
 
 
 def _version() -> str:
@@ -350,6 +464,59 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--db", help="the database URL (default: the QGEN_DATABASE_URL variable)")
     p.set_defaults(fn=cmd_verify)
+
+    def on_db(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--config", "-c", default="qgen.toml", help="the declaration (default: qgen.toml)"
+        )
+        p.add_argument("--db", help="the database URL (default: the QGEN_DATABASE_URL variable)")
+
+    p = sub.add_parser(
+        "stats",
+        help="print each queue's counts: ready, delayed, in flight, dead, processed, oldest age",
+        description="Run each queue's rendered stats statement (the files under the "
+        "declaration's out folder for the URL's dialect) and print a table; '-' marks a count "
+        "the queue's form or columns cannot give.",
+    )
+    p.add_argument("queues", nargs="*", metavar="QUEUE", help="only these queues (default: all)")
+    on_db(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead")
+    p.set_defaults(fn=cmd_stats)
+
+    p = sub.add_parser(
+        "dead",
+        help="list, show, redrive or purge a queue's dead messages",
+        description="Work on the dead letter of a queue that declares one: list (paged), show "
+        "one, redrive (back to the queue as first deliveries, in one transaction) or purge.",
+    )
+    p.add_argument("action", choices=["list", "show", "redrive", "purge"], help="what to do")
+    p.add_argument("queue", metavar="QUEUE", help="the queue")
+    p.add_argument(
+        "ids", nargs="*", type=int, metavar="ID", help="message ids (show, redrive, purge)"
+    )
+    on_db(p)
+    p.add_argument("--all", action="store_true", help="redrive or purge every dead message")
+    p.add_argument("--limit", type=int, default=50, help="list: messages per page (50)")
+    p.add_argument("--after-id", type=int, help="list: the page after this id")
+    p.add_argument("--newest", action="store_true", help="list: newest first")
+    p.add_argument("--group", help="redrive to this group (default: the queue's default_group)")
+    p.add_argument("--json", action="store_true", help="list, show: print JSON")
+    p.set_defaults(fn=cmd_dead)
+
+    p = sub.add_parser(
+        "prune",
+        help="delete processed rows older than an age, in bounded batches",
+        description="Delete the rows marked processed more than --older-than seconds ago (the "
+        "database's clock), --batch rows per statement, each committed on its own; unprocessed "
+        "rows stay. Without QUEUE: every queue that keeps processed rows.",
+    )
+    p.add_argument("queues", nargs="*", metavar="QUEUE", help="only these queues")
+    on_db(p)
+    p.add_argument(
+        "--older-than", type=float, required=True, metavar="SECONDS", help="the age, in seconds"
+    )
+    p.add_argument("--batch", type=int, default=1000, help="rows per statement (1000)")
+    p.set_defaults(fn=cmd_prune)
     return ap
 
 
@@ -360,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     except DeclarationError as exc:
         print(f"qgen: {exc}", file=sys.stderr)
         return 2
-    except BrokerError as exc:  # a rendered file, a URL or a database the command cannot use
+    except (BrokerError, ValueError) as exc:  # a file, URL, database or value it cannot use
         print(one_line(f"qgen {args.command}: {exc}"), file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:

@@ -20,7 +20,16 @@ GROUP_MAX = 191
 LEASE_RANGE = (0.1, 86_400.0)
 MAX_ATTEMPTS_RANGE = (1, 10_000)
 
-QUEUE_COLUMNS = ("id", "payload", "group", "attempt", "retry_after", "locked_until", "processed_at")
+QUEUE_COLUMNS = (
+    "id",
+    "payload",
+    "group",
+    "attempt",
+    "retry_after",
+    "locked_until",
+    "processed_at",
+    "enqueued_at",
+)
 OUTBOX_COLUMNS = ("id", "payload", "topic", "key", "created_at", "processed_at")
 QUEUE_OUTCOMES = ("ack", "drop", "retry", "retry_after", "dead_letter")
 OUTBOX_OUTCOMES = ("mark",)

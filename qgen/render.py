@@ -116,6 +116,12 @@ def context(unit: Unit, dialect: Dialect) -> dict:
         if not dialect.partial_index and unit.has("processed_at"):
             index_columns.append(c["processed_at"])
         index_columns.append(c["id"])
+    # kept rows: an index over the processed ones, for prune and the processed count
+    # (MySQL's claim index already leads with group, processed_at)
+    processed = q(_short_name(f"{bare}_processed"))
+    processed_columns: list[str] = []
+    if isinstance(unit, QueueDeclaration) and unit.has("processed_at") and dialect.partial_index:
+        processed_columns = [c[k] for k in ("group", "processed_at", "id") if k in c]
     return {
         "d": dialect,
         "q": unit,
@@ -137,6 +143,9 @@ def context(unit: Unit, dialect: Dialect) -> dict:
         "dt": dialect.quote_table(dead.table) if dead and dead.table else None,
         "index_name": index,
         "index_columns": index_columns,
+        "processed_index": processed,
+        "processed_index_ref": f"{q(schema)}.{processed}" if schema else processed,
+        "processed_columns": processed_columns,
     }
 
 

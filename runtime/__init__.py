@@ -27,6 +27,7 @@ from runtime.errors import (
     ServerTooOld,
     UnknownCustomEvent,
 )
+from runtime.metrics import Metrics
 from runtime.outcomes import (
     MAX_DELAY_S,
     Outcome,
@@ -70,6 +71,7 @@ __all__ = [
     "DialectMismatch",
     "LeaseLost",
     "Message",
+    "Metrics",
     "Outcome",
     "OutcomeKind",
     "PayloadError",

@@ -46,7 +46,7 @@ class Completer:
         except LeaseLost as exc:
             self.lost(exc)
             return
-        self.counts.add(decision.label)
+        self.counts.settled(decision.label, d)
 
     def lost(self, exc: LeaseLost) -> None:
         log.warning("%s", exc)
@@ -120,7 +120,7 @@ class WindowedCompleter(Completer):
             return
         for (d, decision), lost in zip(items, met, strict=True):
             if lost is None:
-                self.counts.add(decision.label)
+                self.counts.settled(decision.label, d)
             else:
                 self.lost(lost)
             self.held.discard(d)

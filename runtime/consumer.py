@@ -25,6 +25,7 @@ from runtime.errors import (
     UnknownCustomEvent,
 )
 from runtime.forms import Upkeep, form_for
+from runtime.metrics import Metrics, call, fields
 from runtime.outcomes import Outcome, retry
 from runtime.payloads import decode_payload
 from runtime.queue import Queue, check_dialect
@@ -79,6 +80,12 @@ class Consumer:
     async connection). A handler that raises (CancelledError and GeneratorExit included) is
     a retry; KeyboardInterrupt or SystemExit from a handler stops the consumer as ``stop()``
     does, and is raised again once it has stopped.
+
+    ``metrics`` (a ``runtime.Metrics``) is called at each claim, settled outcome (with the
+    handler's run time), lease extension, lease lost and reconnect; without it the consumer
+    only checks for None. The handler and settlement log lines carry ``queue``,
+    ``message_id``, ``attempt``, ``outcome`` and ``duration_s`` as record fields
+    (``extra=``); each settlement is logged at DEBUG with them.
     """
 
     def __init__(
@@ -97,6 +104,7 @@ class Consumer:
         settle_window: float = 0.02,
         outage_timeout: float = 60.0,
         max_reconnect_interval: float = 5.0,
+        metrics: Metrics | None = None,
     ) -> None:
         if concurrency < 1 or batch < 1:
             raise ValueError("concurrency and batch must be at least 1")
@@ -131,12 +139,24 @@ class Consumer:
         self.outage_timeout = outage_timeout
         self.max_reconnect_interval = max_reconnect_interval
         self._outage = Outage(queue.name)
+        #: the hooks called at each claim, outcome, lease extension or loss, and reconnect
+        self.metrics = metrics
         #: what the current (or last) drain() or run() did
-        self.counts = Counts()
+        self.counts = self._new_counts()
         self._stopping = asyncio.Event()
         self._held: set[Delivery] = set()  # claimed, not yet settled (lease extension)
         #: a KeyboardInterrupt or SystemExit a handler raised: re-raised once stopped
         self._fatal: BaseException | None = None
+
+    def _new_counts(self) -> Counts:
+        counts = Counts()
+        counts.metrics, counts.queue = self.metrics, self.queue.name
+        return counts
+
+    def _fields(self, d: Delivery, outcome: str, started: float) -> dict[str, Any]:
+        """A handler log line's structured fields (``extra=``)."""
+        took = time.monotonic() - started
+        return fields(self.queue.name, d.message.id, d.attempt, outcome, took)
 
     def stop(self) -> None:
         """Ask the workers to finish: in-flight deliveries settle, unstarted rows are given back.
@@ -153,7 +173,7 @@ class Consumer:
         return await self._run(until_empty=False)
 
     async def _run(self, until_empty: bool) -> Counts:
-        self.counts = Counts()  # each call counts its own work
+        self.counts = self._new_counts()  # each call counts its own work
         if self._stopping.is_set():  # stop() came first
             self._stopping.clear()
             return self.counts
@@ -266,13 +286,18 @@ class Consumer:
         try:
             while not self._stopping.is_set():
                 if conn is None or conn.closed:
+                    replacing = conn is not None
                     conn = await self._reconnect(until_empty, lost_at, backoff)
                     lost_at = None
                     if conn is None:  # stopped while the database was away
                         return
+                    if replacing and self.metrics is not None:
+                        call(self.metrics, "on_reconnect")
                 try:
                     claimed = await self.form.claim(conn, self.batch, self.group)
                     backoff.reset()
+                    if claimed and self.metrics is not None:
+                        call(self.metrics, "on_claim", len(claimed))
                 except ConnectionLost as exc:
                     # the next turn reconnects (at once, then with backoff)
                     log.info(
@@ -379,6 +404,7 @@ class Consumer:
             "queue %s: message %s lost its lease before its handler started: not handled here",
             self.queue.name,
             d.message.id,
+            extra=fields(self.queue.name, d.message.id, d.attempt, "lease_lost"),
         )
         self.counts.add("lease_lost")
 
@@ -389,6 +415,13 @@ class Consumer:
             self.counts.add("released", released)
 
     async def _call_handler(self, d: Delivery, ctx: Ctx) -> Outcome:
+        started = time.monotonic()
+        try:
+            return await self._run_handler(d, ctx, started)
+        finally:
+            d.handler_s = time.monotonic() - started
+
+    async def _run_handler(self, d: Delivery, ctx: Ctx, started: float) -> Outcome:
         try:
             if self._sync_handler:
                 result: Any = asyncio.to_thread(self.handle, d.message, ctx)
@@ -408,6 +441,7 @@ class Consumer:
                 "queue %s: handler for message %s raised CancelledError: taken as retry()",
                 self.queue.name,
                 d.message.id,
+                extra=self._fields(d, "retry", started),
             )
             return retry()
         except (KeyboardInterrupt, SystemExit) as exc:
@@ -417,6 +451,7 @@ class Consumer:
                 self.queue.name,
                 d.message.id,
                 type(exc).__name__,
+                extra=self._fields(d, "retry", started),
             )
             if self._fatal is None:
                 self._fatal = exc
@@ -429,6 +464,7 @@ class Consumer:
                 "queue %s: handler for message %s raised: taken as retry()",
                 self.queue.name,
                 d.message.id,
+                extra=self._fields(d, "retry", started),
             )
             return retry()
         except TimeoutError:
@@ -437,6 +473,7 @@ class Consumer:
                 self.queue.name,
                 d.message.id,
                 self.handler_timeout,
+                extra=self._fields(d, "retry", started),
             )
             return retry()
         except (Exception, GeneratorExit):
@@ -444,6 +481,7 @@ class Consumer:
                 "queue %s: handler for message %s raised: taken as retry()",
                 self.queue.name,
                 d.message.id,
+                extra=self._fields(d, "retry", started),
             )
             return retry()
         if not isinstance(outcome, Outcome):
@@ -453,6 +491,7 @@ class Consumer:
                 self.queue.name,
                 d.message.id,
                 outcome,
+                extra=self._fields(d, "retry", started),
             )
             return retry()
         return outcome
@@ -479,7 +518,11 @@ class Consumer:
         try:
             return decide(self.queue, d, outcome)
         except UnknownCustomEvent as exc:
-            log.error("%s: taken as retry()", exc)
+            log.error(
+                "%s: taken as retry()",
+                exc,
+                extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
+            )
             self.counts.add("unknown_custom")
             return decide(self.queue, d, retry())
 
@@ -493,6 +536,9 @@ class Consumer:
             d.message.id,
             exc,
             "moved to the dead letter" if decision else "taken as retry()",
+            extra=fields(
+                self.queue.name, d.message.id, d.attempt, "dead_letter" if decision else "retry"
+            ),
         )
         self.counts.add("undecodable")
         return decision or decide(self.queue, d, retry())

@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING
+
+from runtime.metrics import Metrics, call, fields
+
+if TYPE_CHECKING:
+    from runtime.delivery import Delivery
+
+log = logging.getLogger("runtime")
+#: the operations a Metrics hook hears about
+_HOOKS = {"extended": "on_lease_extended", "lease_lost": "on_lease_lost"}
+
 #: counters of the consumer's own work, not outcomes of a handler
 OPERATIONS = frozenset(
     {
@@ -24,8 +36,30 @@ class Counts(dict[str, int]):
     ``counts = await consumer.drain(); counts["ack"], counts.outcomes``
     """
 
+    #: the consumer's hooks (runtime.Metrics), and its queue's name for the log
+    metrics: Metrics | None = None
+    queue: str = ""
+
     def add(self, name: str, n: int = 1) -> None:
         self[name] = self.get(name, 0) + n
+        if self.metrics is not None and name in _HOOKS:
+            for _ in range(n):
+                call(self.metrics, _HOOKS[name])
+
+    def settled(self, label: str, d: Delivery) -> None:
+        """A delivery settled by ``label``: counted, logged at DEBUG with its fields, and
+        handed to the on_outcome hook."""
+        self.add(label)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "queue %s: message %s settled: %s",
+                self.queue,
+                d.message.id,
+                label,
+                extra=fields(self.queue, d.message.id, d.attempt, label, d.handler_s),
+            )
+        if self.metrics is not None:
+            call(self.metrics, "on_outcome", label, d.handler_s)
 
     @property
     def outcomes(self) -> dict[str, int]:

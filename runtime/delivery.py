@@ -42,6 +42,8 @@ class Delivery:
     #: serialises the lease extension with the settlement, so neither sees a stale token
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     conn: Connection | None = None
+    #: how long its handler ran, in seconds (None until it ran)
+    handler_s: float | None = None
 
 
 class Batch(list[Delivery]):

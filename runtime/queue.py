@@ -166,6 +166,67 @@ class Queue:
             await conn.executemany(insert, params)
         return len(params)
 
+    # ----------------------------------------------------------------- operating
+
+    async def stats(self, db: Any, group: str | None = None) -> dict[str, Any]:
+        """The queue's counts by the database's clock: ``await queue.stats(db)`` →
+        ``{"ready": 3, "delayed": 1, "in_flight": 0, "dead": 2, "processed": 10,
+        "oldest_ready_s": 4.2}``.
+
+        ready: claimable now (row lock and advisory: including rows a consumer holds, which
+        SQL cannot see); delayed: retry_after in the future; in_flight: leases in the future
+        (lease form; None in the other forms); dead: in the dead letter (None without one);
+        processed: kept rows marked processed (None without processed_at); oldest_ready_s:
+        seconds since the first ready message in id order was enqueued (None without an
+        enqueued_at column). ``group`` defaults to the queue's default_group."""
+        from runtime import operate
+
+        return await operate.stats(self, db, group)
+
+    async def dead_list(
+        self, db: Any, limit: int = 100, after_id: int | None = None, newest_first: bool = False
+    ) -> list[dict[str, Any]]:
+        """A page of dead messages (id, payload, attempt, …), oldest first or newest first;
+        pass the last id of a page as ``after_id`` for the next.
+        ``page = await queue.dead_list(db, limit=50)``"""
+        from runtime import operate
+
+        return await operate.dead_list(self, db, limit, after_id, newest_first)
+
+    async def dead_show(self, db: Any, id: int) -> dict[str, Any] | None:
+        """One dead message by id, or None. ``await queue.dead_show(db, 42)``"""
+        from runtime import operate
+
+        return await operate.dead_show(self, db, id)
+
+    async def redrive(
+        self, db: Any, ids: Iterable[int] | None = None, group: str | None = None
+    ) -> int:
+        """Send dead messages (``ids``, or all of them) back to the queue as first deliveries
+        (attempt 1, no delay, no lease), in one transaction; returns how many. A dead-letter
+        group sends them to ``group`` (default: the queue's default_group); a dead-letter
+        table moves them back, ids kept. ``await queue.redrive(db, [42, 43])``"""
+        from runtime import operate
+
+        return await operate.redrive(self, db, ids, group)
+
+    async def purge_dead(self, db: Any, ids: Iterable[int] | None = None) -> int:
+        """Delete dead messages (``ids``, or all of them) for good; returns how many.
+        ``await queue.purge_dead(db, [42])``"""
+        from runtime import operate
+
+        return await operate.purge_dead(self, db, ids)
+
+    async def prune(
+        self, db: Any, older_than_s: float, batch: int = 1000, group: str | None = None
+    ) -> int:
+        """Delete rows marked processed more than ``older_than_s`` seconds ago (the database's
+        clock), ``batch`` rows per statement, each committed on its own, until a batch comes
+        back short; unprocessed rows stay. Returns how many. ``await queue.prune(db, 86400)``"""
+        from runtime import operate
+
+        return await operate.prune(self, db, older_than_s, batch, group)
+
     @property
     def sync(self) -> SyncQueue:
         """The same enqueue for blocking code and a blocking connection (psycopg, sqlite3,

@@ -87,6 +87,15 @@ class StatementName(StrEnum):
     UNLOCK = "unlock"
     COLUMNS = "columns"
     INDEXES = "indexes"
+    # operating a queue (runtime.operate)
+    STATS = "stats"
+    DEAD_LIST = "dead_list"
+    DEAD_LIST_NEWEST = "dead_list_newest"
+    DEAD_SHOW = "dead_show"
+    REDRIVE = "redrive"
+    REDRIVE_ALL = "redrive_all"
+    PURGE_DEAD = "purge_dead"
+    PURGE_DEAD_ALL = "purge_dead_all"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"

@@ -8,6 +8,7 @@ from typing import Any
 
 from runtime.delivery import Delivery
 from runtime.errors import UnknownCustomEvent
+from runtime.metrics import fields
 from runtime.outcomes import Outcome, OutcomeKind
 from runtime.queue import Queue
 from runtime.rendered import StatementName as S
@@ -76,6 +77,7 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
             queue.name,
             outcome.delay_s,
             delivery.message.id,
+            extra=fields(queue.name, delivery.message.id, delivery.attempt, "retry"),
         )
         kind = OutcomeKind.RETRY
     if kind in (OutcomeKind.RETRY, OutcomeKind.RETRY_AFTER):
@@ -89,6 +91,13 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
                 delivery.attempt,
                 cap,
                 r.header.dead_letter,
+                extra=fields(
+                    queue.name,
+                    delivery.message.id,
+                    delivery.attempt,
+                    "dead_letter",
+                    delivery.handler_s,
+                ),
             )
             return Decision(str(S.DEAD_LETTER), S.DEAD_LETTER, params, commits_handler_writes=False)
     return Decision(

@@ -44,7 +44,7 @@ ROLE_TYPES: dict[str, dict[str, str]] = {
         "time": r"(?!.*(int|real|floa|doub)).*",
     },
 }
-_TIME_ROLES = ("retry_after", "locked_until", "processed_at")
+_TIME_ROLES = ("retry_after", "locked_until", "processed_at", "enqueued_at")
 
 
 @dataclass(frozen=True)

@@ -87,29 +87,33 @@ def test_golden(case: str) -> None:
 
 # Which steps each queue's file has, per SPEC.md ("each where the form has one"); the golden
 # bytes pin the SQL, this pins the shape in words a reviewer can check against the outcome table.
+DEAD = "stats dead_list dead_list_newest dead_show redrive redrive_all purge_dead purge_dead_all"
 STEPS = {
     ("lease_group_deadletter", "jobs"): (
         "schema enqueue claim extend ack drop retry retry_after ack_many drop_many retry_many "
-        "retry_after_many dead_letter release unclaim columns indexes"
+        "retry_after_many dead_letter release unclaim "
+        f"columns indexes {DEAD} prune"
     ),
     (
         "row_lock_table_deadletter",
         "mail",
-    ): "schema enqueue claim ack drop retry retry_after dead_letter columns indexes",
+    ): f"schema enqueue claim ack drop retry retry_after dead_letter columns indexes {DEAD}",
     ("advisory_minimal", "hooks"): (
-        "schema enqueue claim lock take ack drop ack_many drop_many unlock columns indexes"
+        "schema enqueue claim lock take ack drop ack_many drop_many unlock columns indexes stats"
     ),
     (
         "no_attempt_no_retry_after",
         "leased",
     ): (
         "schema enqueue claim extend ack drop retry ack_many drop_many retry_many release "
-        "unclaim columns indexes"
+        "unclaim columns indexes stats"
     ),
-    ("no_attempt_no_retry_after", "locked"): "schema enqueue claim ack drop columns indexes",
+    ("no_attempt_no_retry_after", "locked"): (
+        "schema enqueue claim ack drop columns indexes stats prune"
+    ),
     ("override_and_custom", "tasks"): (
         "schema enqueue claim extend ack drop retry retry_after ack_many retry_many dead_letter "
-        "release unclaim columns indexes custom.bump custom.park"
+        f"release unclaim columns indexes {DEAD} custom.bump custom.park"
     ),
 }
 

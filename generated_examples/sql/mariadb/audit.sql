@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:ff5e7c6db07c964b5c006fe50a0117cc3ea1c809b1a517c434fe0dd4619aaf5d
+-- seal: sha256:5925b073ec6bf69123a3f7c633f2ef952287712931f05362a7eb73acfdd13728
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -64,3 +64,12 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `audit_queue`
+
+) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:712f5f109e9f99d65b4d0d4e7cbc035bc1250a8df0b1f43366c38a1c8c47224f
+-- seal: sha256:11be4355534659d0c0077b0f5dae0889b7f49b0fb4770a5ab30bf184a566f937
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -172,3 +172,78 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `emails_queue`
+  WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `emails_queue`
+  WHERE `retry_after` > UTC_TIMESTAMP(6)
+) AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `emails_queue`
+  WHERE `locked_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, (
+  SELECT COUNT(*)
+  FROM `emails_dead`
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `emails_dead`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `emails_dead`
+WHERE `id` < %(after_id)s
+ORDER BY `id` DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `emails_dead`
+WHERE `id` = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to emails_queue as first deliveries (attempt 1, no delay, no lease): moved, a copy then a delete in one transaction, so a message is never in both tables.
+-- kinds: writes writes
+INSERT INTO `emails_queue` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`)
+SELECT `id`, `payload`, 1, NULL, NULL
+FROM `emails_dead`
+WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+DELETE FROM `emails_dead`
+WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes writes
+INSERT INTO `emails_queue` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`)
+SELECT `id`, `payload`, 1, NULL, NULL
+FROM `emails_dead`;
+DELETE FROM `emails_dead`;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM `emails_dead`
+WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM `emails_dead`;

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:ff09ab0f55c106d1654a5fee8dff7b131a20dd673363a877d73e025924072a65
+-- seal: sha256:e80d0749c15ff804e400175456f02e8b5803c563b7cee776f82994c664984c2e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -134,3 +134,79 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `exports_queue`
+  WHERE `lane` = %(group)s
+    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `exports_queue`
+  WHERE `lane` = %(group)s
+    AND `retry_after` > UTC_TIMESTAMP(6)
+) AS `delayed`, NULL AS `in_flight`, (
+  SELECT COUNT(*)
+  FROM `exports_queue`
+  WHERE `lane` = %(dead_group)s
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`
+FROM `exports_queue`
+WHERE `lane` = %(dead_group)s
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`
+FROM `exports_queue`
+WHERE `lane` = %(dead_group)s
+  AND `id` < %(after_id)s
+ORDER BY `id` DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`
+FROM `exports_queue`
+WHERE `lane` = %(dead_group)s
+  AND `id` = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay).
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id
+SET `lane` = %(group)s, `attempt` = 1, `retry_after` = NULL
+WHERE `lane` = %(dead_group)s;
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE `exports_queue`
+SET `lane` = %(group)s, `attempt` = 1, `retry_after` = NULL
+WHERE `lane` = %(dead_group)s;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE `exports_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id
+WHERE `lane` = %(dead_group)s;
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM `exports_queue`
+WHERE `lane` = %(dead_group)s;

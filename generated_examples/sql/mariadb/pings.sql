@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:c79be28f4478da6ba4badd03a6f037284f7ebef016b4145da385408a3b6c24df
+-- seal: sha256:36477e5f8c75c17eb5671ac258769bb8bc541d8055a3d0faba6dab6673f7d5e4
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -133,3 +133,16 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `pings`
+  WHERE (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6))
+) AS `ready`, 0 AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `pings`
+  WHERE `leased_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;

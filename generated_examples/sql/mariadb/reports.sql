@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:0e3aff3b67bd2e9a4e42ac0ed9a0698bcea214497ef0e79b0fa3accb1c7f3f22
+-- seal: sha256:a4597cccc208783f62ae31c38cb4156344797f01d0387963302c37ae92d8a272
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -94,6 +94,82 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `reports_queue`
+  WHERE `grp` = %(group)s
+    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `reports_queue`
+  WHERE `grp` = %(group)s
+    AND `retry_after` > UTC_TIMESTAMP(6)
+) AS `delayed`, NULL AS `in_flight`, (
+  SELECT COUNT(*)
+  FROM `reports_queue`
+  WHERE `grp` = %(dead_group)s
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `grp` AS `group`
+FROM `reports_queue`
+WHERE `grp` = %(dead_group)s
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `grp` AS `group`
+FROM `reports_queue`
+WHERE `grp` = %(dead_group)s
+  AND `id` < %(after_id)s
+ORDER BY `id` DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `grp` AS `group`
+FROM `reports_queue`
+WHERE `grp` = %(dead_group)s
+  AND `id` = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay).
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
+SET `grp` = %(group)s, `attempt` = 1, `retry_after` = NULL
+WHERE `grp` = %(dead_group)s;
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE `reports_queue`
+SET `grp` = %(group)s, `attempt` = 1, `retry_after` = NULL
+WHERE `grp` = %(dead_group)s;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE `reports_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
+WHERE `grp` = %(dead_group)s;
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM `reports_queue`
+WHERE `grp` = %(dead_group)s;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:4af484883008fc6407688f5a4c4c055f341378f0d46511d0ba51b46b910cb27e
+-- seal: sha256:c6cd3b3c9bab2723577ce0faa99d68b19d726396693e9f22893dac9656731fb2
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -64,3 +64,12 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `audit_queue`
+
+) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:6b8e9e3ea1e8772c7d66bc7c622ecdfe5a723b981fddb18558fef346affa0fba
+-- seal: sha256:7199513baa9fbfdd586f8816d71d5ebab10faae372ff152d3991ee429330a520
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -105,3 +105,87 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `invoices_queue`
+  WHERE `processed_at` IS NULL
+    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `invoices_queue`
+  WHERE `processed_at` IS NULL
+    AND `retry_after` > UTC_TIMESTAMP(6)
+) AS `delayed`, NULL AS `in_flight`, (
+  SELECT COUNT(*)
+  FROM `invoices_dead`
+) AS `dead`, (
+  SELECT COUNT(*)
+  FROM `invoices_queue`
+  WHERE `processed_at` IS NOT NULL
+) AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `invoices_dead`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `invoices_dead`
+WHERE `id` < %(after_id)s
+ORDER BY `id` DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `invoices_dead`
+WHERE `id` = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to invoices_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
+-- kinds: writes writes
+INSERT INTO `invoices_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
+SELECT `id`, `payload`, 1, NULL, `processed_at`
+FROM `invoices_dead`
+WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+DELETE FROM `invoices_dead`
+WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes writes
+INSERT INTO `invoices_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
+SELECT `id`, `payload`, 1, NULL, `processed_at`
+FROM `invoices_dead`;
+DELETE FROM `invoices_dead`;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM `invoices_dead`
+WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM `invoices_dead`;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM `invoices_queue`
+WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
+ORDER BY `processed_at`, `id`
+LIMIT %(batch)s;

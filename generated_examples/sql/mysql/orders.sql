@@ -3,12 +3,12 @@
 -- dialect: "mysql"
 -- form: "lease"
 -- table: "orders_queue"
--- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at"}
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at"}
 -- max_attempts: 5
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:6bdcfe87a49f622b4950695f30193220134e49a6fe4983c9ba2114c194dda644
+-- seal: sha256:d36e8afeff2ca585f28ce4655d82ed87c0e0ff86d5e6ba4ad3fe3b2f0ec614c0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -21,14 +21,15 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
   `retry_after` DATETIME(6) NULL,
   `locked_until` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
+  `enqueued_at` DATETIME(6) NULL,
   INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now.
 -- kinds: writes reads
-INSERT INTO `orders_queue` (`body`, `queue`, `retry_after`)
-VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
+INSERT INTO `orders_queue` (`body`, `queue`, `retry_after`, `enqueued_at`)
+VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, UTC_TIMESTAMP(6));
 SELECT LAST_INSERT_ID() AS id;
 
 -- name: claim
@@ -159,6 +160,122 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (seconds since the first ready row in id order was enqueued).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `orders_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `orders_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND `retry_after` > UTC_TIMESTAMP(6)
+) AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `orders_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND `locked_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, (
+  SELECT COUNT(*)
+  FROM `orders_queue`
+  WHERE `queue` = %(dead_group)s
+    AND `processed_at` IS NULL
+) AS `dead`, (
+  SELECT COUNT(*)
+  FROM `orders_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NOT NULL
+) AS `processed`, (
+  SELECT TIMESTAMPDIFF(MICROSECOND, `enqueued_at`, UTC_TIMESTAMP(6)) / 1000000.0
+  FROM `orders_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  ORDER BY `id`
+  LIMIT 1
+) AS `oldest_ready_s`;
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `body` AS payload, `attempt` AS attempt, `queue` AS `group`, `enqueued_at` AS enqueued_at
+FROM `orders_queue`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT `id` AS id, `body` AS payload, `attempt` AS attempt, `queue` AS `group`, `enqueued_at` AS enqueued_at
+FROM `orders_queue`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` < %(after_id)s
+ORDER BY `id` DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT `id` AS id, `body` AS payload, `attempt` AS attempt, `queue` AS `group`, `enqueued_at` AS enqueued_at
+FROM `orders_queue`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay, no lease).
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id
+SET `queue` = %(group)s, `attempt` = 1, `retry_after` = NULL, `locked_until` = NULL
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE `orders_queue`
+SET `queue` = %(group)s, `attempt` = 1, `retry_after` = NULL, `locked_until` = NULL
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE `orders_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM `orders_queue`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM `orders_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
+ORDER BY `processed_at`, `id`
+LIMIT %(batch)s;
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:9e3f846e46c64bbf811e16c575dd5250bd21cf13435aa8593978ac45457582f4
+-- seal: sha256:0d3be594956a5f9ca319a4302076e47b2c1ba39d63d7899d52be33e0a51f18ae
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -133,3 +133,16 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `pings`
+  WHERE (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6))
+) AS `ready`, 0 AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `pings`
+  WHERE `leased_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:7487cabfa718be4076b4f3f4e8ce8279daf92df75ae29691d5a286bdcd7beccf
+-- seal: sha256:3134d8937c205c2e054800514bbbe3853b93170ebd4542531883aa29c9a757e2
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -166,3 +166,83 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "emails_queue"
+  WHERE ("retry_after" IS NULL OR "retry_after" <= now())
+    AND ("locked_until" IS NULL OR "locked_until" < now())
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "emails_queue"
+  WHERE "retry_after" > now()
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "emails_queue"
+  WHERE "locked_until" >= now()
+) AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "emails_dead"
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "emails_dead"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "emails_dead"
+WHERE "id" < %(after_id)s
+ORDER BY "id" DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "emails_dead"
+WHERE "id" = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to emails_queue as first deliveries (attempt 1, no delay, no lease): moved, so a message is never in both tables.
+-- kinds: writes
+WITH moved AS (
+  DELETE FROM "emails_dead"
+  WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
+  RETURNING "id", "payload", "attempt", "retry_after", "locked_until"
+)
+INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until")
+SELECT "id", "payload", 1, NULL, NULL
+FROM moved;
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+WITH moved AS (
+  DELETE FROM "emails_dead"
+  RETURNING "id", "payload", "attempt", "retry_after", "locked_until"
+)
+INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until")
+SELECT "id", "payload", 1, NULL, NULL
+FROM moved;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "emails_dead"
+WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "emails_dead";

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:bca94d044a63d3cdab69a7c40c1be58a96e66ffedd8ad00fccd23f7a576ca416
+-- seal: sha256:c33156d6b96248b3a7031d76025abb946be5bb33ce0b00dda18a0f9af0903db0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -136,3 +136,78 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "exports_queue"
+  WHERE "lane" = %(group)s
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "exports_queue"
+  WHERE "lane" = %(group)s
+    AND "retry_after" > now()
+) AS "delayed", NULL AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "exports_queue"
+  WHERE "lane" = %(dead_group)s
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "exports_queue"
+WHERE "lane" = %(dead_group)s
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "exports_queue"
+WHERE "lane" = %(dead_group)s
+  AND "id" < %(after_id)s
+ORDER BY "id" DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "exports_queue"
+WHERE "lane" = %(dead_group)s
+  AND "id" = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay).
+-- kinds: writes
+UPDATE "exports_queue"
+SET "lane" = %(group)s, "attempt" = 1, "retry_after" = NULL
+WHERE "lane" = %(dead_group)s
+  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE "exports_queue"
+SET "lane" = %(group)s, "attempt" = 1, "retry_after" = NULL
+WHERE "lane" = %(dead_group)s;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "lane" = %(dead_group)s
+  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "lane" = %(dead_group)s;

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:b5c90954924cbbd0fdd5770d06ee02c5660927dd4dee5735d46d12f6a8836a0a
+-- seal: sha256:353bacd98467e7b87512f6f201115e10608754d30a39b9d8b8d04d8db8a22928
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -128,3 +128,16 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "pings"
+  WHERE ("leased_until" IS NULL OR "leased_until" < now())
+) AS "ready", 0 AS "delayed", (
+  SELECT COUNT(*)
+  FROM "pings"
+  WHERE "leased_until" >= now()
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";

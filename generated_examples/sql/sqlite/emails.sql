@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:efdee37372ba53719d65fbcd19bdbdc79893f9ce8258c071a20012b157e99e26
+-- seal: sha256:14daab759be4e826146f0f05adbde7b9cc858b6222b4eb3cccb7590c00988bf2
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -152,3 +152,78 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "emails_queue"
+  WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "emails_queue"
+  WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "emails_queue"
+  WHERE "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "emails_dead"
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "emails_dead"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "emails_dead"
+WHERE "id" < :after_id
+ORDER BY "id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "emails_dead"
+WHERE "id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to emails_queue as first deliveries (attempt 1, no delay, no lease): moved, a copy then a delete in one transaction, so a message is never in both tables.
+-- kinds: writes writes
+INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until")
+SELECT "id", "payload", 1, NULL, NULL
+FROM "emails_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+DELETE FROM "emails_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes writes
+INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until")
+SELECT "id", "payload", 1, NULL, NULL
+FROM "emails_dead";
+DELETE FROM "emails_dead";
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "emails_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "emails_dead";

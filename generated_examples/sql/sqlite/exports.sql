@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:e0568aa907efedc5c67aadc15d8de3b4b26f439e797e6c1bdf01b689b4690be0
+-- seal: sha256:d5f38b814dc3cd5395cd61020fd4b83722b75c5663584e97c841fc2d0e6c95e1
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -107,3 +107,78 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "exports_queue"
+  WHERE "lane" = :group
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "exports_queue"
+  WHERE "lane" = :group
+    AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", NULL AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "exports_queue"
+  WHERE "lane" = :dead_group
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "exports_queue"
+WHERE "lane" = :dead_group
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "exports_queue"
+WHERE "lane" = :dead_group
+  AND "id" < :after_id
+ORDER BY "id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "exports_queue"
+WHERE "lane" = :dead_group
+  AND "id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay).
+-- kinds: writes
+UPDATE "exports_queue"
+SET "lane" = :group, "attempt" = 1, "retry_after" = NULL
+WHERE "lane" = :dead_group
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE "exports_queue"
+SET "lane" = :group, "attempt" = 1, "retry_after" = NULL
+WHERE "lane" = :dead_group;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "lane" = :dead_group
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "lane" = :dead_group;

@@ -3,16 +3,16 @@
 -- dialect: "sqlite"
 -- form: "lease"
 -- table: "orders_queue"
--- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at"}
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at"}
 -- max_attempts: 5
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:565f8bcd6c51b006b1b744d48cb7ae2a4b04bd4e16bdddfad2f6eb8ff2f49eb0
+-- seal: sha256:315f92900e28c7ce4967dc0ecb0602aeb348d025ca8b83002b8fa72640086ae3
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "orders_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "body" TEXT NOT NULL,
@@ -20,15 +20,17 @@ CREATE TABLE IF NOT EXISTS "orders_queue" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
   "locked_until" TEXT,
-  "processed_at" TEXT
+  "processed_at" TEXT,
+  "enqueued_at" TEXT
 );
 CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now.
 -- kinds: writes-returning
-INSERT INTO "orders_queue" ("body", "queue", "retry_after")
-VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
+INSERT INTO "orders_queue" ("body", "queue", "retry_after", "enqueued_at")
+VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), strftime('%Y-%m-%d %H:%M:%f', 'now'))
 RETURNING "id" AS id;
 
 -- name: claim
@@ -142,6 +144,125 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (seconds since the first ready row in id order was enqueued).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "orders_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "orders_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "orders_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "orders_queue"
+  WHERE "queue" = :dead_group
+    AND "processed_at" IS NULL
+) AS "dead", (
+  SELECT COUNT(*)
+  FROM "orders_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NOT NULL
+) AS "processed", (
+  SELECT (julianday('now') - julianday("enqueued_at")) * 86400.0
+  FROM "orders_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ORDER BY "id"
+  LIMIT 1
+) AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "body" AS payload, "attempt" AS attempt, "queue" AS "group", "enqueued_at" AS enqueued_at
+FROM "orders_queue"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "body" AS payload, "attempt" AS attempt, "queue" AS "group", "enqueued_at" AS enqueued_at
+FROM "orders_queue"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" < :after_id
+ORDER BY "id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "body" AS payload, "attempt" AS attempt, "queue" AS "group", "enqueued_at" AS enqueued_at
+FROM "orders_queue"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay, no lease).
+-- kinds: writes
+UPDATE "orders_queue"
+SET "queue" = :group, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "queue" = :group, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "orders_queue"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "orders_queue"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "orders_queue"
+WHERE "id" IN (
+  SELECT "id"
+  FROM "orders_queue"
+  WHERE "queue" = :group
+    AND "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
+  ORDER BY "processed_at", "id"
+  LIMIT :batch
+);
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:d0006009c5382fa374b3be099d1b7e43a88450fff57c724d95a78af7b60bf9a8
+-- seal: sha256:787d4a8945d49e1f97dc76819642b2706904e6cdd61c73709090b40eaa2f5980
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -117,3 +117,16 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "pings"
+  WHERE ("leased_until" IS NULL OR "leased_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", 0 AS "delayed", (
+  SELECT COUNT(*)
+  FROM "pings"
+  WHERE "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";

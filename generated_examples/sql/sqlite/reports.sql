@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:17c4d16939606ad17a14f6c638ade68f1a7a93ee234fec0d4a094d666cc48fd3
+-- seal: sha256:041a12e114b7c0ce8500153ddae6a28087e8c76e47807638b820919c20cb85da
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -87,6 +87,81 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "reports_queue"
+  WHERE "grp" = :group
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "reports_queue"
+  WHERE "grp" = :group
+    AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", NULL AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "reports_queue"
+  WHERE "grp" = :dead_group
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group"
+FROM "reports_queue"
+WHERE "grp" = :dead_group
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group"
+FROM "reports_queue"
+WHERE "grp" = :dead_group
+  AND "id" < :after_id
+ORDER BY "id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group"
+FROM "reports_queue"
+WHERE "grp" = :dead_group
+  AND "id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay).
+-- kinds: writes
+UPDATE "reports_queue"
+SET "grp" = :group, "attempt" = 1, "retry_after" = NULL
+WHERE "grp" = :dead_group
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "grp" = :group, "attempt" = 1, "retry_after" = NULL
+WHERE "grp" = :dead_group;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "grp" = :dead_group
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "grp" = :dead_group;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

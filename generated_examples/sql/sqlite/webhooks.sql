@@ -7,11 +7,11 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:d29f7f244d71d94d65540a00c6c847ca9a3d50dbc85f16c55d35fc1c29a163e3
+-- seal: sha256:ab96937af6391ad0bbe138ab483cbfbf96bf274f5586532254b4c7a945b66dd7
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
--- kinds: writes writes writes
+-- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "webhooks_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -20,6 +20,7 @@ CREATE TABLE IF NOT EXISTS "webhooks_queue" (
   "processed_at" TEXT
 );
 CREATE INDEX IF NOT EXISTS "webhooks_queue_claim" ON "webhooks_queue" ("id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "webhooks_queue_processed" ON "webhooks_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE TABLE IF NOT EXISTS "webhooks_dead" (
   "id" INTEGER PRIMARY KEY,
   "payload" TEXT NOT NULL,
@@ -129,3 +130,91 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+    AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", NULL AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "webhooks_dead"
+) AS "dead", (
+  SELECT COUNT(*)
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "webhooks_dead"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "webhooks_dead"
+WHERE "id" < :after_id
+ORDER BY "id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "webhooks_dead"
+WHERE "id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to webhooks_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
+-- kinds: writes writes
+INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at")
+SELECT "id", "payload", 1, NULL, "processed_at"
+FROM "webhooks_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+DELETE FROM "webhooks_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes writes
+INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at")
+SELECT "id", "payload", 1, NULL, "processed_at"
+FROM "webhooks_dead";
+DELETE FROM "webhooks_dead";
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "webhooks_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "webhooks_dead";
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "webhooks_queue"
+WHERE "id" IN (
+  SELECT "id"
+  FROM "webhooks_queue"
+  WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
+  ORDER BY "processed_at", "id"
+  LIMIT :batch
+);

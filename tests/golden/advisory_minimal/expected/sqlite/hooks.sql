@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:0136f50566ee44315d20a4a37557c8f0cc5b2665f37e71a532711b6cd2d9fef1
+-- seal: sha256:69d29519a0ed1f8e78d2d3fb8e5165d9c505c0ee27c304962182e590bdddeeae
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -78,3 +78,12 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "hooks"
+
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:9e2eb03b7b3c5d299d8f54eb1b94238223c8afb9253a2bd59b16ddb9a63a77dd
+-- seal: sha256:be5b53eba14b0e7edababd808968da881f7f39a4bbea0e8ac11159660ecc861a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -172,3 +172,110 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `jobs`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `jobs`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND `retry_after` > UTC_TIMESTAMP(6)
+) AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `jobs`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND `locked_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, (
+  SELECT COUNT(*)
+  FROM `jobs`
+  WHERE `queue` = %(dead_group)s
+    AND `processed_at` IS NULL
+) AS `dead`, (
+  SELECT COUNT(*)
+  FROM `jobs`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NOT NULL
+) AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`
+FROM `jobs`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`
+FROM `jobs`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` < %(after_id)s
+ORDER BY `id` DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`
+FROM `jobs`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay, no lease).
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id
+SET `queue` = %(group)s, `attempt` = 1, `retry_after` = NULL, `locked_until` = NULL
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE `jobs`
+SET `queue` = %(group)s, `attempt` = 1, `retry_after` = NULL, `locked_until` = NULL
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE `jobs`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM `jobs`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM `jobs`
+WHERE `queue` = %(group)s
+  AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
+ORDER BY `processed_at`, `id`
+LIMIT %(batch)s;

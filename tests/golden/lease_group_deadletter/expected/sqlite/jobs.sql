@@ -8,11 +8,11 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:339d16fe1060750df8df1cb82694497c2df1ec2ce2c38723c31e8e5931752bef
+-- seal: sha256:a0d1adbd67f7b7230f259190cd3a6b72f1538a61b27f5171e3fb441b7f5d4356
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "jobs" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -23,6 +23,7 @@ CREATE TABLE IF NOT EXISTS "jobs" (
   "processed_at" TEXT
 );
 CREATE INDEX IF NOT EXISTS "jobs_claim" ON "jobs" ("queue", "id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "jobs_processed" ON "jobs" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
@@ -152,3 +153,113 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "jobs"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "jobs"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "jobs"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "jobs"
+  WHERE "queue" = :dead_group
+    AND "processed_at" IS NULL
+) AS "dead", (
+  SELECT COUNT(*)
+  FROM "jobs"
+  WHERE "queue" = :group
+    AND "processed_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+FROM "jobs"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+FROM "jobs"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" < :after_id
+ORDER BY "id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+FROM "jobs"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay, no lease).
+-- kinds: writes
+UPDATE "jobs"
+SET "queue" = :group, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE "jobs"
+SET "queue" = :group, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "jobs"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "jobs"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "jobs"
+WHERE "id" IN (
+  SELECT "id"
+  FROM "jobs"
+  WHERE "queue" = :group
+    AND "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
+  ORDER BY "processed_at", "id"
+  LIMIT :batch
+);

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:1bcdcf356d0c0cb4e18a8e065ec4beee81764c73cade1af8b7ac8778e487602c
+-- seal: sha256:6f6e02add9ed9c9387183e9a1ab5bd86e8190c4bdce308bb9bc806b526e6251c
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -133,3 +133,16 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `leased`
+  WHERE (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+) AS `ready`, 0 AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `leased`
+  WHERE `locked_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:53ba972bb895d2547454fdac0ec37033ac6ddada6481c44bb9deb6f8544e6652
+-- seal: sha256:f7e9115efa56a0c71b8eed20594925ac604886eac335333ae6a0647083ea2e1e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -70,3 +70,24 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `locked`
+  WHERE `done_at` IS NULL
+) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, (
+  SELECT COUNT(*)
+  FROM `locked`
+  WHERE `done_at` IS NOT NULL
+) AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM `locked`
+WHERE `done_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
+ORDER BY `done_at`, `id`
+LIMIT %(batch)s;

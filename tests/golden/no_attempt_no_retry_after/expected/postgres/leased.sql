@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:718c43f43c54113d86bfac9de08494d5e4a1a66d34249def9666ac27fc65a232
+-- seal: sha256:91009c5df3930dd4c4492800eff08b281e43d5fcac23abbedb9a407eb568166e
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -128,3 +128,16 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "leased"
+  WHERE ("locked_until" IS NULL OR "locked_until" < now())
+) AS "ready", 0 AS "delayed", (
+  SELECT COUNT(*)
+  FROM "leased"
+  WHERE "locked_until" >= now()
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:1fea1a5729dfb8675ceaecf25dd0fc3f2542a7e15dc46a48c70c9ec48fff49ff
+-- seal: sha256:5ae22d25efa1bf0a3f204e91f41e9704f7a0f26da8df4ffba05c239f283ecbf7
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -117,3 +117,16 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "leased"
+  WHERE ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", 0 AS "delayed", (
+  SELECT COUNT(*)
+  FROM "leased"
+  WHERE "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";

@@ -7,17 +7,18 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:e0320cdad8ab7bc66ed712f14bbd9890fbd1aa4d2a4d9aa29e827671f8af1942
+-- seal: sha256:5391a85737ac2c5cfd08b81b01cc4b3c67f65be6ba2af7348f48a60ce0586975
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "locked" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
   "done_at" TEXT
 );
 CREATE INDEX IF NOT EXISTS "locked_claim" ON "locked" ("id") WHERE "done_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "locked_processed" ON "locked" ("done_at", "id") WHERE "done_at" IS NOT NULL;
 
 -- name: enqueue
 -- Adds one message.
@@ -64,3 +65,28 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "locked"
+  WHERE "done_at" IS NULL
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
+  SELECT COUNT(*)
+  FROM "locked"
+  WHERE "done_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "locked"
+WHERE "id" IN (
+  SELECT "id"
+  FROM "locked"
+  WHERE "done_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
+  ORDER BY "done_at", "id"
+  LIMIT :batch
+);

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:3e03f6d73288fd473b6c102d3a1ea10a94b0bd43a7f782c6cc3582df2922943a
+-- seal: sha256:bdf623ca207f98303d3b1fe7d7edd84d5f7540004097d0ed7d823d0cc36820a1
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -142,6 +142,88 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `tasks`
+  WHERE `lane` = %(group)s
+    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `tasks`
+  WHERE `lane` = %(group)s
+    AND `retry_after` > UTC_TIMESTAMP(6)
+) AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `tasks`
+  WHERE `lane` = %(group)s
+    AND `locked_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, (
+  SELECT COUNT(*)
+  FROM `tasks`
+  WHERE `lane` = %(dead_group)s
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`
+FROM `tasks`
+WHERE `lane` = %(dead_group)s
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`
+FROM `tasks`
+WHERE `lane` = %(dead_group)s
+  AND `id` < %(after_id)s
+ORDER BY `id` DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`
+FROM `tasks`
+WHERE `lane` = %(dead_group)s
+  AND `id` = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay, no lease).
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id
+SET `lane` = %(group)s, `attempt` = 1, `retry_after` = NULL, `locked_until` = NULL
+WHERE `lane` = %(dead_group)s;
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE `tasks`
+SET `lane` = %(group)s, `attempt` = 1, `retry_after` = NULL, `locked_until` = NULL
+WHERE `lane` = %(dead_group)s;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE `tasks`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id
+WHERE `lane` = %(dead_group)s;
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM `tasks`
+WHERE `lane` = %(dead_group)s;
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

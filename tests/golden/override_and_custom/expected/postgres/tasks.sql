@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:5e74683420de244096dd1efb48e516118455e9ad530667413c79997fbee00245
+-- seal: sha256:e5d1fbf62261d9c9939b685c7d0578e5474c26971cbd56b3fd3dd6efa2ff1791
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -138,6 +138,87 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "tasks"
+  WHERE "lane" = %(group)s
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND ("locked_until" IS NULL OR "locked_until" < now())
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "tasks"
+  WHERE "lane" = %(group)s
+    AND "retry_after" > now()
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "tasks"
+  WHERE "lane" = %(group)s
+    AND "locked_until" >= now()
+) AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "tasks"
+  WHERE "lane" = %(dead_group)s
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "tasks"
+WHERE "lane" = %(dead_group)s
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "tasks"
+WHERE "lane" = %(dead_group)s
+  AND "id" < %(after_id)s
+ORDER BY "id" DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "tasks"
+WHERE "lane" = %(dead_group)s
+  AND "id" = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay, no lease).
+-- kinds: writes
+UPDATE "tasks"
+SET "lane" = %(group)s, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "lane" = %(dead_group)s
+  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE "tasks"
+SET "lane" = %(group)s, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "lane" = %(dead_group)s;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "lane" = %(dead_group)s
+  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "lane" = %(dead_group)s;
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

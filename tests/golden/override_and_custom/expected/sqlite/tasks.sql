@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:0456d4b70c6d7f14de62d38ec5a337123cc1798d229cfd29210cce36a1c396f2
+-- seal: sha256:3292d0ca9ad1cc87e4b1c1bc406b0a65cae2b8c67c2594951b74f859c62397ff
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -128,6 +128,87 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "tasks"
+  WHERE "lane" = :group
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "tasks"
+  WHERE "lane" = :group
+    AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "tasks"
+  WHERE "lane" = :group
+    AND "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "tasks"
+  WHERE "lane" = :dead_group
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "tasks"
+WHERE "lane" = :dead_group
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "tasks"
+WHERE "lane" = :dead_group
+  AND "id" < :after_id
+ORDER BY "id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group"
+FROM "tasks"
+WHERE "lane" = :dead_group
+  AND "id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay, no lease).
+-- kinds: writes
+UPDATE "tasks"
+SET "lane" = :group, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "lane" = :dead_group
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE "tasks"
+SET "lane" = :group, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
+WHERE "lane" = :dead_group;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "lane" = :dead_group
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "lane" = :dead_group;
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

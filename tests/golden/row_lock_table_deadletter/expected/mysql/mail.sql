@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:f4256d4635b5d2db46ac7c4eadde4a129fb0269e6b5aaa4495ff121aed9bde28
+-- seal: sha256:59fc0277ef0a1765acac87613c1deefc5a4bd5f5d127540813de826559427cf0
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -98,3 +98,73 @@ FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
 GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `mail_queue`
+  WHERE (`not_before` IS NULL OR `not_before` <= UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `mail_queue`
+  WHERE `not_before` > UTC_TIMESTAMP(6)
+) AS `delayed`, NULL AS `in_flight`, (
+  SELECT COUNT(*)
+  FROM `mail_dead`
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `mail_id` AS id, `message` AS payload, `tries` AS attempt
+FROM `mail_dead`
+WHERE `mail_id` > %(after_id)s
+ORDER BY `mail_id`
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT `mail_id` AS id, `message` AS payload, `tries` AS attempt
+FROM `mail_dead`
+WHERE `mail_id` < %(after_id)s
+ORDER BY `mail_id` DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT `mail_id` AS id, `message` AS payload, `tries` AS attempt
+FROM `mail_dead`
+WHERE `mail_id` = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to mail_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
+-- kinds: writes writes
+INSERT INTO `mail_queue` (`mail_id`, `message`, `tries`, `not_before`)
+SELECT `mail_id`, `message`, 1, NULL
+FROM `mail_dead`
+WHERE `mail_id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+DELETE FROM `mail_dead`
+WHERE `mail_id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes writes
+INSERT INTO `mail_queue` (`mail_id`, `message`, `tries`, `not_before`)
+SELECT `mail_id`, `message`, 1, NULL
+FROM `mail_dead`;
+DELETE FROM `mail_dead`;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM `mail_dead`
+WHERE `mail_id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM `mail_dead`;

@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:c36411b8fb8476c0801cb74ead4c7054fdf1ccde67bbe39f21e39c26bcae89e7
+-- seal: sha256:11ac90922a87978065c7d9b5652c5f112114a579fc5ad7940449655af979c7bc
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -101,3 +101,78 @@ JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
 WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, current_schema())
 ORDER BY i.relname;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "mail_queue"
+  WHERE ("not_before" IS NULL OR "not_before" <= now())
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "mail_queue"
+  WHERE "not_before" > now()
+) AS "delayed", NULL AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "mail_dead"
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt
+FROM "mail_dead"
+WHERE "mail_id" > %(after_id)s
+ORDER BY "mail_id"
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt
+FROM "mail_dead"
+WHERE "mail_id" < %(after_id)s
+ORDER BY "mail_id" DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt
+FROM "mail_dead"
+WHERE "mail_id" = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to mail_queue as first deliveries (attempt 1, no delay): moved, so a message is never in both tables.
+-- kinds: writes
+WITH moved AS (
+  DELETE FROM "mail_dead"
+  WHERE "mail_id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
+  RETURNING "mail_id", "message", "tries", "not_before"
+)
+INSERT INTO "mail_queue" ("mail_id", "message", "tries", "not_before")
+SELECT "mail_id", "message", 1, NULL
+FROM moved;
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+WITH moved AS (
+  DELETE FROM "mail_dead"
+  RETURNING "mail_id", "message", "tries", "not_before"
+)
+INSERT INTO "mail_queue" ("mail_id", "message", "tries", "not_before")
+SELECT "mail_id", "message", 1, NULL
+FROM moved;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "mail_dead"
+WHERE "mail_id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "mail_dead";

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:5b7caf57d25b18b8fa5f0d67b94820c3ff302c1a6ecf9ceba43de01154e74c8a
+-- seal: sha256:414eab9992a29fb3ebb954ff683b15d94433048306692a3c2aa34ad0c1f6b89c
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -92,3 +92,73 @@ SELECT l.name AS name, (
 ) AS columns, l.partial AS partial
 FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "mail_queue"
+  WHERE ("not_before" IS NULL OR "not_before" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "mail_queue"
+  WHERE "not_before" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", NULL AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "mail_dead"
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt
+FROM "mail_dead"
+WHERE "mail_id" > :after_id
+ORDER BY "mail_id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt
+FROM "mail_dead"
+WHERE "mail_id" < :after_id
+ORDER BY "mail_id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt
+FROM "mail_dead"
+WHERE "mail_id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to mail_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
+-- kinds: writes writes
+INSERT INTO "mail_queue" ("mail_id", "message", "tries", "not_before")
+SELECT "mail_id", "message", 1, NULL
+FROM "mail_dead"
+WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
+DELETE FROM "mail_dead"
+WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes writes
+INSERT INTO "mail_queue" ("mail_id", "message", "tries", "not_before")
+SELECT "mail_id", "message", 1, NULL
+FROM "mail_dead";
+DELETE FROM "mail_dead";
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "mail_dead"
+WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "mail_dead";

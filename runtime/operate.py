@@ -1,0 +1,167 @@
+"""Operating a queue: stats, the dead letter (list, show, redrive, purge) and prune.
+
+Each function runs one rendered statement (``stats``, ``dead_list``/``dead_list_newest``,
+``dead_show``, ``redrive``/``redrive_all``, ``purge_dead``/``purge_dead_all``, ``prune``) on
+the connection it is given; ``runtime.Queue`` exposes them as methods and ``qgen stats``,
+``qgen dead`` and ``qgen prune`` call them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from runtime.adapters import adapt
+from runtime.errors import ConfigurationError
+from runtime.outcomes import delay_seconds
+from runtime.payloads import decode_payload
+from runtime.rendered import StatementName as S
+from runtime.steps import run_step
+
+if TYPE_CHECKING:
+    from runtime.queue import Queue
+
+#: the keys of ``queue.stats``, in the order ``qgen stats`` prints them
+STATS_KEYS = ("ready", "delayed", "in_flight", "dead", "processed", "oldest_ready_s")
+_MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
+
+
+def _params(queue: Queue, group: str | None = None) -> dict[str, Any]:
+    return {
+        "group": group if group is not None else queue.default_group,
+        "dead_group": queue.dead_group,
+    }
+
+
+async def _run(queue: Queue, db: Any, name: str, params: dict[str, Any]) -> Any:
+    from runtime.queue import check_dialect
+
+    conn = adapt(db)
+    check_dialect(queue.rendered, conn)
+    return await run_step(conn, queue.rendered.require(name), params)  # type: ignore[arg-type]
+
+
+def _need_dead_letter(queue: Queue) -> None:
+    if queue.rendered.header.dead_group is None and queue.rendered.header.dead_table is None:
+        raise ConfigurationError(
+            f"queue '{queue.name}' declares no dead letter: declare max_attempts and "
+            "dead_letter and render again"
+        )
+
+
+def _number(value: Any) -> float | int | None:
+    if value is None:
+        return None
+    if isinstance(value, Decimal | float):
+        return float(value)
+    return int(value)
+
+
+async def stats(queue: Queue, db: Any, group: str | None = None) -> dict[str, Any]:
+    """The queue's counts by the database's clock (see ``Queue.stats``)."""
+    result = await _run(queue, db, S.STATS, _params(queue, group))
+    row = result.rows[0]
+    out = {k: _number(row[k]) for k in STATS_KEYS}
+    if out["oldest_ready_s"] is not None:
+        out["oldest_ready_s"] = max(0.0, float(out["oldest_ready_s"]))
+    return out
+
+
+def _dead_row(queue: Queue, row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    out["payload"] = decode_payload(row["payload"], queue.decoder)
+    return out
+
+
+async def dead_list(
+    queue: Queue,
+    db: Any,
+    limit: int = 100,
+    after_id: int | None = None,
+    newest_first: bool = False,
+) -> list[dict[str, Any]]:
+    """A page of dead messages (see ``Queue.dead_list``)."""
+    _need_dead_letter(queue)
+    if not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a whole number of at least 1, not {limit!r}")
+    if after_id is None:
+        after_id = _MAX_ID if newest_first else _MIN_ID
+    name = S.DEAD_LIST_NEWEST if newest_first else S.DEAD_LIST
+    params = {**_params(queue), "after_id": int(after_id), "limit": limit}
+    result = await _run(queue, db, name, params)
+    return [_dead_row(queue, r) for r in result.rows]
+
+
+async def dead_show(queue: Queue, db: Any, id: int) -> dict[str, Any] | None:
+    """One dead message, or None (see ``Queue.dead_show``)."""
+    _need_dead_letter(queue)
+    result = await _run(queue, db, S.DEAD_SHOW, {**_params(queue), "id": int(id)})
+    return _dead_row(queue, result.rows[0]) if result.rows else None
+
+
+def _ids(ids: Iterable[int]) -> list[int]:
+    try:
+        return [int(i) for i in ids]
+    except (TypeError, ValueError):
+        raise ValueError(f"ids must be message ids (whole numbers), not {ids!r}") from None
+
+
+async def redrive(
+    queue: Queue, db: Any, ids: Iterable[int] | None = None, group: str | None = None
+) -> int:
+    """Send dead messages back as first deliveries (see ``Queue.redrive``)."""
+    _need_dead_letter(queue)
+    params = _params(queue, group)
+    if queue.dead_group is not None and params["group"] is None:
+        raise ConfigurationError(
+            f"queue '{queue.name}' has no default_group: say which group the messages go "
+            "back to (redrive(db, ids, group=…) or --group)"
+        )
+    if ids is None:
+        result = await _run(queue, db, S.REDRIVE_ALL, params)
+    else:
+        wanted = _ids(ids)
+        if not wanted:
+            return 0
+        result = await _run(queue, db, S.REDRIVE, {**params, "ids": json.dumps(wanted)})
+    return result.rowcount or 0
+
+
+async def purge_dead(queue: Queue, db: Any, ids: Iterable[int] | None = None) -> int:
+    """Delete dead messages for good (see ``Queue.purge_dead``)."""
+    _need_dead_letter(queue)
+    if ids is None:
+        result = await _run(queue, db, S.PURGE_DEAD_ALL, _params(queue))
+    else:
+        wanted = _ids(ids)
+        if not wanted:
+            return 0
+        result = await _run(queue, db, S.PURGE_DEAD, {**_params(queue), "ids": json.dumps(wanted)})
+    return result.rowcount or 0
+
+
+async def prune(
+    queue: Queue, db: Any, older_than_s: float, batch: int = 1000, group: str | None = None
+) -> int:
+    """Delete processed rows older than ``older_than_s`` in batches (see ``Queue.prune``)."""
+    if "processed_at" not in queue.columns:
+        raise ConfigurationError(
+            f"queue '{queue.name}' keeps no processed rows (no processed_at column): "
+            "there is nothing to prune"
+        )
+    if not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a whole number of at least 1, not {batch!r}")
+    params = {
+        **_params(queue, group),
+        "age_s": delay_seconds(older_than_s, "older_than_s", maximum=None),
+        "batch": batch,
+    }
+    total = 0
+    while True:  # each batch commits on its own: no long-held locks
+        result = await _run(queue, db, S.PRUNE, params)
+        deleted = result.rowcount or 0
+        total += deleted
+        if deleted < batch:
+            return total

@@ -1,0 +1,126 @@
+"""`qgen stats`, `qgen dead list|show|redrive|purge` and `qgen prune` against a real database,
+in-process; bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from engines import Engine, run
+from test_engine_statements import create_namespace, drop_namespace
+
+import runtime
+from qgen.cli import main
+
+DECL = """\
+dialects = ["{dialect}"]
+[queues.jobs]
+table = "jobs"
+form = "lease"
+max_attempts = 1
+dead_letter = {{ table = "jobs_dead" }}
+[queues.jobs.columns]
+id = "id"
+payload = "payload"
+attempt = "attempt"
+locked_until = "locked_until"
+processed_at = "processed_at"
+enqueued_at = "enqueued_at"
+"""
+
+
+@pytest.fixture
+def project(engine: Engine, tmp_path: Path) -> Iterator[tuple[Path, str, runtime.Queue]]:
+    """A rendered declaration, its tables in a namespace of the test's own, and its queue."""
+    name, url = run(create_namespace(engine))
+    cfg = tmp_path / "qgen.toml"
+    cfg.write_text(DECL.format(dialect=engine.dialect_name), encoding="utf-8")
+    assert main(["render", "--config", str(cfg)]) == 0
+    queue = runtime.load(tmp_path / "sql" / engine.dialect_name / "jobs.sql")
+
+    async def schema() -> None:
+        async with await runtime.connect(url) as conn:
+            for s in queue.rendered.require("schema"):
+                await conn.execute(s, {})
+
+    run(schema())
+    yield cfg, url, queue
+    run(drop_namespace(engine, name))
+
+
+def qgen(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_stats_dead_and_prune_from_the_command_line(project) -> None:
+    cfg, url, queue = project
+    c = ["--config", str(cfg), "--db", url]
+
+    async def fill() -> None:
+        async with await runtime.connect(url) as conn:
+            for n in range(3):
+                await queue.enqueue(conn, {"n": n})
+
+        async def handle(message, ctx):
+            return runtime.ack() if message.payload["n"] == 0 else runtime.retry()
+
+        await runtime.Consumer(url, queue, handle, concurrency=1).drain()
+        async with await runtime.connect(url) as conn:
+            await queue.enqueue(conn, {"n": 3})
+
+    run(fill())
+    code, out, err = qgen("stats", *c, "--json")
+    assert code == 0, err
+    stats = json.loads(out)["jobs"]
+    assert {k: stats[k] for k in ("ready", "delayed", "in_flight", "dead", "processed")} == {
+        "ready": 1,
+        "delayed": 0,
+        "in_flight": 0,
+        "dead": 2,
+        "processed": 1,
+    }
+    code, out, err = qgen("stats", *c)
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["queue", "ready", "delayed"], out
+    assert out.splitlines()[1].split()[:2] == ["jobs", "1"], out
+
+    code, out, err = qgen("dead", "list", "jobs", *c, "--json")
+    dead = json.loads(out)
+    assert code == 0 and [d["payload"] for d in dead] == [{"n": 1}, {"n": 2}], out + err
+    first, second = dead[0]["id"], dead[1]["id"]
+    code, out, _ = qgen("dead", "list", "jobs", *c, "--newest", "--limit", "1")
+    assert code == 0 and out.startswith(f"{second} "), out
+    code, out, _ = qgen("dead", "show", "jobs", str(first), *c)
+    assert code == 0 and '"n": 1' in out, out
+    code, out, _ = qgen("dead", "redrive", "jobs", str(first), *c)
+    assert (code, out.strip()) == (0, "queue 'jobs': 1 dead message(s) sent back"), out
+    code, out, _ = qgen("dead", "purge", "jobs", "--all", *c)
+    assert (code, out.strip()) == (0, "queue 'jobs': 1 dead message(s) deleted"), out
+    code, out, _ = qgen("prune", *c, "--older-than", "0")
+    assert (code, out.strip()) == (0, "queue 'jobs': 1 processed row(s) deleted"), out
+    code, out, _ = qgen("stats", *c, "--json")
+    stats = json.loads(out)["jobs"]
+    assert (stats["ready"], stats["dead"], stats["processed"]) == (2, 0, 0), out
+
+
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["stats", "nosuch"], "no queue 'nosuch'"),
+        (["dead", "redrive", "jobs"], "give the message ids, or --all"),
+        (["dead", "purge", "jobs", "1", "--all"], "give the message ids, or --all"),
+        (["dead", "show", "jobs"], "give exactly one message id"),
+        (["prune", "--older-than", "-5"], "older_than_s must be from 0"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(project, argv, says) -> None:
+    cfg, url, _ = project
+    code, out, err = qgen(*argv, "--config", str(cfg), "--db", url)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (code, out, err)
