@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     except DeclarationError as exc:
         print(f"qgen: {exc}", file=sys.stderr)
         return 2
-    except (BrokerError, ValueError) as exc:  # a file, URL, database or value it cannot use
+    except BrokerError as exc:  # a file, URL, database or value it cannot use
         print(one_line(f"qgen {args.command}: {exc}"), file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:

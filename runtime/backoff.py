@@ -8,6 +8,8 @@ import logging
 import random
 import time
 
+from runtime.errors import InvalidArgument
+
 log = logging.getLogger("runtime")
 
 
@@ -21,7 +23,7 @@ class Backoff:
 
     def __init__(self, first: float, cap: float, rng: random.Random | None = None) -> None:
         if first <= 0 or cap < first:
-            raise ValueError(f"backoff needs 0 < first <= cap (got first={first}, cap={cap})")
+            raise InvalidArgument(f"backoff needs 0 < first <= cap (got first={first}, cap={cap})")
         self.first = first
         self.cap = cap
         self._step = 0.0

@@ -21,6 +21,7 @@ from runtime.errors import (
     BrokerError,
     ConfigurationError,
     ConnectionLost,
+    InvalidArgument,
     PayloadError,
     UnknownCustomEvent,
 )
@@ -107,9 +108,9 @@ class Consumer:
         metrics: Metrics | None = None,
     ) -> None:
         if concurrency < 1 or batch < 1:
-            raise ValueError("concurrency and batch must be at least 1")
+            raise InvalidArgument("concurrency and batch must be at least 1")
         if outage_timeout < 0 or max_reconnect_interval <= 0:
-            raise ValueError(
+            raise InvalidArgument(
                 "outage_timeout must be at least 0 and max_reconnect_interval more than 0 "
                 f"(got {outage_timeout} and {max_reconnect_interval})"
             )

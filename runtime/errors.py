@@ -35,6 +35,11 @@ class ConfigurationError(BrokerError):
     """A URL, driver or argument the runtime cannot use (names what is wrong and the fix)."""
 
 
+class InvalidArgument(ConfigurationError, ValueError):
+    """An argument out of its range (a delay, a batch size, a page limit, message ids); a
+    ValueError too, so code that catches ValueError keeps working."""
+
+
 class PayloadError(BrokerError):
     """A payload that cannot be stored the same way on every engine (refused at enqueue, nothing
     written), or a stored payload that cannot be decoded (its message goes to the dead letter)."""

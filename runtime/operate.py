@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from runtime.adapters import adapt
-from runtime.errors import ConfigurationError
+from runtime.errors import ConfigurationError, InvalidArgument
 from runtime.outcomes import delay_seconds
 from runtime.payloads import decode_payload
 from runtime.rendered import StatementName as S
@@ -85,7 +85,7 @@ async def dead_list(
     """A page of dead messages (see ``Queue.dead_list``)."""
     _need_dead_letter(queue)
     if not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"limit must be a whole number of at least 1, not {limit!r}")
+        raise InvalidArgument(f"limit must be a whole number of at least 1, not {limit!r}")
     if after_id is None:
         after_id = _MAX_ID if newest_first else _MIN_ID
     name = S.DEAD_LIST_NEWEST if newest_first else S.DEAD_LIST
@@ -105,7 +105,7 @@ def _ids(ids: Iterable[int]) -> list[int]:
     try:
         return [int(i) for i in ids]
     except (TypeError, ValueError):
-        raise ValueError(f"ids must be message ids (whole numbers), not {ids!r}") from None
+        raise InvalidArgument(f"ids must be message ids (whole numbers), not {ids!r}") from None
 
 
 async def redrive(
@@ -152,7 +152,7 @@ async def prune(
             "there is nothing to prune"
         )
     if not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a whole number of at least 1, not {batch!r}")
+        raise InvalidArgument(f"batch must be a whole number of at least 1, not {batch!r}")
     params = {
         **_params(queue, group),
         "age_s": delay_seconds(older_than_s, "older_than_s", maximum=None),

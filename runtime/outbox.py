@@ -24,7 +24,7 @@ from runtime.connect import Opener, opener
 from runtime.delivery import Ctx, Message
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
-from runtime.errors import ConfigurationError, PayloadError
+from runtime.errors import ConfigurationError, InvalidArgument, PayloadError
 from runtime.outcomes import Outcome, OutcomeKind, delay_seconds, retry
 from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
 from runtime.queue import check_dialect
@@ -191,7 +191,7 @@ class Outbox:
         is cancelled). ``report = await outbox.relay(url, handle)``
         """
         if batch < 1:
-            raise ValueError("batch must be at least 1")
+            raise InvalidArgument("batch must be at least 1")
         report = RelayReport(left=0)
         # records this run must not hand again: those it left unmarked (retry, custom) and, in
         # a run that ends, the marked ones too (a mark override that does not mark cannot

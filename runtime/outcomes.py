@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
+from runtime.errors import InvalidArgument
+
 #: the longest delay retry_after() and enqueue(delay=) accept: one year, in seconds
 MAX_DELAY_S = 365 * 24 * 3600.0
 
@@ -22,14 +24,14 @@ def delay_seconds(
     try:
         seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
     except (TypeError, ValueError):
-        raise ValueError(
+        raise InvalidArgument(
             f"{what} must be a number of seconds or a timedelta, not {delay!r}"
         ) from None
     if math.isnan(seconds) or seconds < 0 or (maximum is not None and seconds > maximum):
         limit = "" if maximum is None else f" up to {maximum:g} s (runtime.MAX_DELAY_S)"
-        raise ValueError(f"{what} must be from 0{limit}, not {delay!r}")
+        raise InvalidArgument(f"{what} must be from 0{limit}, not {delay!r}")
     if math.isinf(seconds):
-        raise ValueError(f"{what} must be finite, not {delay!r}")
+        raise InvalidArgument(f"{what} must be finite, not {delay!r}")
     return round(seconds, 3)
 
 
