@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 from runtime.counts import Counts
@@ -28,6 +29,8 @@ class Completer:
         self.counts = counts
         #: claimed, not yet settled (the lease form extends these)
         self.held = held
+        #: written, counted when the batch commits (row lock)
+        self.uncommitted: list[tuple[str, Delivery]] = []
 
     async def handle(self, conn: Connection, d: Delivery, run_handler: RunHandler) -> None:
         """Run the delivery's handler and settle it (or queue its settlement)."""
@@ -37,8 +40,15 @@ class Completer:
     async def finish(self, conn: Connection) -> None:
         """Write whatever waits: the batch's last handler has run."""
 
+    def committed(self) -> None:
+        """The batch's COMMIT went through: count what it settled (row lock)."""
+        for label, d in self.uncommitted:
+            self.counts.settled(label, d)
+        self.uncommitted.clear()
+
     def drop(self) -> None:
         """Forget whatever waits: the batch failed and its rows return unsettled."""
+        self.uncommitted.clear()
 
     async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         try:
@@ -46,7 +56,14 @@ class Completer:
         except LeaseLost as exc:
             self.lost(exc)
             return
-        self.counts.settled(decision.label, d)
+        self.count(decision.label, d)
+
+    def count(self, label: str, d: Delivery) -> None:
+        """A settlement written: counted now, or when its batch commits (row lock)."""
+        if self.form.commits_at_batch_end:
+            self.uncommitted.append((label, d))
+        else:
+            self.counts.settled(label, d)
 
     def lost(self, exc: LeaseLost) -> None:
         log.warning("%s", exc)
@@ -92,6 +109,7 @@ class WindowedCompleter(Completer):
 
     def drop(self) -> None:
         self._take()
+        super().drop()
 
     def _open(self, conn: Connection) -> None:
         loop = asyncio.get_running_loop()
@@ -120,14 +138,32 @@ class WindowedCompleter(Completer):
             return
         for (d, decision), lost in zip(items, met, strict=True):
             if lost is None:
-                self.counts.settled(decision.label, d)
+                self.count(decision.label, d)
             else:
                 self.lost(lost)
             self.held.discard(d)
 
 
+class BatchCompleter(WindowedCompleter):
+    """Row lock, not transactional: the batch's settlements wait for its last handler, then
+    run in the claim's transaction, one statement per outcome, just before its COMMIT (the
+    rows stay locked until then whatever the completer does, so waiting costs nothing)."""
+
+    def __init__(self, form: Form, counts: Counts, held: set[Delivery]) -> None:
+        super().__init__(form, counts, held, window=math.inf)
+        self._deadline = math.inf
+
+    def _open(self, conn: Connection) -> None:
+        """No window: the end of the batch writes."""
+
+
 def completer_for(form: Form, counts: Counts, held: set[Delivery], window: float) -> Completer:
-    """Windowed where the form can commit several settlements together and a window is set."""
-    if window > 0 and form.groups_settlements():
+    """Batched where the form settles with its batch's COMMIT (row lock); windowed where it can
+    commit several settlements together and a window is set; inline otherwise."""
+    if not form.groups_settlements():
+        return Completer(form, counts, held)
+    if form.commits_at_batch_end:
+        return BatchCompleter(form, counts, held)
+    if window > 0:
         return WindowedCompleter(form, counts, held, window)
     return Completer(form, counts, held)

@@ -63,7 +63,11 @@ class Consumer:
     ``settle_window`` seconds of the first one commit together, each by its own statement
     (one commit for a batch of quick handlers); they are written before the next handler
     starts once that window has passed, and at the end of each batch. ``settle_window=0``
-    commits every settlement on its own.
+    commits every settlement on its own. A settlement of the same outcome (and delay) as
+    others of its group runs as one statement with them (``ack_many`` …). Row lock settles
+    with its batch's COMMIT: not transactional, the batch's settlements wait for its last
+    handler and run as one statement per outcome just before that COMMIT. Whatever the
+    form, a settlement is counted (and handed to the metrics hook) once it has committed.
 
     When the database goes away (a restart, a failover, a network cut) the workers reconnect
     with capped exponential backoff and jitter (0.1 s doubling up to ``max_reconnect_interval``
@@ -377,6 +381,7 @@ class Consumer:
                 if await self.form.return_unstarted(conn, d):
                     self.counts.add("released")
             await self.form.end_batch(conn)
+            completer.committed()
         except ConnectionLost as exc:
             log.warning(
                 "queue %s: connection lost mid-batch (%s); its unsettled rows return "

@@ -97,7 +97,10 @@ STEPS = {
     (
         "row_lock_table_deadletter",
         "mail",
-    ): f"schema enqueue claim ack drop retry retry_after dead_letter columns indexes {DEAD}",
+    ): (
+        "schema enqueue claim ack drop retry retry_after ack_many drop_many retry_many "
+        f"retry_after_many dead_letter columns indexes {DEAD}"
+    ),
     ("advisory_minimal", "hooks"): (
         "schema enqueue claim lock take ack drop ack_many drop_many unlock columns indexes stats"
     ),
@@ -109,7 +112,7 @@ STEPS = {
         "unclaim columns indexes stats"
     ),
     ("no_attempt_no_retry_after", "locked"): (
-        "schema enqueue claim ack drop columns indexes stats prune"
+        "schema enqueue claim ack drop ack_many drop_many columns indexes stats prune"
     ),
     ("override_and_custom", "tasks"): (
         "schema enqueue claim extend ack drop retry retry_after ack_many retry_many dead_letter "

@@ -462,14 +462,19 @@ class RowLockMachine(QueueMachine):
         return self._claim(worker, limit, OTHER_GROUP)
 
     @precondition(lambda self: self.shape is not None)
-    @rule(limit=st.integers(1, 3), outcomes=ROUND)
-    def consume(self, limit: int, outcomes: list[str]) -> None:
-        """One Consumer round on a free worker: claim, settle each delivery in turn, COMMIT."""
+    @rule(limit=st.integers(1, 3), outcomes=ROUND, together=st.booleans())
+    def consume(self, limit: int, outcomes: list[str], together: bool) -> None:
+        """One Consumer round on a free worker: claim, settle each delivery in turn or (not
+        transactional) all of them at the batch's end, one statement per outcome, COMMIT."""
         worker = next((w for w in (0, 1) if self._can_claim(w)), None)
         if worker is None:
             return
-        for h, outcome in zip(self._claim(worker, limit, None).values, outcomes, strict=False):
-            self.settle_delivery(h, outcome)
+        held = list(self._claim(worker, limit, None).values)[: len(outcomes)]
+        if together and held and not self.transactional:
+            self.settle_together(held, outcomes[: len(held)])
+        else:
+            for h, outcome in zip(held, outcomes, strict=False):
+                self.settle_delivery(h, outcome)
         if self.model.open_batch(worker):
             self.run(self.form.end_batch(self.run(self.worker_conn(worker))))
             self.model.end_batch(worker)

@@ -268,6 +268,47 @@ def test_drain_survives_an_outage_shorter_than_outage_timeout(engine_name, tmp_p
     run(go())
 
 
+@pytest.mark.parametrize("transactional", [False, True], ids=["grouped", "transactional"])
+@pytest.mark.parametrize("engine_name", ["postgres", "mariadb"])
+def test_a_row_lock_batch_cut_before_its_commit_counts_nothing_of_it(
+    engine_name, transactional, tmp_path
+) -> None:
+    """Row lock settles with the batch's COMMIT: a batch whose connection is cut before it
+    commits settled nothing, so its acks are not counted; redelivered, each counts once."""
+    engine = engine_for(engine_name, tmp_path)
+
+    async def go() -> None:
+        qt = await make_queue(engine, "row_lock")
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(12)))
+            with TcpProxy(engine.url) as proxy:
+                handled: list[int] = []
+
+                async def handle(message, ctx):
+                    handled.append(message.payload["n"])
+                    if len(handled) == 4:  # the first batch's last handler: cut before COMMIT
+                        proxy.outage(1)
+                    return runtime.ack()
+
+                counts = await runtime.Consumer(
+                    _short_connect_timeout(proxy.url),
+                    qt.queue,
+                    handle,
+                    concurrency=1,
+                    batch=4,
+                    transactional=transactional,
+                    outage_timeout=60,
+                ).drain()
+            assert proxy.cuts == 1
+            assert sorted(handled[:4]) == sorted(handled[4:8]), "the cut batch comes back whole"
+            assert counts["ack"] == 12, counts  # each message counted once, when it committed
+            await _assert_all_acked_once(qt, ids)
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 @pytest.mark.parametrize("engine_name", ["postgres", "mariadb"])
 def test_drain_gives_up_after_outage_timeout(engine_name, tmp_path) -> None:
     engine = engine_for(engine_name, tmp_path)

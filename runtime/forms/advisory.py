@@ -112,17 +112,7 @@ class AdvisoryForm(Form):
     ) -> list[LeaseLost | None] | None:
         await conn.begin()
         try:
-            # one statement per outcome (ack_many …: the rows ids, whose keys it holds) where
-            # the file has it, one by one for the rest
-            for step, part in self.many_parts(items):
-                if step is not None:
-                    ids = json.dumps([d.message.id for _, d, _ in part])
-                    delay = part[0][2].params.get("delay_s")
-                    await self.run(conn, step, {"ids": ids, "delay_s": delay})
-                    continue
-                ((_, _, decision),) = part
-                if decision.step is not None:
-                    await self.run(conn, decision.step, decision.params)
+            await self.settle_held(conn, items)  # the rows whose keys it holds
             await conn.commit()
         except Exception:
             if conn.in_transaction and not conn.closed:

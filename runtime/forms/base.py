@@ -7,6 +7,7 @@ connection); the consumer calls these and never asks which form it has.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -93,6 +94,19 @@ class Form:
                 alone.append((None, [(i, d, decision)]))
         return [*((step, part) for (step, _), part in many.items()), *alone]
 
+    async def settle_held(self, conn: Connection, items: list[tuple[Delivery, Decision]]) -> None:
+        """Settle rows this connection holds (row lock: its transaction; advisory: their keys)
+        with one statement per outcome, by ids, where the file has it; one by one the rest."""
+        for step, part in self.many_parts(items):
+            if step is not None:
+                ids = json.dumps([d.message.id for _, d, _ in part])
+                delay = part[0][2].params.get("delay_s")
+                await self.run(conn, step, {"ids": ids, "delay_s": delay})
+                continue
+            ((_, _, decision),) = part
+            if decision.step is not None:
+                await self.run(conn, decision.step, decision.params)
+
     # -- the form's own steps
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         raise NotImplementedError
@@ -107,6 +121,9 @@ class Form:
 
     #: the form can commit several settlements in one transaction (``settle_group``)
     can_group: ClassVar[bool] = False
+    #: settlements commit with the batch (row lock): counted after ``end_batch``, not when
+    #: their statement ran, and grouped for the whole batch rather than a time window
+    commits_at_batch_end: ClassVar[bool] = False
 
     def groups_settlements(self) -> bool:
         """Whether settlements of quick handlers may commit together: not in transactional

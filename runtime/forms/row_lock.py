@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
+from runtime.errors import LeaseLost
 from runtime.forms.base import Form
 from runtime.rendered import StatementName as S
 from runtime.settle import Decision
@@ -14,9 +17,16 @@ _SAVEPOINT = "qgen_delivery"
 class RowLockForm(Form):
     """``FOR UPDATE SKIP LOCKED`` (SQLite: ``BEGIN IMMEDIATE``) in one transaction per batch.
 
-    The deliveries of a batch settle in that transaction, one after another, and its COMMIT
-    settles them all; a batch that cannot finish rolls back and every row of it returns.
+    The deliveries of a batch settle in that transaction and its COMMIT settles them all; a
+    batch that cannot finish rolls back and every row of it returns. Not transactional, the
+    batch's settlements wait for its end and run as one statement per outcome
+    (``ack_many`` …) just before that COMMIT; transactional, each runs after its handler, in
+    the handler's savepoint. Either way nothing counts as settled before the COMMIT.
     """
+
+    can_group = True
+    #: settlements are counted when the batch commits (end_batch), not when written
+    commits_at_batch_end: ClassVar[bool] = True
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         await conn.begin(immediate=True)
@@ -41,6 +51,18 @@ class RowLockForm(Form):
         if decision.step is not None:
             await self.run(conn, decision.step, decision.params)
         d.settled = True
+
+    async def settle_group(
+        self, conn: Connection, items: list[tuple[Delivery, Decision]]
+    ) -> list[LeaseLost | None] | None:
+        """Every settlement of the batch in the claim's transaction: one statement per outcome
+        (``ack_many`` …, the rows ids) where the file has it, one by one for the rest. The
+        rows are held until the COMMIT, so none can be lost; a statement that fails fails the
+        batch (rolled back, every row returns)."""
+        await self.settle_held(conn, items)
+        for d, _ in items:
+            d.settled = True
+        return [None] * len(items)
 
     async def give_back(self, conn: Connection | None, d: Delivery) -> None:
         # nothing to write: the rollback (or the commit, for an unstarted row) returns it

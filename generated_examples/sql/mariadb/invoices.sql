@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:da89b2e892c5dff108ffe7fa363cc3d3d4f101de19498e911372bfe6d48f1980
+-- seal: sha256:db0ad8b534bfa9de3d475ed30f5156b9e8f035d7b5bc53e4c8016a619251f8d2
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -78,6 +78,34 @@ WHERE `id` = %(id)s;
 UPDATE `invoices_queue`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1
 WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): marks them processed.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
+SET `processed_at` = UTC_TIMESTAMP(6);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
+SET `processed_at` = UTC_TIMESTAMP(6);
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
+SET `attempt` = `attempt` + 1;
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1;
 
 -- name: dead_letter
 -- At the cap: moves the row into invoices_dead, payload and count kept (a copy, then a delete, in one transaction).

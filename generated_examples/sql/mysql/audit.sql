@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:c6cd3b3c9bab2723577ce0faa99d68b19d726396693e9f22893dac9656731fb2
+-- seal: sha256:b49c98b157c90f803bff423d3a4ce9c27680f360046e4ca7328c4cf4d86a0e29
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -47,6 +47,20 @@ WHERE `id` = %(id)s;
 -- kinds: writes
 DELETE FROM `audit_queue`
 WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE `audit_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id;
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE `audit_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id;
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:7199513baa9fbfdd586f8816d71d5ebab10faae372ff152d3991ee429330a520
+-- seal: sha256:d5763a3f365bf601ef0aa1d1b3dceb59993c9aa4f00d05eb985b4abb3afd0f0a
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -78,6 +78,34 @@ WHERE `id` = %(id)s;
 UPDATE `invoices_queue`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1
 WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): marks them processed.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
+SET `processed_at` = UTC_TIMESTAMP(6);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
+SET `processed_at` = UTC_TIMESTAMP(6);
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
+SET `attempt` = `attempt` + 1;
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1;
 
 -- name: dead_letter
 -- At the cap: moves the row into invoices_dead, payload and count kept (a copy, then a delete, in one transaction).

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:43dd4d3e28c19daf41d5b9a632768f7f8ec2c2adbcb32fd6c702b235cad19a7c
+-- seal: sha256:1276c2cb00985192c1048ab19112be90a2f650ffe736d77912f234a37fa6bd5e
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -43,6 +43,18 @@ WHERE "id" = %(id)s;
 -- kinds: writes
 DELETE FROM "audit_queue"
 WHERE "id" = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE FROM "audit_queue"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE FROM "audit_queue"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

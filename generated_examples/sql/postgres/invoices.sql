@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:3fc6e6c90299ec945ea06f3bd6dea1961592d7b7a6f51c89cea76d10be42133d
+-- seal: sha256:613175c313f0f873233c8e2146c8ebc052c6588aaeffef8456579bbb7e042df6
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -73,6 +73,34 @@ WHERE "id" = %(id)s;
 UPDATE "invoices_queue"
 SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
 WHERE "id" = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): marks them processed.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "processed_at" = clock_timestamp()
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "processed_at" = clock_timestamp()
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "attempt" = "attempt" + 1
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
 -- At the cap: moves the row into invoices_dead, payload and count kept.

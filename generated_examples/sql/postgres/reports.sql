@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:bcf7daa988286ad5013094dbc2632b934c8bd73e0b93faaa9b674df27a4b5441
+-- seal: sha256:1460dc1d72bccf50d0606cd240e70ba8decabd2ca760daa470fd6ccd66e270fb
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -64,6 +64,32 @@ WHERE "id" = %(id)s;
 UPDATE "reports_queue"
 SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
 WHERE "id" = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "attempt" = "attempt" + 1
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.

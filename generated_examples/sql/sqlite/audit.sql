@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:2303891ead48ad3c6009bc5286614395ba9d1c67610b8aa5468431174704c9b6
+-- seal: sha256:19abd124e29e52aeccff200c729d2bf0228fdafba7ad5ed0be9dc09b51d4884a
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -43,6 +43,18 @@ WHERE "id" = :id;
 -- kinds: writes
 DELETE FROM "audit_queue"
 WHERE "id" = :id;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE FROM "audit_queue"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE FROM "audit_queue"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:b357ed86c210567cb094f7ea9435ff97e1a2bd85daa8b6a70e71fd5aca914f96
+-- seal: sha256:e6aa43a0cd8975078c0b754f9adfc9fadad3ef4f7f6f9af889cb63e25009f7c5
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -73,6 +73,34 @@ WHERE "id" = :id;
 UPDATE "invoices_queue"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
 WHERE "id" = :id;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): marks them processed.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "attempt" = "attempt" + 1
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: moves the row into invoices_dead, payload and count kept (a copy, then a delete, in one transaction).

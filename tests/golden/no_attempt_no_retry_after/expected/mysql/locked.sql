@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:9f7c247b91ed98c6df9f91caf7cdb91e6e95fb599a56e7dd277ad1856cb6e805
+-- seal: sha256:dea87e74653145784b7039dfd9fdb687a6dd54b1cd3b46a960a49e60b8bd67a2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -53,6 +53,20 @@ WHERE `id` = %(id)s;
 UPDATE `locked`
 SET `done_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): marks them processed.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `locked` FORCE INDEX (PRIMARY) ON `locked`.`id` = j.qgen_id
+SET `done_at` = UTC_TIMESTAMP(6);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `locked` FORCE INDEX (PRIMARY) ON `locked`.`id` = j.qgen_id
+SET `done_at` = UTC_TIMESTAMP(6);
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

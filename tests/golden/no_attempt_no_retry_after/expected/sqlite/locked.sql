@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:5391a85737ac2c5cfd08b81b01cc4b3c67f65be6ba2af7348f48a60ce0586975
+-- seal: sha256:0329073df10ed39063c5ecd3faf72398a1d27f73b7418b6b6f9ab2a0e6e64f22
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -49,6 +49,20 @@ WHERE "id" = :id;
 UPDATE "locked"
 SET "done_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE "id" = :id;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): marks them processed.
+-- kinds: writes
+UPDATE "locked"
+SET "done_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+UPDATE "locked"
+SET "done_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

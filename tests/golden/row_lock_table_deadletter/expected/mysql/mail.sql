@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:59fc0277ef0a1765acac87613c1deefc5a4bd5f5d127540813de826559427cf0
+-- seal: sha256:345de29d9de04315618a89c2180f350b66847c3adcb6771038dd6b873200fdcd
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -71,6 +71,34 @@ WHERE `mail_id` = %(id)s;
 UPDATE `mail_queue`
 SET `not_before` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `tries` = `tries` + 1
 WHERE `mail_id` = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE `mail_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id;
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE `mail_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id;
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id
+SET `tries` = `tries` + 1;
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id
+SET `not_before` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `tries` = `tries` + 1;
 
 -- name: dead_letter
 -- At the cap: moves the row into mail_dead, payload and count kept (a copy, then a delete, in one transaction).

@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:11ac90922a87978065c7d9b5652c5f112114a579fc5ad7940449655af979c7bc
+-- seal: sha256:4800b87a129d8bcf82ba3da353fefec0be72800463d30f4eb4d95609b14d62f0
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -66,6 +66,32 @@ WHERE "mail_id" = %(id)s;
 UPDATE "mail_queue"
 SET "not_before" = clock_timestamp() + make_interval(secs => %(delay_s)s), "tries" = "tries" + 1
 WHERE "mail_id" = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE FROM "mail_queue"
+WHERE "mail_id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE FROM "mail_queue"
+WHERE "mail_id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE "mail_queue"
+SET "tries" = "tries" + 1
+WHERE "mail_id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE "mail_queue"
+SET "not_before" = clock_timestamp() + make_interval(secs => %(delay_s)s), "tries" = "tries" + 1
+WHERE "mail_id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
 -- At the cap: moves the row into mail_dead, payload and count kept.

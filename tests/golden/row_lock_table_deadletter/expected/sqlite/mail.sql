@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:414eab9992a29fb3ebb954ff683b15d94433048306692a3c2aa34ad0c1f6b89c
+-- seal: sha256:8f2c955da16337ba5332a4beb911d7d8eaf24b4cb4085b35856dbb47490df4a6
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -66,6 +66,32 @@ WHERE "mail_id" = :id;
 UPDATE "mail_queue"
 SET "not_before" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "tries" = "tries" + 1
 WHERE "mail_id" = :id;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE FROM "mail_queue"
+WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE FROM "mail_queue"
+WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE "mail_queue"
+SET "tries" = "tries" + 1
+WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE "mail_queue"
+SET "not_before" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "tries" = "tries" + 1
+WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: moves the row into mail_dead, payload and count kept (a copy, then a delete, in one transaction).
