@@ -4,9 +4,10 @@ No runtime code runs here: the SQL text comes from the loaded file's ``rendered.
 and the engine's own driver executes it. The loop does what the outcome table says and
 nothing more: claim a batch, decode each payload, settle it (ack; or, in the retry-once
 scenario, the form's retry on a first delivery), commit or unlock as the form requires —
-with no-op handlers, as the runtime does for quick handlers: a lease batch's settlements
-commit together; an advisory batch is taken in one step, settled in one transaction, then
-unlocked in one statement. A
+with no-op handlers, as the runtime does for quick handlers: a batch's settlements run as
+one ``<outcome>_many`` statement per outcome (a row-lock batch in its claim's transaction;
+a lease batch's in one transaction, id and token pairs; an advisory batch taken in one
+step, settled in one transaction, then unlocked in one statement). A
 step of several statements (MariaDB's lease claim and advisory take) runs in one
 transaction, its first row and ``ids`` bound to the statements after it, as the rendered
 file documents.
@@ -229,6 +230,37 @@ class _Loop:
                     held.append(r[c["id"]])
         return held
 
+    def grouped(
+        self, settle: list[tuple[str, Any, Any]], by_token: bool
+    ) -> list[tuple[str | None, dict[str, Any], str, int]]:
+        """A batch's settlements ``(outcome, id, token)`` as the runtime groups them: one
+        ``<outcome>_many`` statement per outcome, by ids (the lease form: id and token
+        pairs); ``None`` for an outcome with no statement (the advisory retry: the unlock
+        returns its rows). Each: (step, params, outcome, how many)."""
+        by: dict[str, list[tuple[Any, Any]]] = {}
+        for name, row_id, token in settle:
+            by.setdefault(name, []).append((row_id, token))
+        out: list[tuple[str | None, dict[str, Any], str, int]] = []
+        for name, rows in by.items():
+            many = f"{name}_many"
+            if many not in self.st:
+                out.append((None, {}, name, len(rows)))
+            elif by_token:
+                pairs = json.dumps([[i, t] for i, t in rows], default=str)
+                out.append((many, {"pairs": pairs, "delay_s": None}, name, len(rows)))
+            else:
+                ids = json.dumps([i for i, _ in rows])
+                out.append((many, {"ids": ids, "delay_s": None}, name, len(rows)))
+        return out
+
+    def count(self, name: str, n: int, rows: Sequence[Any] | None) -> None:
+        """``n`` settlements of ``name``; with ``rows`` (the lease form's), only the ids it
+        returned settled, the rest lost their lease."""
+        done = n if rows is None else len(rows)
+        self.counts[name] += done
+        if done < n:
+            self.counts["lease_lost"] += n - done
+
     def unlock_local(self, ids: list[int]) -> None:
         assert self.keys is not None
         with self.keys_lock:
@@ -277,6 +309,21 @@ class _AsyncWorker(_Loop):
             await self.end(commit=True)
         return rows, cols, rowcount
 
+    async def settle_all(
+        self, settle: list[tuple[str, Any, Any]], by_token: bool, own_tx: bool = True
+    ) -> None:
+        """The batch's settlements; in a transaction of their own (``own_tx``) when there
+        are several statements, as the runtime does (one commits on its own)."""
+        groups = self.grouped(settle, by_token)
+        own_tx = own_tx and sum(step is not None for step, *_ in groups) > 1
+        if own_tx:
+            await self.begin()
+        for step, params, name, n in groups:
+            rows = (await self.step(step, params))[0] if step is not None else None
+            self.count(name, n, rows if by_token else None)
+        if own_tx:
+            await self.end(commit=True)
+
     async def run(self, form: str) -> None:
         if form == "row_lock":
             while True:
@@ -285,11 +332,13 @@ class _AsyncWorker(_Loop):
                 if not rows:
                     await self.end(commit=False)
                     return
+                settle = []
                 for row in rows:
                     _decode(row[c["payload"]])
-                    name = self.settle_name(row[c["attempt"]])
-                    await self.step(name, {"id": row[c["id"]]})
-                    self.counts[name] += 1
+                    settle.append((self.settle_name(row[c["attempt"]]), row[c["id"]], None))
+                await self.settle_all(
+                    settle, by_token=False, own_tx=False
+                )  # the claim's transaction
                 await self.end(commit=True)
         elif form == "lease":
             while True:
@@ -300,12 +349,9 @@ class _AsyncWorker(_Loop):
                 for row in rows:
                     _decode(row[c["payload"]])
                     name = self.settle_name(row[c["attempt"]])
-                    settle.append((name, {"id": row[c["id"]], "token": row[c["token"]]}))
-                await self.begin()  # quick handlers: the batch's settlements commit together
-                for name, params in settle:
-                    _, _, n = await self.step(name, params)
-                    self.counts[name if n == 1 else "lease_lost"] += 1
-                await self.end(commit=True)
+                    settle.append((name, row[c["id"]], row[c["token"]]))
+                # quick handlers: the batch's settlements commit together
+                await self.settle_all(settle, by_token=True)
         else:
             while True:
                 rows, c, _ = await self.step("claim", self.params)
@@ -320,13 +366,8 @@ class _AsyncWorker(_Loop):
                 settle = []
                 for row in got:
                     _decode(row[tc["payload"]])
-                    settle.append((row[tc["id"]], self.settle_name(row[tc["attempt"]])))
-                await self.begin()  # the settlements commit together, then the unlock
-                for row_id, name in settle:
-                    if name == "ack":  # the advisory retry has no statement: unlock returns it
-                        await self.step("ack", {"id": row_id})
-                    self.counts[name] += 1
-                await self.end(commit=True)
+                    settle.append((self.settle_name(row[tc["attempt"]]), row[tc["id"]], None))
+                await self.settle_all(settle, by_token=False)  # they commit, then the unlock
                 if self.keys is not None:
                     self.unlock_local(held)
                 else:
@@ -431,6 +472,19 @@ class _SyncWorker(_Loop):
             self.end(commit=True)
         return rows, cols, rowcount
 
+    def settle_all(
+        self, settle: list[tuple[str, Any, Any]], by_token: bool, own_tx: bool = True
+    ) -> None:
+        groups = self.grouped(settle, by_token)
+        own_tx = own_tx and sum(step is not None for step, *_ in groups) > 1
+        if own_tx:
+            self.begin()
+        for step, params, name, n in groups:
+            rows = self.step(step, params)[0] if step is not None else None
+            self.count(name, n, rows if by_token else None)
+        if own_tx:
+            self.end(commit=True)
+
     def run(self, form: str) -> None:
         if form == "row_lock":
             while True:
@@ -439,11 +493,11 @@ class _SyncWorker(_Loop):
                 if not rows:
                     self.end(commit=False)
                     return
+                settle = []
                 for row in rows:
                     _decode(row[c["payload"]])
-                    name = self.settle_name(row[c["attempt"]])
-                    self.step(name, {"id": row[c["id"]]})
-                    self.counts[name] += 1
+                    settle.append((self.settle_name(row[c["attempt"]]), row[c["id"]], None))
+                self.settle_all(settle, by_token=False, own_tx=False)
                 self.end(commit=True)
         elif form == "lease":
             while True:
@@ -454,12 +508,8 @@ class _SyncWorker(_Loop):
                 for row in rows:
                     _decode(row[c["payload"]])
                     name = self.settle_name(row[c["attempt"]])
-                    settle.append((name, {"id": row[c["id"]], "token": row[c["token"]]}))
-                self.begin()
-                for name, params in settle:
-                    _, _, n = self.step(name, params)
-                    self.counts[name if n == 1 else "lease_lost"] += 1
-                self.end(commit=True)
+                    settle.append((name, row[c["id"]], row[c["token"]]))
+                self.settle_all(settle, by_token=True)
         else:
             while True:
                 rows, c, _ = self.step("claim", self.params)
@@ -473,13 +523,8 @@ class _SyncWorker(_Loop):
                 settle = []
                 for row in got:
                     _decode(row[tc["payload"]])
-                    settle.append((row[tc["id"]], self.settle_name(row[tc["attempt"]])))
-                self.begin()
-                for row_id, name in settle:
-                    if name == "ack":
-                        self.step("ack", {"id": row_id})
-                    self.counts[name] += 1
-                self.end(commit=True)
+                    settle.append((self.settle_name(row[tc["attempt"]]), row[tc["id"]], None))
+                self.settle_all(settle, by_token=False)
                 if self.keys is not None:
                     self.unlock_local(held)
                 else:

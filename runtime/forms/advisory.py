@@ -110,10 +110,14 @@ class AdvisoryForm(Form):
     async def settle_group(
         self, conn: Connection, items: list[tuple[Delivery, Decision]]
     ) -> list[LeaseLost | None] | None:
-        await conn.begin()
+        parts = self.many_parts(items)
+        own_tx = self.needs_transaction(parts)
         try:
-            await self.settle_held(conn, items)  # the rows whose keys it holds
-            await conn.commit()
+            if own_tx:
+                await conn.begin()
+            await self.settle_held(conn, parts)  # the rows whose keys it holds
+            if own_tx:
+                await conn.commit()
         except Exception:
             if conn.in_transaction and not conn.closed:
                 await conn.rollback()

@@ -94,10 +94,21 @@ class Form:
                 alone.append((None, [(i, d, decision)]))
         return [*((step, part) for (step, _), part in many.items()), *alone]
 
-    async def settle_held(self, conn: Connection, items: list[tuple[Delivery, Decision]]) -> None:
-        """Settle rows this connection holds (row lock: its transaction; advisory: their keys)
-        with one statement per outcome, by ids, where the file has it; one by one the rest."""
-        for step, part in self.many_parts(items):
+    @staticmethod
+    def needs_transaction(
+        parts: list[tuple[str | None, list[tuple[int, Delivery, Decision]]]],
+    ) -> bool:
+        """Whether a group's parts take more than one statement, so that they need a
+        transaction of their own to commit together (one statement commits on its own, and
+        saves the BEGIN and COMMIT round trips)."""
+        return sum(step is not None or part[0][2].step is not None for step, part in parts) > 1
+
+    async def settle_held(
+        self, conn: Connection, parts: list[tuple[str | None, list[tuple[int, Delivery, Decision]]]]
+    ) -> None:
+        """Settle rows this connection holds (row lock: its transaction; advisory: their keys),
+        ``many_parts`` of a group: one statement per outcome, by ids, where the file has it."""
+        for step, part in parts:
             if step is not None:
                 ids = json.dumps([d.message.id for _, d, _ in part])
                 delay = part[0][2].params.get("delay_s")

@@ -64,9 +64,12 @@ class LeaseForm(Form):
         where the file has it; one by one for the rest (dead letter, custom events, a
         declared override). Rows it did not touch lost their lease."""
         held: dict[int, bool] = {}
-        await conn.begin()
+        parts = self.many_parts(items)
+        own_tx = self.needs_transaction(parts)
         try:
-            for step, part in self.many_parts(items):
+            if own_tx:
+                await conn.begin()
+            for step, part in parts:
                 for _, d, _ in part:
                     await d.lock.acquire()
                 try:
@@ -76,7 +79,8 @@ class LeaseForm(Form):
                 finally:
                     for _, d, _ in part:
                         d.lock.release()
-            await conn.commit()
+            if own_tx:
+                await conn.commit()
         except Exception:
             for d, _ in items:
                 d.settled = False  # nothing committed: they can still be settled or given back

@@ -59,7 +59,7 @@ class RowLockForm(Form):
         (``ack_many`` …, the rows ids) where the file has it, one by one for the rest. The
         rows are held until the COMMIT, so none can be lost; a statement that fails fails the
         batch (rolled back, every row returns)."""
-        await self.settle_held(conn, items)
+        await self.settle_held(conn, self.many_parts(items))
         for d, _ in items:
             d.settled = True
         return [None] * len(items)
