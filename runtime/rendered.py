@@ -81,6 +81,7 @@ class StatementName(StrEnum):
     DROP_MANY = "drop_many"
     RETRY_MANY = "retry_many"
     RETRY_AFTER_MANY = "retry_after_many"
+    DEAD_LETTER_MANY = "dead_letter_many"
     DEAD_LETTER = "dead_letter"
     RELEASE = "release"
     UNCLAIM = "unclaim"

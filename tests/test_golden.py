@@ -91,7 +91,7 @@ DEAD = "stats dead_list dead_list_newest dead_show redrive redrive_all purge_dea
 STEPS = {
     ("lease_group_deadletter", "jobs"): (
         "schema enqueue claim extend ack drop retry retry_after ack_many drop_many retry_many "
-        "retry_after_many dead_letter release unclaim "
+        "retry_after_many dead_letter_many dead_letter release unclaim "
         f"columns indexes {DEAD} prune"
     ),
     (
@@ -115,8 +115,8 @@ STEPS = {
         "schema enqueue claim ack drop ack_many drop_many columns indexes stats prune"
     ),
     ("override_and_custom", "tasks"): (
-        "schema enqueue claim extend ack drop retry retry_after ack_many retry_many dead_letter "
-        f"release unclaim columns indexes {DEAD} custom.bump custom.park"
+        "schema enqueue claim extend ack drop retry retry_after ack_many retry_many "
+        f"dead_letter_many dead_letter release unclaim columns indexes {DEAD} custom.bump custom.park"
     ),
 }
 

@@ -94,6 +94,10 @@ class Form:
                 alone.append((None, [(i, d, decision)]))
         return [*((step, part) for (step, _), part in many.items()), *alone]
 
+    def many_params(self, part: list[tuple[int, Delivery, Decision]]) -> dict[str, Any]:
+        """What a ``_many`` statement binds besides its rows: the part's delay, the dead group."""
+        return {"delay_s": part[0][2].params.get("delay_s"), "dead_group": self.queue.dead_group}
+
     @staticmethod
     def needs_transaction(
         parts: list[tuple[str | None, list[tuple[int, Delivery, Decision]]]],
@@ -111,8 +115,7 @@ class Form:
         for step, part in parts:
             if step is not None:
                 ids = json.dumps([d.message.id for _, d, _ in part])
-                delay = part[0][2].params.get("delay_s")
-                await self.run(conn, step, {"ids": ids, "delay_s": delay})
+                await self.run(conn, step, self.many_params(part) | {"ids": ids})
                 continue
             ((_, _, decision),) = part
             if decision.step is not None:

@@ -102,7 +102,7 @@ class LeaseForm(Form):
             result = await self.run(conn, decision.step or S.RETRY, params)
             return {i: bool(result.rowcount)}
         pairs = json.dumps([[d.message.id, d.token] for _, d, _ in part], default=str)
-        params = {"pairs": pairs, "delay_s": part[0][2].params.get("delay_s")}
+        params = self.many_params(part) | {"pairs": pairs}
         result = await self.run(conn, step, params)
         touched = {row["id"] for row in result.rows}
         return {i: d.message.id in touched for i, d, _ in part}

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:e80d0749c15ff804e400175456f02e8b5803c563b7cee776f82994c664984c2e
+-- seal: sha256:173530a396c0aa0df8b05f1c38125fbfd02434e2004fdaca7bac1c2b902aba59
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -97,6 +97,13 @@ STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.
 DELETE `exports_queue`
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id;
+
+-- name: dead_letter_many
+-- Under their keys: at the cap, sets the group of the rows ids to the dead-letter group (the take already counted the attempt); then unlock.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id
+SET `lane` = %(dead_group)s;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:9d108416b2b27864a6675e24ddaa55cc4c8b5705f1267bdeffcdb2dd8628f1b6
+-- seal: sha256:3d0cd56593962a525ef12acee1a510ff694d738883922b2c69bd0501005b7c1f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -122,6 +122,17 @@ FOR UPDATE;
 UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
 STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: reads writes
+SELECT `orders_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
+SET `queue` = %(dead_group)s, `locked_until` = NULL;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:ed6670b15381e53ac50a99275c01a126f618e5eb159f2f6fa0877bb7c066f4a5
+-- seal: sha256:d23c888af9572f29f97568efe57daac7109395de2e98bee27d6d523b5b41e4ea
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -98,6 +98,13 @@ SET `attempt` = `attempt` + 1;
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1;
+
+-- name: dead_letter_many
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
+SET `grp` = %(dead_group)s, `attempt` = `attempt` + 1;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.

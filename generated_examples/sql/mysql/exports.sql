@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:14c0240b449db972bdfa592784bde67482c062c171a2f2c77a2313da2beea25c
+-- seal: sha256:7ade387eba716b59c7af870f7c5af24238534b551b0e5933b6a8822741879cd8
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -97,6 +97,13 @@ STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.
 DELETE `exports_queue`
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id;
+
+-- name: dead_letter_many
+-- Under their keys: at the cap, sets the group of the rows ids to the dead-letter group (the take already counted the attempt); then unlock.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `exports_queue` FORCE INDEX (PRIMARY) ON `exports_queue`.`id` = j.qgen_id
+SET `lane` = %(dead_group)s;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.

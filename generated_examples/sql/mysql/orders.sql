@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:d36e8afeff2ca585f28ce4655d82ed87c0e0ff86d5e6ba4ad3fe3b2f0ec614c0
+-- seal: sha256:2af68f9fb3f851dd71fec6deff4fa6bec6f05048094dfb1e9ced27a54fed3d81
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -122,6 +122,17 @@ FOR UPDATE;
 UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
 STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: reads writes
+SELECT `orders_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qgen_id AND `orders_queue`.`locked_until` = j.qgen_token
+SET `queue` = %(dead_group)s, `locked_until` = NULL;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:b0228661b75e223a25473ae410afbfb4696b55dfeca51cfdd2246f9f340bd22b
+-- seal: sha256:1da99f803efa197ef535e48a9c51aaa3818f8d0d6c578b69566bb5f9d4903929
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -98,6 +98,13 @@ SET `attempt` = `attempt` + 1;
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1;
+
+-- name: dead_letter_many
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
+SET `grp` = %(dead_group)s, `attempt` = `attempt` + 1;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.

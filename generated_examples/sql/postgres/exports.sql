@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:c33156d6b96248b3a7031d76025abb946be5bb33ce0b00dda18a0f9af0903db0
+-- seal: sha256:fbb0b591d2cd09d82c28ce2e7300dac989f5ed865567ec7f48f4d0b6dc33ce8d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -92,6 +92,13 @@ WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_
 -- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
 -- kinds: writes
 DELETE FROM "exports_queue"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: dead_letter_many
+-- Under their keys: at the cap, sets the group of the rows ids to the dead-letter group (the take already counted the attempt); then unlock.
+-- kinds: writes
+UPDATE "exports_queue"
+SET "lane" = %(dead_group)s
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter

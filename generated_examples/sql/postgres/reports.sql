@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:1460dc1d72bccf50d0606cd240e70ba8decabd2ca760daa470fd6ccd66e270fb
+-- seal: sha256:111430ed9452a12a1508018212f99e740444f5f7d4a184fde9d44ef0dc36282f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -89,6 +89,13 @@ WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_
 -- kinds: writes
 UPDATE "reports_queue"
 SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: dead_letter_many
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "grp" = %(dead_group)s, "attempt" = "attempt" + 1
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter

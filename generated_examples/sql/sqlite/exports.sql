@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:d5f38b814dc3cd5395cd61020fd4b83722b75c5663584e97c841fc2d0e6c95e1
+-- seal: sha256:6e51c0e2951448b803b1fff1db9112c06952679a15d673f56e68cf455007c69f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -76,6 +76,13 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
 -- kinds: writes
 DELETE FROM "exports_queue"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: dead_letter_many
+-- Under their keys: at the cap, sets the group of the rows ids to the dead-letter group (the take already counted the attempt); then unlock.
+-- kinds: writes
+UPDATE "exports_queue"
+SET "lane" = :dead_group
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:315f92900e28c7ce4967dc0ecb0602aeb348d025ca8b83002b8fa72640086ae3
+-- seal: sha256:a0ef7f82dc462ee358461e90177a1932916e9e4e76fb0982058785d665e46a1b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -105,6 +105,14 @@ RETURNING "id" AS id;
 -- kinds: writes-returning
 UPDATE "orders_queue"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: writes-returning
+UPDATE "orders_queue"
+SET "queue" = :dead_group, "locked_until" = NULL
 WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
 RETURNING "id" AS id;
 

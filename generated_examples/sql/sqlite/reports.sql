@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:c119755b7ab98f2be18bebf49684c5b55f12ffbf5bb27d37ab14d31ecd6753d2
+-- seal: sha256:c8550c54bf60fb26c5991e83eb482e13d06e72c1e678b0abf739742ca6fd4556
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -89,6 +89,13 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- kinds: writes
 UPDATE "reports_queue"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: dead_letter_many
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "grp" = :dead_group, "attempt" = "attempt" + 1
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter

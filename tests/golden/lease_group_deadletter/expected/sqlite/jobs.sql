@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:a0d1adbd67f7b7230f259190cd3a6b72f1538a61b27f5171e3fb441b7f5d4356
+-- seal: sha256:1749bc7dffc739fd07cced90a4b915602d8203a17deaea0a56c66447c5f8c2f9
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -114,6 +114,14 @@ RETURNING "id" AS id;
 -- kinds: writes-returning
 UPDATE "jobs"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: writes-returning
+UPDATE "jobs"
+SET "queue" = :dead_group, "locked_until" = NULL
 WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
 RETURNING "id" AS id;
 

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:e5d1fbf62261d9c9939b685c7d0578e5474c26971cbd56b3fd3dd6efa2ff1791
+-- seal: sha256:d71b3842418c697a76abddea4a658f2a6118b1621eedbd7a2e3f8c1a191ca768
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -91,6 +91,15 @@ RETURNING "id" AS id;
 -- kinds: writes-returning
 UPDATE "tasks"
 SET "locked_until" = NULL
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "id" AS id;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: writes-returning
+UPDATE "tasks"
+SET "lane" = %(dead_group)s, "locked_until" = NULL
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
   AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
 RETURNING "id" AS id;

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:3292d0ca9ad1cc87e4b1c1bc406b0a65cae2b8c67c2594951b74f859c62397ff
+-- seal: sha256:2e450889e9c15ed8703ffc6aa7936c65dae1b78565383d7ba9d7e6f321bd14fd
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -89,6 +89,14 @@ RETURNING "id" AS id;
 -- kinds: writes-returning
 UPDATE "tasks"
 SET "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: writes-returning
+UPDATE "tasks"
+SET "lane" = :dead_group, "locked_until" = NULL
 WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
 RETURNING "id" AS id;
 
