@@ -29,6 +29,7 @@ QUEUE_COLUMNS = (
     "locked_until",
     "processed_at",
     "enqueued_at",
+    "priority",
 )
 OUTBOX_COLUMNS = ("id", "payload", "topic", "key", "created_at", "processed_at")
 QUEUE_OUTCOMES = ("ack", "drop", "retry", "retry_after", "dead_letter")

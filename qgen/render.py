@@ -111,10 +111,14 @@ def context(unit: Unit, dialect: Dialect) -> dict:
     schema, _, bare = unit.table.rpartition(".")
     index = q(_short_name(f"{bare}_claim"))
     index_columns: list[str] = []
-    if isinstance(unit, QueueDeclaration) and (unit.has("group") or unit.has("processed_at")):
+    if isinstance(unit, QueueDeclaration) and any(
+        unit.has(k) for k in ("group", "processed_at", "priority")
+    ):
         index_columns = [c[k] for k in ("group",) if k in c]
         if not dialect.partial_index and unit.has("processed_at"):
             index_columns.append(c["processed_at"])
+        if unit.has("priority"):  # the claim reads higher priority first, then id
+            index_columns.append(f"{c['priority']} DESC")
         index_columns.append(c["id"])
     # kept rows: an index over the processed ones, for prune and the processed count
     # (MySQL's claim index already leads with group, processed_at)

@@ -32,6 +32,22 @@ def check_dialect(rendered: RenderedFile, conn: Connection | Adapted) -> None:
         )
 
 
+#: a priority fits the column every engine stores it in (a 32-bit INTEGER)
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+
+
+def _priority(queue: str, priority: Any) -> int | None:
+    """A priority as the enqueue binds it: a whole number in PRIORITY_RANGE, or None (0)."""
+    if priority is None:
+        return None
+    low, high = PRIORITY_RANGE
+    if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
+        raise ValueError(
+            f"queue '{queue}': priority {priority!r} is not a whole number from {low} to {high}"
+        )
+    return priority
+
+
 @dataclass
 class Queue:
     """A queue loaded from its rendered file: ``queue = runtime.load("sql/sqlite/orders.sql")``.
@@ -87,6 +103,7 @@ class Queue:
         delay: float | timedelta | None,
         group: str | None,
         values: Mapping[str, Any] | None = None,
+        priority: int | None = None,
     ) -> dict[str, Any]:
         cols = self.columns
         if group is not None and "group" not in cols:
@@ -111,6 +128,13 @@ class Queue:
             "group": group if group is not None else self.default_group,
             "delay_s": None if delay is None else delay_seconds(delay),
         }
+        if "priority" in cols:
+            params["priority"] = _priority(self.name, priority)
+        elif priority is not None:
+            raise ConfigurationError(
+                f"queue '{self.name}' has no priority column: enqueue without priority=, or "
+                "declare columns.priority and render again"
+            )
         for col in others:  # a column not given gets NULL: list only those you set
             params[f"value_{col}"] = (values or {}).get(col)
         return params
@@ -122,6 +146,7 @@ class Queue:
         delay: float | timedelta | None = None,
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
+        priority: int | None = None,
     ) -> int:
         """Add one message on ``db``, inside its open transaction if there is one; returns the
         new message's id. ``await queue.enqueue(db, {"order": 7}, delay=30)``
@@ -129,7 +154,8 @@ class Queue:
         ``db`` is the runtime's connection or the service's own (psycopg 3, aiosqlite,
         SQLAlchemy AsyncConnection or AsyncSession): the statement runs on it as it is, and
         the service's commit or rollback decides. ``values`` gives the table's other columns
-        (``other_columns``) their values. A payload an engine could not keep as it is raises
+        (``other_columns``) their values; ``priority`` (a priority column) puts the message
+        before lower ones in the claim (None: the column's default, 0). A payload an engine could not keep as it is raises
         PayloadError, nothing written; a delay that is NaN, infinite, negative or past
         MAX_DELAY_S raises ValueError."""
         conn = adapt(db)
@@ -137,7 +163,7 @@ class Queue:
         result = await run_step(
             conn,  # type: ignore[arg-type]
             self.rendered.require(S.ENQUEUE),
-            self._enqueue_params(payload, delay, group, values),
+            self._enqueue_params(payload, delay, group, values, priority),
         )
         return int(result.rows[0]["id"])
 
@@ -148,6 +174,7 @@ class Queue:
         delay: float | timedelta | None = None,
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
+        priority: int | None = None,
     ) -> int:
         """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``
 
@@ -159,7 +186,7 @@ class Queue:
         params = []
         for i, p in enumerate(payloads):
             try:
-                params.append(self._enqueue_params(p, delay, group, values))
+                params.append(self._enqueue_params(p, delay, group, values, priority))
             except PayloadError as exc:
                 raise PayloadError(f"item {i} of the batch: {exc}") from None
         if params:
@@ -249,9 +276,12 @@ class SyncQueue:
         delay: float | timedelta | None = None,
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
+        priority: int | None = None,
     ) -> int:
         """``queue.sync.enqueue(conn, payload, …)`` → the new message's id."""
-        return run_sync(self.queue.enqueue(adapt(conn, sync=True), payload, delay, group, values))
+        return run_sync(
+            self.queue.enqueue(adapt(conn, sync=True), payload, delay, group, values, priority)
+        )
 
     def enqueue_many(
         self,
@@ -260,8 +290,11 @@ class SyncQueue:
         delay: float | timedelta | None = None,
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
+        priority: int | None = None,
     ) -> int:
         """``queue.sync.enqueue_many(conn, payloads, …)`` → how many."""
         return run_sync(
-            self.queue.enqueue_many(adapt(conn, sync=True), payloads, delay, group, values)
+            self.queue.enqueue_many(
+                adapt(conn, sync=True), payloads, delay, group, values, priority
+            )
         )

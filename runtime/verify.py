@@ -45,6 +45,8 @@ ROLE_TYPES: dict[str, dict[str, str]] = {
     },
 }
 _TIME_ROLES = ("retry_after", "locked_until", "processed_at", "enqueued_at")
+#: roles kept in the same types as another's: a priority is a whole number like attempt
+_TYPE_LIKE = {"priority": "attempt"}
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ async def verify(conn: Connection, queue: Queue) -> list[Finding]:
         if row is None:
             found.append(Finding(t, f"no column {name!r} (role {role})", f"add {name} to {t}"))
             continue
-        pattern = types["time" if role in _TIME_ROLES else role]
+        pattern = types["time" if role in _TIME_ROLES else _TYPE_LIKE.get(role, role)]
         kind = str(row["type"]).lower()
         if not re.fullmatch(pattern, kind):
             found.append(
@@ -185,13 +187,16 @@ async def verify(conn: Connection, queue: Queue) -> list[Finding]:
 
 
 async def _index_findings(conn: Connection, queue: Queue) -> list[Finding]:
-    """The claim reads an index led by (group, [processed_at where no partial index], id)."""
+    """The claim reads an index led by (group, [processed_at where no partial index],
+    [priority], id)."""
     c = queue.columns
-    if "group" not in c and "processed_at" not in c:
+    if not any(k in c for k in ("group", "processed_at", "priority")):
         return []  # the primary key serves the claim
     lead = [c["group"]] if "group" in c else []
     if not queue.dialect.partial_index and "processed_at" in c:
         lead.append(c["processed_at"])
+    if "priority" in c:
+        lead.append(c["priority"])
     lead.append(c["id"])
     # where the engine has partial indexes, the claim's skips finished rows by its predicate
     partial = queue.dialect.partial_index and "processed_at" in c
