@@ -30,6 +30,7 @@ QUEUE_COLUMNS = (
     "processed_at",
     "enqueued_at",
     "priority",
+    "fifo_key",
 )
 OUTBOX_COLUMNS = ("id", "payload", "topic", "key", "created_at", "processed_at")
 QUEUE_OUTCOMES = ("ack", "drop", "retry", "retry_after", "dead_letter")

@@ -48,6 +48,21 @@ def _priority(queue: str, priority: Any) -> int | None:
     return priority
 
 
+#: a fifo_key fits the column every engine stores it in (MySQL's indexed VARCHAR(191))
+FIFO_KEY_MAX = 191
+
+
+def _fifo_key(queue: str, key: Any) -> str | None:
+    """A fifo_key as the enqueue binds it: 1 to FIFO_KEY_MAX characters, or None."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not 1 <= len(key) <= FIFO_KEY_MAX:
+        raise ValueError(
+            f"queue '{queue}': fifo_key {key!r} is not a string of 1 to {FIFO_KEY_MAX} characters"
+        )
+    return key
+
+
 @dataclass
 class Queue:
     """A queue loaded from its rendered file: ``queue = runtime.load("sql/sqlite/orders.sql")``.
@@ -104,6 +119,7 @@ class Queue:
         group: str | None,
         values: Mapping[str, Any] | None = None,
         priority: int | None = None,
+        fifo_key: str | None = None,
     ) -> dict[str, Any]:
         cols = self.columns
         if group is not None and "group" not in cols:
@@ -135,6 +151,13 @@ class Queue:
                 f"queue '{self.name}' has no priority column: enqueue without priority=, or "
                 "declare columns.priority and render again"
             )
+        if "fifo_key" in cols:
+            params["fifo_key"] = _fifo_key(self.name, fifo_key)
+        elif fifo_key is not None:
+            raise ConfigurationError(
+                f"queue '{self.name}' has no fifo_key column: enqueue without fifo_key=, or "
+                "declare columns.fifo_key and render again"
+            )
         for col in others:  # a column not given gets NULL: list only those you set
             params[f"value_{col}"] = (values or {}).get(col)
         return params
@@ -147,6 +170,7 @@ class Queue:
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
         priority: int | None = None,
+        fifo_key: str | None = None,
     ) -> int:
         """Add one message on ``db``, inside its open transaction if there is one; returns the
         new message's id. ``await queue.enqueue(db, {"order": 7}, delay=30)``
@@ -155,7 +179,9 @@ class Queue:
         SQLAlchemy AsyncConnection or AsyncSession): the statement runs on it as it is, and
         the service's commit or rollback decides. ``values`` gives the table's other columns
         (``other_columns``) their values; ``priority`` (a priority column) puts the message
-        before lower ones in the claim (None: the column's default, 0). A payload an engine could not keep as it is raises
+        before lower ones in the claim (None: the column's default, 0); ``fifo_key`` (a fifo_key
+        column) delivers it only after every earlier message of that key has finished
+        (None: no ordering). A payload an engine could not keep as it is raises
         PayloadError, nothing written; a delay that is NaN, infinite, negative or past
         MAX_DELAY_S raises ValueError."""
         conn = adapt(db)
@@ -163,7 +189,7 @@ class Queue:
         result = await run_step(
             conn,  # type: ignore[arg-type]
             self.rendered.require(S.ENQUEUE),
-            self._enqueue_params(payload, delay, group, values, priority),
+            self._enqueue_params(payload, delay, group, values, priority, fifo_key),
         )
         return int(result.rows[0]["id"])
 
@@ -175,8 +201,10 @@ class Queue:
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
         priority: int | None = None,
+        fifo_key: str | None = None,
     ) -> int:
         """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``
+        (``priority`` and ``fifo_key`` apply to every item; items of one key keep their order)
 
         Every payload is checked first: one that cannot be stored raises PayloadError and
         nothing of the batch is written."""
@@ -186,7 +214,7 @@ class Queue:
         params = []
         for i, p in enumerate(payloads):
             try:
-                params.append(self._enqueue_params(p, delay, group, values, priority))
+                params.append(self._enqueue_params(p, delay, group, values, priority, fifo_key))
             except PayloadError as exc:
                 raise PayloadError(f"item {i} of the batch: {exc}") from None
         if params:
@@ -277,10 +305,13 @@ class SyncQueue:
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
         priority: int | None = None,
+        fifo_key: str | None = None,
     ) -> int:
         """``queue.sync.enqueue(conn, payload, …)`` → the new message's id."""
         return run_sync(
-            self.queue.enqueue(adapt(conn, sync=True), payload, delay, group, values, priority)
+            self.queue.enqueue(
+                adapt(conn, sync=True), payload, delay, group, values, priority, fifo_key
+            )
         )
 
     def enqueue_many(
@@ -291,10 +322,11 @@ class SyncQueue:
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
         priority: int | None = None,
+        fifo_key: str | None = None,
     ) -> int:
         """``queue.sync.enqueue_many(conn, payloads, …)`` → how many."""
         return run_sync(
             self.queue.enqueue_many(
-                adapt(conn, sync=True), payloads, delay, group, values, priority
+                adapt(conn, sync=True), payloads, delay, group, values, priority, fifo_key
             )
         )

@@ -3,6 +3,7 @@ priority first, then id) and ``fifo_key`` (one message of a key at a time, in id
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -115,6 +116,210 @@ def test_priority_with_a_group_claims_within_the_group(engine: Engine) -> None:
             c = await qt.enqueue({"n": 3}, priority=2)
             assert await drain_order(qt) == [*c, *a]
             return b
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+# ----------------------------------------------------------------------------- fifo_key
+
+
+async def hold(qt: QueueUnderTest, db: Any, limit: int = 10) -> list[Any]:
+    """Claim on ``db`` and keep the deliveries open (in flight)."""
+    return list(await form_for(qt.queue, keyspace=qt.url).claim(db, limit, None))
+
+
+async def settle(qt: QueueUnderTest, db: Any, outcomes: list[tuple[Any, Any]]) -> None:
+    """Settle held deliveries, each with its outcome, and end their batch."""
+    form = form_for(qt.queue, keyspace=qt.url)
+    for d, outcome in outcomes:
+        await form.settle(db, d, decide(qt.queue, d, outcome))
+    await form.end_batch(db)
+
+
+def serial(engine: Engine, form: str) -> bool:
+    """SQLite's row lock holds the database's write lock: no second claim while one is open."""
+    return engine.name == "sqlite" and form == "row_lock"
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_fifo_key_delivers_one_message_of_a_key_at_a_time_in_id_order(
+    engine: Engine, form: str
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine, form, columns=(*BASE, "fifo_key"))
+        try:
+            (a1,) = await qt.enqueue({"n": 1}, fifo_key="A")
+            (b1,) = await qt.enqueue({"n": 2}, fifo_key="B")
+            (a2,) = await qt.enqueue({"n": 3}, fifo_key="A")
+            free = await qt.enqueue({"n": 4}, {"n": 5})  # NULL: no ordering constraint
+            (b2,) = await qt.enqueue({"n": 6}, fifo_key="B")
+            (a3,) = await qt.enqueue({"n": 7}, fifo_key="A")
+            async with await runtime.connect(qt.url) as one:
+                first = await hold(qt, one)
+                # only each key's head is claimable, however large the batch
+                assert sorted(d.message.id for d in first) == [a1, b1, *free]
+                if not serial(engine, form):
+                    async with await runtime.connect(qt.url) as two:
+                        # the heads are in flight: their keys' later messages wait
+                        assert await hold(qt, two) == []
+                # a1 finishes (kept, marked processed); b1 and the free ones return, unfinished
+                await settle(
+                    qt,
+                    one,
+                    [(d, runtime.ack() if d.message.id == a1 else runtime.retry()) for d in first],
+                )
+            # a2 is A's head now; b1 still blocks b2
+            assert sorted(await take(qt, limit=10)) == sorted([b1, a2, *free])
+            assert await drain_order(qt) == [b2, a3]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_fifo_key_a_head_waiting_for_its_retry_still_holds_its_key(
+    engine: Engine, form: str
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine, form, columns=(*BASE, "fifo_key"))
+        try:
+            (a1,) = await qt.enqueue({"n": 1}, fifo_key="A")
+            (a2,) = await qt.enqueue({"n": 2}, fifo_key="A")
+            (b1,) = await qt.enqueue({"n": 3}, fifo_key="B")
+            async with await runtime.connect(qt.url) as db:
+                (d,) = await hold(qt, db, limit=1)
+                assert d.message.id == a1
+                await settle(qt, db, [(d, runtime.retry_after(3600))])
+            # a1 waits an hour: a2 waits behind it, other keys do not
+            assert await drain_order(qt) == [b1]
+            await qt.make_due()
+            assert await drain_order(qt) == [a1, a2]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("dead", ["group", "table"])
+@pytest.mark.parametrize("form", FORMS)
+def test_fifo_key_a_dead_head_no_longer_blocks_its_key(
+    engine: Engine, form: str, dead: str
+) -> None:
+    async def go() -> None:
+        columns = ("attempt", "retry_after", "fifo_key")  # finished rows are deleted
+        qt = await make_queue(engine, form, columns=columns, dead=dead, max_attempts=1)
+        try:
+            (a1,) = await qt.enqueue({"n": 1}, fifo_key="A")
+            (a2,) = await qt.enqueue({"n": 2}, fifo_key="A")
+            async with await runtime.connect(qt.url) as db:
+                (d,) = await hold(qt, db, limit=1)
+                assert d.message.id == a1
+                await settle(qt, db, [(d, runtime.retry())])  # at the cap: dead
+            assert [r["id"] for r in await qt.dead_rows()] == [a1]
+            assert await drain_order(qt) == [a2]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_fifo_key_an_expired_lease_returns_the_head_not_the_next(engine: Engine) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine, "lease", columns=(*BASE, "fifo_key"))
+        try:
+            (a1,) = await qt.enqueue({"n": 1}, fifo_key="A")
+            await qt.enqueue({"n": 2}, fifo_key="A")
+            async with await runtime.connect(qt.url) as db:
+                (d,) = await hold(qt, db)
+                await qt.expire_leases()  # the consumer stalled past its lease
+                (again,) = await hold(qt, db)
+                assert d.message.id == again.message.id == a1
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_priority_and_fifo_key_within_a_key_id_order_wins(engine: Engine, form: str) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine, form, columns=(*BASE, "priority", "fifo_key"))
+        try:
+            (a1,) = await qt.enqueue({"n": 1}, fifo_key="A", priority=0)
+            (a2,) = await qt.enqueue({"n": 2}, fifo_key="A", priority=9)
+            (b1,) = await qt.enqueue({"n": 3}, fifo_key="B", priority=5)
+            (c1,) = await qt.enqueue({"n": 4}, priority=1)
+            # heads by priority: b1 (5), c1 (1), a1 (0); a2 (9) waits for a1 all the same
+            assert await drain_order(qt) == [b1, c1, a1, a2]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_fifo_key_is_checked_at_enqueue_and_verified(engine: Engine) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine, "advisory", columns=(*BASE, "priority", "fifo_key"))
+        plain = await make_queue(engine, "advisory")
+        try:
+            for bad in ("", "x" * 192, 7):
+                with pytest.raises(ValueError, match="fifo_key"):
+                    await qt.enqueue({"n": 1}, fifo_key=bad)
+            with pytest.raises(ConfigurationError, match="no fifo_key column"):
+                await plain.enqueue({"n": 1}, fifo_key="A")
+            await qt.enqueue({"n": 1}, fifo_key="k" * 191)
+            async with await runtime.connect(qt.url) as db:
+                assert await verify(db, qt.queue) == []
+                await db.execute(
+                    f"DROP INDEX {qt.q(qt.table + '_fifo')}"
+                    + (f" ON {qt.q(qt.table)}" if engine.name in ("mariadb", "mysql") else "")
+                )
+                (finding,) = await verify(db, qt.queue)
+                assert "fifo_key" in str(finding) and "earlier rows" in str(finding)
+        finally:
+            await qt.drop()
+            await plain.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_fifo_key_under_concurrent_consumers(engine: Engine, form: str) -> None:
+    """Four workers drain keyed messages, each first delivery retried: never two messages of
+    a key in flight at once, and each key handled in id order."""
+
+    async def go() -> None:
+        qt = await make_queue(engine, form, columns=(*BASE, "fifo_key"))
+        try:
+            keys = ["A", "B", "C"]
+            ids: dict[str, list[int]] = {k: [] for k in keys}
+            async with await runtime.connect(qt.url) as db:
+                for n in range(24):
+                    k = keys[n % 3] if n % 4 else keys[(n // 4) % 3]
+                    ids[k].append(await qt.queue.enqueue(db, {"n": n, "k": k}, fifo_key=k))
+            in_flight: dict[str, int] = {}
+            handled: dict[str, list[int]] = {k: [] for k in keys}
+            overlaps: list[str] = []
+
+            async def handle(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
+                k = message.payload["k"]
+                if k in in_flight:
+                    overlaps.append(f"{k}: {in_flight[k]} and {message.id}")
+                in_flight[k] = message.id
+                await asyncio.sleep(0.01)
+                del in_flight[k]
+                if ctx.attempt == 1:
+                    return runtime.retry()
+                handled[k].append(message.id)
+                return runtime.ack()
+
+            consumer = runtime.Consumer(qt.url, qt.queue, handle, concurrency=4, batch=3)
+            await asyncio.wait_for(consumer.drain(), 120)
+            assert overlaps == []
+            assert handled == ids
         finally:
             await qt.drop()
 
