@@ -4,11 +4,13 @@ priority first, then id) and ``fifo_key`` (one message of a key at a time, in id
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 from engines import Engine, run
 from queues import QueueUnderTest, make_queue
+from test_engine_statements import namespace, params_for, run_file, statements_in
 from test_service import sync_connection
 
 import runtime
@@ -18,6 +20,7 @@ from runtime.settle import decide
 from runtime.verify import verify
 
 FORMS = ["row_lock", "lease", "advisory"]
+GOLDEN = Path(__file__).resolve().parent / "golden"
 BASE = ("attempt", "retry_after", "processed_at")
 
 
@@ -324,3 +327,23 @@ def test_fifo_key_under_concurrent_consumers(engine: Engine, form: str) -> None:
             await qt.drop()
 
     run(go())
+
+
+def test_every_statement_of_the_ordering_golden_files_runs(engine: Engine) -> None:
+    """The golden files of both roles (every form, dead letters, priority with fifo_key): each
+    statement runs on the engine, as tests/test_engine_statements.py runs the examples'."""
+    files = sorted(GOLDEN.glob(f"priority_fifo_*/expected/{engine.dialect_name}/*.sql"))
+    assert len(files) == 6
+
+    async def go() -> tuple[int, list[str]]:
+        total, failures = 0, []
+        async with namespace(engine) as conn:
+            for path in files:
+                ran, failed = await run_file(conn, path, params_for(engine.dialect_name))
+                total += ran
+                failures += failed
+        return total, failures
+
+    ran, failures = run(go())
+    assert not failures, "\n".join(failures)
+    assert ran == sum(statements_in(f)[1] for f in files)
