@@ -5,10 +5,13 @@ SEQUENCE engine on MariaDB, a recursive CTE on SQLite):
 
 * ``small``: 10k pending rows; ``big``: 1M pending rows (100k with --quick);
 * ``kept``: 10k pending rows in a processed_at table (finished rows are marked, not
-  deleted); ``history``: the same table shape with 1M processed rows kept before 10k pending.
+  deleted); ``history``: the same table shape with 1M processed rows kept before 10k pending;
+* ``ranked_small``: 10k pending rows in a table with a priority column, ten priorities
+  mixed through the ids; ``ranked``: the same with 1M rows (the claim reads the highest
+  priority first through its (priority DESC, id) index).
 
-``big`` is compared with ``small``, ``history`` with ``kept``: same schema, only the depth
-differs. After the fill the tables are analysed (PostgreSQL: VACUUM ANALYZE, as autovacuum
+``big`` is compared with ``small``, ``history`` with ``kept``, ``ranked`` with
+``ranked_small``: same schema, only the depth differs. After the fill the tables are analysed (PostgreSQL: VACUUM ANALYZE, as autovacuum
 would) and the engine is let settle (a checkpoint). Each form then claims one batch through
 the runtime's own step runner, timed from BEGIN to the rows in hand, and rolls back, so the
 depth never changes (the advisory claim's keys are unlocked after it; on PostgreSQL the
@@ -47,6 +50,8 @@ class Case:
     processed: int
     #: a processed_at table (finished rows are marked and kept)
     kept: bool = False
+    #: a priority column, ten priorities mixed through the ids
+    priority: bool = False
 
     @property
     def label(self) -> str:
@@ -59,6 +64,8 @@ class Case:
             return f"{short(self.processed)} processed + {short(self.pending)} pending"
         if self.kept:
             return f"{short(self.pending)} pending, processed_at table"
+        if self.priority:
+            return f"{short(self.pending)} pending, 10 priorities"
         return f"{short(self.pending)} pending"
 
 
@@ -82,11 +89,13 @@ def cases(small: int, big: int) -> list[Case]:
         Case("big", big, 0),
         Case("kept", small, 0, kept=True),
         Case("history", small, big, kept=True),
+        Case("ranked_small", small, 0, priority=True),
+        Case("ranked", big, 0, priority=True),
     ]
 
 
 #: which case each case is compared with
-BASE = {"big": "small", "history": "kept"}
+BASE = {"big": "small", "history": "kept", "ranked": "ranked_small"}
 
 
 async def fill(db: Connection, engine: str, table: str, case: Case) -> None:
@@ -96,23 +105,27 @@ async def fill(db: Connection, engine: str, table: str, case: Case) -> None:
     for n, processed in ((case.processed, True), (case.pending, False)):
         if not n:
             continue
+        # a priority table: the row's number modulo 10, so every priority spans the ids
+        ranked = ", priority" if case.priority else ""
         if engine == "postgres":
             cols = "payload, processed_at" if processed else "payload"
             vals = (
                 "CAST(%(p)s AS JSONB), clock_timestamp()" if processed else "CAST(%(p)s AS JSONB)"
             )
+            vals += ", mod(g, 10)" if case.priority else ""
             await db.execute(
-                f"INSERT INTO {t} ({cols}) SELECT {vals} FROM generate_series(1, {n})",
+                f"INSERT INTO {t} ({cols}{ranked}) SELECT {vals} FROM generate_series(1, {n}) AS g",
                 {"p": payload},
             )
         elif engine == "mariadb":
-            await _fill_mariadb(db, t, n, processed, payload)
+            await _fill_mariadb(db, t, n, processed, payload, case.priority)
         else:
             cols = "payload, processed_at" if processed else "payload"
             vals = ":p, strftime('%Y-%m-%d %H:%M:%f', 'now')" if processed else ":p"
+            vals += ", x % 10" if case.priority else ""
             await db.execute(
                 f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n}) "
-                f"INSERT INTO {t} ({cols}) SELECT {vals} FROM c",
+                f"INSERT INTO {t} ({cols}{ranked}) SELECT {vals} FROM c",
                 {"p": payload},
             )
     if engine == "postgres":
@@ -123,16 +136,23 @@ async def fill(db: Connection, engine: str, table: str, case: Case) -> None:
         await db.execute(f"ANALYZE {t}")
 
 
-async def _fill_mariadb(db: Connection, t: str, n: int, processed: bool, payload: str) -> None:
+async def _fill_mariadb(
+    db: Connection, t: str, n: int, processed: bool, payload: str, priority: bool = False
+) -> None:
     cols = "payload, processed_at" if processed else "payload"
     vals = "%(p)s, UTC_TIMESTAMP(6)" if processed else "%(p)s"
     try:  # MariaDB's SEQUENCE engine: one set-based INSERT … SELECT
         await db.execute(
-            f"INSERT INTO {t} ({cols}) SELECT {vals} FROM seq_1_to_{n}", {"p": payload}
+            f"INSERT INTO {t} ({cols}{', priority' if priority else ''}) "
+            f"SELECT {vals}{', MOD(seq, 10)' if priority else ''} FROM seq_1_to_{n}",
+            {"p": payload},
         )
         return
     except Exception:  # the sequence plugin is off: double a seed row instead
         pass
+    if priority:  # mixed priorities by the row's place: FLOOR(RAND() * 10) per row
+        cols += ", priority"
+        vals += ", FLOOR(RAND() * 10)"
     await db.execute(f"INSERT INTO {t} ({cols}) VALUES ({vals})", {"p": payload})
     have = 1
     while have < n:  # the values are constants: any `take` rows of the table will do
@@ -276,7 +296,14 @@ async def run_depth(
         for case in all_cases:
             table = f"{prefix}_depth_{case.name}"
             # the lease declaration's schema has every column any form reads
-            schema = render_queue(engine.name, "lease", table, out_dir, processed_at=case.kept)
+            schema = render_queue(
+                engine.name,
+                "lease",
+                table,
+                out_dir,
+                processed_at=case.kept,
+                priority=case.priority,
+            )
             tables[case.name] = table
             await create_table(db, schema)
             progress(f"{engine.name} depth: filling {case.label}")
@@ -286,7 +313,12 @@ async def run_depth(
             progress(f"{engine.name} depth: {form} claims")
             queues = {
                 c.name: render_queue(
-                    engine.name, form, tables[c.name], out_dir, processed_at=c.kept
+                    engine.name,
+                    form,
+                    tables[c.name],
+                    out_dir,
+                    processed_at=c.kept,
+                    priority=c.priority,
                 )
                 for c in all_cases
             }

@@ -51,15 +51,18 @@ def render_queue(
     out_dir: Path,
     *,
     processed_at: bool = False,
+    priority: bool = False,
 ) -> Queue:
     """Declare, render, validate and load one bench queue: ``processed_at`` keeps finished
-    rows (marked) instead of deleting them. The rendered file lands in ``out_dir/sql/``.
+    rows (marked) instead of deleting them; ``priority`` adds a priority column. The rendered file lands in ``out_dir/sql/``.
     """
     columns = {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after"}
     if form == "lease":
         columns["locked_until"] = "locked_until"
     if processed_at:
         columns["processed_at"] = "processed_at"
+    if priority:
+        columns["priority"] = "priority"
     queue: dict[str, Any] = {"table": table, "form": form, "columns": columns}
     if form == "lease":
         queue["lease_s"] = 30

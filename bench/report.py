@@ -164,7 +164,7 @@ def depth_table(timings: list[depth_mod.ClaimTiming]) -> str:
         if t.case.name != "small":
             continue
         cells = [t.engine, t.form]
-        for name in ("small", "big", "kept", "history"):
+        for name in ("small", "big", "kept", "history", "ranked_small", "ranked"):
             x = by_key.get((t.engine, t.form, name))
             base = by_key.get((t.engine, t.form, depth_mod.BASE.get(name, "")))
             if x is None:
@@ -182,7 +182,10 @@ def depth_table(timings: list[depth_mod.ClaimTiming]) -> str:
         rows.append(cells)
     return table(
         ["engine", "form"]
-        + [f"{labels.get(n, n)}" for n in ("small", "big", "kept", "history")]
+        + [
+            f"{labels.get(n, n)}"
+            for n in ("small", "big", "kept", "history", "ranked_small", "ranked")
+        ]
         + [f"reads ({labels.get('big')})", f"reads ({labels.get('history')})"],
         rows,
         left=2,
@@ -192,7 +195,7 @@ def depth_table(timings: list[depth_mod.ClaimTiming]) -> str:
 def plans_text(timings: list[depth_mod.ClaimTiming]) -> str:
     out = []
     for t in timings:
-        if t.case.name not in ("big", "history"):
+        if t.case.name not in ("big", "history", "ranked"):
             continue
         out.append(f"{t.engine} {t.form} claim, {t.case.label}:")
         out += [f"    {ln}" for ln in t.plan]

@@ -213,7 +213,7 @@ async def main(args: argparse.Namespace) -> int:
         total = sum(len(forms) * (k + s.repeats * (k + 2)) for k in kinds.values())
         total += (1 + 2 * s.repeats) * len(drivers) if pg_on else 0
         total *= len(batches)
-        total += 0 if args.no_depth else len(engines) * (4 + len(forms))
+        total += 0 if args.no_depth else len(engines) * (len(depth_mod.cases(0, 0)) + len(forms))
         progress = Progress(total)
         for batch in batches:
             sb = replace(s, batch=batch)

@@ -29,6 +29,8 @@ QUEUE_COLUMNS = (
     "locked_until",
     "processed_at",
     "enqueued_at",
+    "priority",
+    "fifo_key",
 )
 OUTBOX_COLUMNS = ("id", "payload", "topic", "key", "created_at", "processed_at")
 QUEUE_OUTCOMES = ("ack", "drop", "retry", "retry_after", "dead_letter")

@@ -111,10 +111,14 @@ def context(unit: Unit, dialect: Dialect) -> dict:
     schema, _, bare = unit.table.rpartition(".")
     index = q(_short_name(f"{bare}_claim"))
     index_columns: list[str] = []
-    if isinstance(unit, QueueDeclaration) and (unit.has("group") or unit.has("processed_at")):
+    if isinstance(unit, QueueDeclaration) and any(
+        unit.has(k) for k in ("group", "processed_at", "priority")
+    ):
         index_columns = [c[k] for k in ("group",) if k in c]
         if not dialect.partial_index and unit.has("processed_at"):
             index_columns.append(c["processed_at"])
+        if unit.has("priority"):  # the claim reads higher priority first, then id
+            index_columns.append(f"{c['priority']} DESC")
         index_columns.append(c["id"])
     # kept rows: an index over the processed ones, for prune and the processed count
     # (MySQL's claim index already leads with group, processed_at)
@@ -122,6 +126,14 @@ def context(unit: Unit, dialect: Dialect) -> dict:
     processed_columns: list[str] = []
     if isinstance(unit, QueueDeclaration) and unit.has("processed_at") and dialect.partial_index:
         processed_columns = [c[k] for k in ("group", "processed_at", "id") if k in c]
+    # a fifo_key: the index the claim's "no earlier unfinished row of my key" reads
+    fifo = q(_short_name(f"{bare}_fifo"))
+    fifo_columns: list[str] = []
+    if isinstance(unit, QueueDeclaration) and unit.has("fifo_key"):
+        fifo_columns = [c["fifo_key"]]
+        if not dialect.partial_index and unit.has("processed_at"):
+            fifo_columns.append(c["processed_at"])
+        fifo_columns.append(c["id"])
     return {
         "d": dialect,
         "q": unit,
@@ -146,6 +158,9 @@ def context(unit: Unit, dialect: Dialect) -> dict:
         "processed_index": processed,
         "processed_index_ref": f"{q(schema)}.{processed}" if schema else processed,
         "processed_columns": processed_columns,
+        "fifo_index": fifo,
+        "fifo_index_ref": f"{q(schema)}.{fifo}" if schema else fifo,
+        "fifo_columns": fifo_columns,
     }
 
 

@@ -32,6 +32,37 @@ def check_dialect(rendered: RenderedFile, conn: Connection | Adapted) -> None:
         )
 
 
+#: a priority fits the column every engine stores it in (a 32-bit INTEGER)
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+
+
+def _priority(queue: str, priority: Any) -> int | None:
+    """A priority as the enqueue binds it: a whole number in PRIORITY_RANGE, or None (0)."""
+    if priority is None:
+        return None
+    low, high = PRIORITY_RANGE
+    if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
+        raise ValueError(
+            f"queue '{queue}': priority {priority!r} is not a whole number from {low} to {high}"
+        )
+    return priority
+
+
+#: a fifo_key fits the column every engine stores it in (MySQL's indexed VARCHAR(191))
+FIFO_KEY_MAX = 191
+
+
+def _fifo_key(queue: str, key: Any) -> str | None:
+    """A fifo_key as the enqueue binds it: 1 to FIFO_KEY_MAX characters, or None."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not 1 <= len(key) <= FIFO_KEY_MAX:
+        raise ValueError(
+            f"queue '{queue}': fifo_key {key!r} is not a string of 1 to {FIFO_KEY_MAX} characters"
+        )
+    return key
+
+
 @dataclass
 class Queue:
     """A queue loaded from its rendered file: ``queue = runtime.load("sql/sqlite/orders.sql")``.
@@ -87,6 +118,8 @@ class Queue:
         delay: float | timedelta | None,
         group: str | None,
         values: Mapping[str, Any] | None = None,
+        priority: int | None = None,
+        fifo_key: str | None = None,
     ) -> dict[str, Any]:
         cols = self.columns
         if group is not None and "group" not in cols:
@@ -111,6 +144,20 @@ class Queue:
             "group": group if group is not None else self.default_group,
             "delay_s": None if delay is None else delay_seconds(delay),
         }
+        if "priority" in cols:
+            params["priority"] = _priority(self.name, priority)
+        elif priority is not None:
+            raise ConfigurationError(
+                f"queue '{self.name}' has no priority column: enqueue without priority=, or "
+                "declare columns.priority and render again"
+            )
+        if "fifo_key" in cols:
+            params["fifo_key"] = _fifo_key(self.name, fifo_key)
+        elif fifo_key is not None:
+            raise ConfigurationError(
+                f"queue '{self.name}' has no fifo_key column: enqueue without fifo_key=, or "
+                "declare columns.fifo_key and render again"
+            )
         for col in others:  # a column not given gets NULL: list only those you set
             params[f"value_{col}"] = (values or {}).get(col)
         return params
@@ -122,6 +169,8 @@ class Queue:
         delay: float | timedelta | None = None,
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
+        priority: int | None = None,
+        fifo_key: str | None = None,
     ) -> int:
         """Add one message on ``db``, inside its open transaction if there is one; returns the
         new message's id. ``await queue.enqueue(db, {"order": 7}, delay=30)``
@@ -129,7 +178,10 @@ class Queue:
         ``db`` is the runtime's connection or the service's own (psycopg 3, aiosqlite,
         SQLAlchemy AsyncConnection or AsyncSession): the statement runs on it as it is, and
         the service's commit or rollback decides. ``values`` gives the table's other columns
-        (``other_columns``) their values. A payload an engine could not keep as it is raises
+        (``other_columns``) their values; ``priority`` (a priority column) puts the message
+        before lower ones in the claim (None: the column's default, 0); ``fifo_key`` (a fifo_key
+        column) delivers it only after every earlier message of that key has finished
+        (None: no ordering). A payload an engine could not keep as it is raises
         PayloadError, nothing written; a delay that is NaN, infinite, negative or past
         MAX_DELAY_S raises ValueError."""
         conn = adapt(db)
@@ -137,7 +189,7 @@ class Queue:
         result = await run_step(
             conn,  # type: ignore[arg-type]
             self.rendered.require(S.ENQUEUE),
-            self._enqueue_params(payload, delay, group, values),
+            self._enqueue_params(payload, delay, group, values, priority, fifo_key),
         )
         return int(result.rows[0]["id"])
 
@@ -148,8 +200,11 @@ class Queue:
         delay: float | timedelta | None = None,
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
+        priority: int | None = None,
+        fifo_key: str | None = None,
     ) -> int:
         """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``
+        (``priority`` and ``fifo_key`` apply to every item; items of one key keep their order)
 
         Every payload is checked first: one that cannot be stored raises PayloadError and
         nothing of the batch is written."""
@@ -159,7 +214,7 @@ class Queue:
         params = []
         for i, p in enumerate(payloads):
             try:
-                params.append(self._enqueue_params(p, delay, group, values))
+                params.append(self._enqueue_params(p, delay, group, values, priority, fifo_key))
             except PayloadError as exc:
                 raise PayloadError(f"item {i} of the batch: {exc}") from None
         if params:
@@ -249,9 +304,15 @@ class SyncQueue:
         delay: float | timedelta | None = None,
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
+        priority: int | None = None,
+        fifo_key: str | None = None,
     ) -> int:
         """``queue.sync.enqueue(conn, payload, …)`` → the new message's id."""
-        return run_sync(self.queue.enqueue(adapt(conn, sync=True), payload, delay, group, values))
+        return run_sync(
+            self.queue.enqueue(
+                adapt(conn, sync=True), payload, delay, group, values, priority, fifo_key
+            )
+        )
 
     def enqueue_many(
         self,
@@ -260,8 +321,12 @@ class SyncQueue:
         delay: float | timedelta | None = None,
         group: str | None = None,
         values: Mapping[str, Any] | None = None,
+        priority: int | None = None,
+        fifo_key: str | None = None,
     ) -> int:
         """``queue.sync.enqueue_many(conn, payloads, …)`` → how many."""
         return run_sync(
-            self.queue.enqueue_many(adapt(conn, sync=True), payloads, delay, group, values)
+            self.queue.enqueue_many(
+                adapt(conn, sync=True), payloads, delay, group, values, priority, fifo_key
+            )
         )

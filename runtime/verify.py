@@ -45,6 +45,8 @@ ROLE_TYPES: dict[str, dict[str, str]] = {
     },
 }
 _TIME_ROLES = ("retry_after", "locked_until", "processed_at", "enqueued_at")
+#: roles kept in the same types as another's: a priority is a whole number like attempt
+_TYPE_LIKE = {"priority": "attempt", "fifo_key": "group"}
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ async def verify(conn: Connection, queue: Queue) -> list[Finding]:
         if row is None:
             found.append(Finding(t, f"no column {name!r} (role {role})", f"add {name} to {t}"))
             continue
-        pattern = types["time" if role in _TIME_ROLES else role]
+        pattern = types["time" if role in _TIME_ROLES else _TYPE_LIKE.get(role, role)]
         kind = str(row["type"]).lower()
         if not re.fullmatch(pattern, kind):
             found.append(
@@ -185,26 +187,35 @@ async def verify(conn: Connection, queue: Queue) -> list[Finding]:
 
 
 async def _index_findings(conn: Connection, queue: Queue) -> list[Finding]:
-    """The claim reads an index led by (group, [processed_at where no partial index], id)."""
+    """The claim reads an index led by (group, [processed_at where no partial index],
+    [priority], id); a fifo_key's check one led by (fifo_key, [processed_at], id)."""
     c = queue.columns
-    if "group" not in c and "processed_at" not in c:
-        return []  # the primary key serves the claim
-    lead = [c["group"]] if "group" in c else []
-    if not queue.dialect.partial_index and "processed_at" in c:
-        lead.append(c["processed_at"])
-    lead.append(c["id"])
+    kept = not queue.dialect.partial_index and "processed_at" in c
+    needed: list[tuple[list[str], str]] = []
+    if any(k in c for k in ("group", "processed_at", "priority")):  # else: the primary key
+        lead = [c[k] for k in ("group",) if k in c] + ([c["processed_at"]] if kept else [])
+        needed.append(([*lead, *([c["priority"]] if "priority" in c else []), c["id"]], "claim"))
+    if "fifo_key" in c:
+        lead = [c["fifo_key"], *([c["processed_at"]] if kept else []), c["id"]]
+        needed.append((lead, "check for a key's earlier rows"))
+    if not needed:
+        return []
     # where the engine has partial indexes, the claim's skips finished rows by its predicate
     partial = queue.dialect.partial_index and "processed_at" in c
     rows = (await run_step(conn, queue.rendered.require("indexes"), _split(queue.table))).rows
-    for r in rows:
-        columns = str(r["columns"] or "").split(",")
-        if columns[: len(lead)] == lead and (r["partial"] or not partial):
-            return []
-    return [
-        Finding(
-            queue.table,
-            f"no {'partial ' if partial else ''}index led by ({', '.join(lead)}) for the claim: "
-            "it would read finished rows too",
-            "run the CREATE INDEX of the file's schema block",
-        )
-    ]
+    found = []
+    for lead, use in needed:
+        if not any(
+            str(r["columns"] or "").split(",")[: len(lead)] == lead
+            and (r["partial"] or not partial)
+            for r in rows
+        ):
+            found.append(
+                Finding(
+                    queue.table,
+                    f"no {'partial ' if partial else ''}index led by ({', '.join(lead)}) for the "
+                    f"{use}: it would read finished rows too",
+                    "run the CREATE INDEX of the file's schema block",
+                )
+            )
+    return found

@@ -12,7 +12,10 @@ them in; the test then checks:
 * the handler saw each message's deliveries 1..k exactly once each: no delivery ran twice;
 * the consumers' counts per settlement add up to the predicted ones (none lost a lease);
 * transactional mode: the side table the handler writes through ``ctx.db`` holds exactly one
-  row per acked message, written by its last delivery.
+  row per acked message, written by its last delivery;
+* a fifo_key queue (one case per form, mixed priorities, every fifth message without a key):
+  the handler never ran two messages of one key at once, and ran each key's messages in id
+  order, all deliveries of one before the first of the next (its dead head included).
 
 ``QGEN_MODEL_SEED`` overrides the seed; a failure names the seed it ran with.
 """
@@ -20,6 +23,7 @@ them in; the test then checks:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -32,7 +36,7 @@ from typing import Any
 
 import pytest
 from engines import Engine, engine_for, run, unique_table
-from model.drain_worker import make_handler, outcome_for
+from model.drain_worker import fifo_key_for, make_handler, outcome_for
 from model.outcome_model import DEAD_GROUP, Shape, lifecycle
 from model.tables import render_queue, render_text
 
@@ -62,7 +66,8 @@ class Case:
     @property
     def id(self) -> str:
         tx = "transactional" if self.transactional else "plain"
-        return f"{self.shape.form}-{self.consumers}-{tx}"
+        fifo = "-fifo" if self.shape.fifo_key else ""
+        return f"{self.shape.form}-{self.consumers}-{tx}{fifo}"
 
 
 CASES = [
@@ -107,6 +112,54 @@ CASES = [
         consumers="processes",
         messages=600,
         seed=3,
+    ),
+    # FIFO: one per form, the advisory one in two processes
+    Case(
+        Shape(
+            "lease",
+            attempt=True,
+            retry_after=True,
+            processed_at=True,
+            dead_letter="table",
+            max_attempts=3,
+            priority=True,
+            fifo_key=True,
+        ),
+        transactional=False,
+        consumers="tasks",
+        messages=300,
+        seed=4,
+    ),
+    Case(
+        Shape(
+            "row_lock",
+            attempt=True,
+            retry_after=True,
+            group=True,
+            dead_letter="group",
+            max_attempts=3,
+            fifo_key=True,
+        ),
+        transactional=True,
+        consumers="tasks",
+        messages=300,
+        seed=5,
+    ),
+    Case(
+        Shape(
+            "advisory",
+            attempt=True,
+            retry_after=True,
+            dead_letter="group",
+            group=True,
+            max_attempts=3,
+            priority=True,
+            fifo_key=True,
+        ),
+        transactional=False,
+        consumers="processes",
+        messages=300,
+        seed=6,
     ),
 ]
 
@@ -161,7 +214,12 @@ async def _scenario(engine: Engine, case: Case, seed: int, tmp_path: Path) -> No
             await db.execute(sql)
         await db.execute(f"CREATE TABLE {q(side)} (n INTEGER, attempt INTEGER, msg_id BIGINT)")
         await db.begin()
-        await queue.enqueue_many(db, [{"n": n} for n in range(case.messages)])
+        if case.shape.fifo_key:
+            for n in range(case.messages):
+                priority = n % 3 if case.shape.priority else None
+                await queue.enqueue(db, {"n": n}, priority=priority, fifo_key=fifo_key_for(n))
+        else:
+            await queue.enqueue_many(db, [{"n": n} for n in range(case.messages)])
         await db.commit()
 
         side_table = side if case.transactional else None
@@ -356,6 +414,9 @@ async def _check(
     ]
     assert not wrong, f"{len(wrong)} problems, the first ones:\n" + "\n".join(wrong[:20])
 
+    if shape.fifo_key:
+        _check_fifo(log)
+
     # transactional mode: one side row per acked message, from its last delivery
     side_rows = await db.fetchall(f"SELECT n, attempt FROM {q(side)}")
     got = Counter((int(r["n"]), int(r["attempt"])) for r in side_rows)
@@ -366,3 +427,27 @@ async def _check(
         f"side table: {sum(got.values())} rows; missing {sorted((want - got).elements())[:10]}, "
         f"extra {sorted((got - want).elements())[:10]}"
     )
+
+
+def _check_fifo(log: list[dict[str, Any]]) -> None:
+    """Per key, the deliveries in the order they started: message ids never go down (id
+    order, a message's retries together), and each starts after the one before it ended
+    (never two of a key in flight at once)."""
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for entry in log:
+        key = fifo_key_for(entry["n"])
+        if key is not None:
+            by_key.setdefault(key, []).append(entry)
+    assert len(by_key) == 7, f"the log has deliveries of keys {sorted(by_key)}"
+    wrong = []
+    for key, entries in sorted(by_key.items()):
+        entries.sort(key=lambda e: e["start"])
+        for before, after in itertools.pairwise(entries):
+            if after["id"] < before["id"]:
+                wrong.append(f"key {key}: message {after['id']} after {before['id']}")
+            if after["start"] < before["end"]:
+                wrong.append(
+                    f"key {key}: message {after['id']} (attempt {after['attempt']}) started "
+                    f"while {before['id']} (attempt {before['attempt']}) was in its handler"
+                )
+    assert not wrong, f"{len(wrong)} FIFO violations, the first ones:\n" + "\n".join(wrong[:20])

@@ -69,6 +69,9 @@ OUTCOMES: dict[str, tuple[str, str, Outcome]] = {
 ROUND = st.lists(st.sampled_from(list(OUTCOMES)), min_size=3, max_size=3)
 #: messages enqueued when the table is created, so that the first claims find work
 PREFILL = st.integers(0, 4)
+#: what an enqueue draws for the ordering roles (used where the table has the column)
+PRIORITIES = st.sampled_from([None, 0, 1, 5, -2])
+FIFO_KEYS = st.sampled_from([None, "a", "b", "a"])
 #: payload texts: quotes, a percent sign (pyformat drivers) and non-ASCII must survive every step
 TEXTS = ["", "a", "it's 100%", 'say "hi"', "zürich ✓"]
 
@@ -85,6 +88,8 @@ def table_shapes(draw: st.DrawFn, form: str) -> Shape:
         group=dead_letter == "group" or draw(st.booleans()),
         dead_letter=dead_letter,
         max_attempts=draw(st.integers(1, 3)) if dead_letter else None,
+        priority=draw(st.booleans()),
+        fifo_key=draw(st.booleans()),
     )
 
 
@@ -173,7 +178,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.queue, transactional=transactional, keyspace=self.session.engine.url
         )
         for n in range(prefill):
-            self._enqueue(TEXTS[n % len(TEXTS)], None, None)
+            self._enqueue(TEXTS[n % len(TEXTS)], None, None, n % 3 or None, "ab"[n % 2])
 
     def teardown(self) -> None:
         logging.getLogger("runtime").removeFilter(self.warnings)
@@ -186,29 +191,51 @@ class QueueMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ enqueue
 
-    def _enqueue(self, text: str, group: str | None, delay: str | None) -> int:
+    def _enqueue(
+        self,
+        text: str,
+        group: str | None,
+        delay: str | None,
+        priority: int | None = None,
+        fifo_key: str | None = None,
+    ) -> int:
+        """Enqueue on the runtime and the model; the ordering roles where the table has them."""
+        assert self.shape is not None
+        priority = priority if self.shape.priority else None
+        fifo_key = fifo_key if self.shape.fifo_key else None
         payload = {"n": self.model.next_id, "text": text}
         delay_s = {None: None, "due": 0, "future": FUTURE_S}[delay]
-        returned = self.run(self.queue.enqueue(self.db, payload, delay=delay_s, group=group))
-        row_id = self.model.enqueue(payload, group=group, delay=delay)
+        returned = self.run(
+            self.queue.enqueue(
+                self.db, payload, delay=delay_s, group=group, priority=priority, fifo_key=fifo_key
+            )
+        )
+        row_id = self.model.enqueue(
+            payload, group=group, delay=delay, priority=priority, fifo_key=fifo_key
+        )
         if returned is not None:
             assert returned == row_id, f"enqueue returned id {returned}, the model says {row_id}"
         return row_id
 
     @precondition(outside_writes_allowed)
-    @rule(target=rows, text=st.sampled_from(TEXTS))
-    def enqueue(self, text: str) -> int:
-        return self._enqueue(text, None, None)
+    @rule(target=rows, text=st.sampled_from(TEXTS), priority=PRIORITIES, key=FIFO_KEYS)
+    def enqueue(self, text: str, priority: int | None, key: str | None) -> int:
+        return self._enqueue(text, None, None, priority, key)
 
     @precondition(lambda self: self.outside_writes_allowed() and self.shape.retry_after)
-    @rule(target=rows, text=st.sampled_from(TEXTS), delay=st.sampled_from(["due", "future"]))
-    def enqueue_delayed(self, text: str, delay: str) -> int:
-        return self._enqueue(text, None, delay)
+    @rule(
+        target=rows,
+        text=st.sampled_from(TEXTS),
+        delay=st.sampled_from(["due", "future"]),
+        key=FIFO_KEYS,
+    )
+    def enqueue_delayed(self, text: str, delay: str, key: str | None) -> int:
+        return self._enqueue(text, None, delay, None, key)
 
     @precondition(lambda self: self.outside_writes_allowed() and self.shape.group)
-    @rule(target=rows, text=st.sampled_from(TEXTS))
-    def enqueue_other_group(self, text: str) -> int:
-        return self._enqueue(text, OTHER_GROUP, None)
+    @rule(target=rows, text=st.sampled_from(TEXTS), priority=PRIORITIES, key=FIFO_KEYS)
+    def enqueue_other_group(self, text: str, priority: int | None, key: str | None) -> int:
+        return self._enqueue(text, OTHER_GROUP, None, priority, key)
 
     def can_update_rows(self) -> bool:
         """Whether the test's own UPDATE of a row no batch claimed would go through now.
@@ -382,6 +409,9 @@ class QueueMachine(RuleBasedStateMachine):
             select.append(
                 f"CASE WHEN {self.col('processed_at')} IS NULL THEN 0 ELSE 1 END AS processed"
             )
+        for role in ("priority", "fifo_key"):
+            if role in cols:
+                select.append(f"{self.col(role)} AS {self.q('qgen_' + role)}")
         found = await (await self.session.conn("db")).fetchall(
             f"SELECT {', '.join(select)} FROM {self.q(table)} ORDER BY {self.col('id')}"
         )
@@ -394,6 +424,8 @@ class QueueMachine(RuleBasedStateMachine):
                 r.get("retry_after"),
                 r.get("lease"),
                 bool(r["processed"]) if "processed" in r else None,
+                int(r["qgen_priority"]) if "qgen_priority" in r else None,
+                r.get("qgen_fifo_key"),
             )
             for r in found
         ]
@@ -402,12 +434,32 @@ class QueueMachine(RuleBasedStateMachine):
 
 def _expected(rows: dict[int, Row]) -> list[tuple]:
     return [
-        (r.id, r.payload, r.group, r.attempt, r.retry_after, r.lease, r.processed)
+        (
+            r.id,
+            r.payload,
+            r.group,
+            r.attempt,
+            r.retry_after,
+            r.lease,
+            r.processed,
+            r.priority,
+            r.fifo_key,
+        )
         for _, r in sorted(rows.items())
     ]
 
 
-_FIELDS = ("id", "payload", "group", "attempt", "retry_after", "lease", "processed")
+_FIELDS = (
+    "id",
+    "payload",
+    "group",
+    "attempt",
+    "retry_after",
+    "lease",
+    "processed",
+    "priority",
+    "fifo_key",
+)
 
 
 def _diff(what: str, got: list[tuple], want: list[tuple]) -> str:

@@ -20,6 +20,7 @@ import asyncio
 import json
 import random
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -35,10 +36,19 @@ def outcome_for(seed: int, n: int, attempt: int) -> str:
     return rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()))[0]
 
 
+def fifo_key_for(n: int) -> str | None:
+    """Message ``n``'s fifo_key in the FIFO cases: seven keys, every fifth message none."""
+    return None if n % 5 == 0 else f"k{n % 7}"
+
+
 def make_handler(
     queue: runtime.Queue, seed: int, log: list[dict[str, Any]], side: str | None
 ) -> Callable[[runtime.Message, runtime.Ctx], Awaitable[runtime.Outcome]]:
-    """A handler that logs each delivery and returns its seeded outcome."""
+    """A handler that logs each delivery (with when it started and ended, by the machine's
+    monotonic clock, which every process shares) and returns its seeded outcome. On a queue
+    with a fifo_key it pauses a little, so that two deliveries of a key in flight at once
+    would overlap."""
+    pause = 0.002 if "fifo_key" in queue.columns else 0
     p = queue.dialect.placeholder
     insert = (
         f"INSERT INTO {queue.dialect.quote_ident(side)} (n, attempt, msg_id) "
@@ -51,10 +61,13 @@ def make_handler(
         n = int(message.payload["n"])
         assert ctx.attempt is not None
         chosen = outcome_for(seed, n, ctx.attempt)
-        log.append({"id": message.id, "n": n, "attempt": ctx.attempt, "outcome": chosen})
+        entry = {"id": message.id, "n": n, "attempt": ctx.attempt, "outcome": chosen}
+        entry["start"] = time.monotonic()
+        log.append(entry)
         if insert is not None:
             await ctx.db.execute(insert, {"n": n, "attempt": ctx.attempt, "id": message.id})
-        await asyncio.sleep(0)  # let the other workers interleave
+        await asyncio.sleep(pause)  # let the other workers interleave
+        entry["end"] = time.monotonic()
         if chosen == "raise":
             raise RuntimeError(f"message {n}: the handler fails on attempt {ctx.attempt}")
         if chosen == "retry_after":

@@ -33,6 +33,12 @@ The rules, as SPEC.md gives them:
 * Row lock: the claim's transaction holds its rows until the batch ends; its settlements
   become visible together at COMMIT, and a rollback undoes all of them.
 * Transactional mode: the handler's write commits with an ack, and only with it.
+* priority: the claim takes claimable rows by priority descending, then id (enqueue's None
+  stores 0).
+* fifo_key: a row with a key is claimable only while no unfinished row of its key (of the
+  claim's group) has a smaller id, as the claiming connection sees the table (another
+  worker's open row-lock batch shows its rows as they were). Finished rows (deleted,
+  processed, dead) never block; NULL keys never block nor are blocked.
 
 Example::
 
@@ -69,6 +75,9 @@ class Shape:
     #: None, "group" or "table"; declared together with max_attempts
     dead_letter: str | None = None
     max_attempts: int | None = None
+    #: the ordering roles: a priority column, a fifo_key column
+    priority: bool = False
+    fifo_key: bool = False
 
     def __post_init__(self) -> None:
         assert self.form in FORMS, self.form
@@ -95,6 +104,8 @@ class Row:
     processed: bool | None
     #: the delivery whose token locked_until holds (lease "held" only)
     holder: int | None = None
+    priority: int | None = None
+    fifo_key: str | None = None
 
 
 @dataclass
@@ -198,19 +209,48 @@ class OutcomeModel:
         if row.lease == "held":
             return False
         # FOR UPDATE SKIP LOCKED: another open batch's rows are skipped
-        return not any(w != worker and row.id in b.ids for w, b in self._batches.items())
+        if any(w != worker and row.id in b.ids for w, b in self._batches.items()):
+            return False
+        return not self.waits_for_its_key(row, group)
+
+    def waits_for_its_key(self, row: Row, group: str | None) -> bool:
+        """fifo_key: an unfinished row of the same key and the claim's group with a smaller
+        id, as a claim sees the table (another batch's changes not yet committed)."""
+        if not self.shape.fifo_key or row.fifo_key is None:
+            return False
+        seen, _, _ = self.committed()
+        return any(
+            e.fifo_key == row.fifo_key
+            and e.id < row.id
+            and not e.processed
+            and (not self.shape.group or e.group == (group or DEFAULT_GROUP))
+            for e in seen.values()
+        )
 
     def _ready(self, limit: int, group: str | None, worker: int | None) -> list[Row]:
-        ready = [r for _, r in sorted(self.rows.items()) if self.claimable(r, group, worker)]
+        ready = [r for r in self.claim_order() if self.claimable(r, group, worker)]
         return ready[:limit]
+
+    def claim_order(self) -> list[Row]:
+        """The rows in the order a claim reads them: priority descending, then id."""
+        return sorted(self.rows.values(), key=lambda r: (-(r.priority or 0), r.id))
 
     # ------------------------------------------------------------------ enqueue
 
-    def enqueue(self, payload: Any, group: str | None = None, delay: str | None = None) -> int:
+    def enqueue(
+        self,
+        payload: Any,
+        group: str | None = None,
+        delay: str | None = None,
+        priority: int | None = None,
+        fifo_key: str | None = None,
+    ) -> int:
         """A new row: attempt 1, due at once (delay None or "due") or later ("future")."""
         s = self.shape
         assert group is None or s.group
         assert delay is None or s.retry_after
+        assert priority is None or s.priority
+        assert fifo_key is None or s.fifo_key
         row = Row(
             id=self._next_id,
             payload=payload,
@@ -219,6 +259,8 @@ class OutcomeModel:
             retry_after=(delay or "none") if s.retry_after else None,
             lease="none" if s.lease else None,
             processed=False if s.processed_at else None,
+            priority=(priority or 0) if s.priority else None,
+            fifo_key=fifo_key,
         )
         self.rows[row.id] = row
         self._next_id += 1
@@ -245,7 +287,7 @@ class OutcomeModel:
         self, worker: int, limit: int, group: str | None = None, scan: int | None = None
     ) -> list[Delivery]:
         """Row lock (opens the worker's batch) or lease (writes each row's lease): the first
-        ``limit`` claimable rows by id. Advisory: of the first ``scan`` claimable rows, the
+        ``limit`` claimable rows in claim order. Advisory: of the first ``scan`` claimable rows, the
         first ``limit`` whose keys are free, each taken (counted) under its key."""
         form = self.shape.form
         if form == "advisory":

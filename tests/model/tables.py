@@ -38,6 +38,8 @@ PLAIN_NAMES = {
     "retry_after": "retry_after",
     "locked_until": "locked_until",
     "processed_at": "processed_at",
+    "priority": "priority",
+    "fifo_key": "fifo_key",
 }
 RENAMED = {
     "id": "msg_id",
@@ -47,6 +49,8 @@ RENAMED = {
     "retry_after": "not_before",
     "locked_until": "lease_until",
     "processed_at": "done_at",
+    "priority": "urgency",
+    "fifo_key": "ordering_key",
 }
 
 
@@ -56,7 +60,11 @@ def declaration(
     """The qgen.toml (as parsed TOML) of a queue named "model" with this shape."""
     names = RENAMED if renamed else PLAIN_NAMES
     roles = ["id", "payload"]
-    roles += [r for r in ("group", "attempt", "retry_after", "processed_at") if getattr(shape, r)]
+    roles += [
+        r
+        for r in ("group", "attempt", "retry_after", "processed_at", "priority", "fifo_key")
+        if getattr(shape, r)
+    ]
     if shape.lease:
         roles.append("locked_until")
     q: dict[str, Any] = {

@@ -119,3 +119,50 @@ def test_an_advisory_claim_keeps_the_first_free_keys_of_its_candidates() -> None
     m.settle(second[0], "ack")
     assert m.claim(1, 2, scan=2) == [] and m.contended  # ready rows, every key held
     assert m.rows[1].attempt == 2 and m.rows[4].attempt == 1  # counted at the take only
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_priority_orders_the_claim_then_id(form: str) -> None:
+    m = OutcomeModel(Shape(form, priority=True))
+    for p in (None, 5, 0, 5, -1):
+        m.enqueue({}, priority=p)
+    assert [d.id for d in m.claim(0, 3)] == [2, 4, 1]
+    assert m.rows[1].priority == 0  # None stores the column's default
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_fifo_key_only_a_keys_head_is_claimable_until_it_finishes(form: str) -> None:
+    m = OutcomeModel(
+        Shape(form, attempt=True, group=True, dead_letter="group", max_attempts=1, fifo_key=True)
+    )
+    for key in ("a", "a", None, "b", "a"):
+        m.enqueue({}, fifo_key=key)
+    got = m.claim(0, 5)
+    assert [d.id for d in got] == [1, 3, 4]
+    # the head of "a" dies at the cap: the dead row (another group) no longer blocks
+    for d in got:
+        m.settle(d, "retry")
+    if form == "row_lock":
+        m.end_batch(0)
+    assert m.rows[1].group == DEAD_GROUP
+    assert [d.id for d in m.claim(1, 5)] == [2]
+
+
+def test_fifo_key_another_batch_blocks_with_what_it_has_not_committed() -> None:
+    """Row lock: a head acked in an open batch still blocks its key for other workers."""
+    m = OutcomeModel(Shape("row_lock", fifo_key=True))
+    m.enqueue({}, fifo_key="a")
+    m.enqueue({}, fifo_key="a")
+    (d,) = m.claim(0, 1)
+    m.settle(d, "ack")
+    assert m.claim(1, 5) == []
+    m.end_batch(0)
+    assert [x.id for x in m.claim(1, 5)] == [2]
+
+
+def test_priority_and_fifo_key_within_a_key_id_order_wins() -> None:
+    m = OutcomeModel(Shape("lease", priority=True, fifo_key=True))
+    m.enqueue({}, priority=0, fifo_key="a")
+    m.enqueue({}, priority=9, fifo_key="a")
+    m.enqueue({}, priority=5, fifo_key="b")
+    assert [d.id for d in m.claim(0, 5)] == [3, 1]

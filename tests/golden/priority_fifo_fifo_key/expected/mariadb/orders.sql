@@ -1,0 +1,105 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "orders"
+-- dialect: "mariadb"
+-- form: "row_lock"
+-- table: "orders"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "customer"}
+-- max_attempts: null
+-- dead_letter: null
+-- seal: sha256:ceb0a61b87a7844f71f30ce271cf85fcb0203d9131bbbca73b6261bfb8364fac
+
+-- name: schema
+-- Creates the queue table, and the index that finds a key's earlier rows, if missing.
+-- kinds: writes
+CREATE TABLE IF NOT EXISTS `orders` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `customer` VARCHAR(191) NULL,
+  INDEX `orders_fifo` (`customer`, `id`)
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a non-NULL fifo_key delivers it after every earlier message of its key is finished.
+-- kinds: writes reads
+INSERT INTO `orders` (`payload`, `retry_after`, `customer`)
+VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(fifo_key)s);
+SELECT LAST_INSERT_ID() AS id;
+
+-- name: claim
+-- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
+-- kinds: reads reads
+SELECT `id` AS id
+FROM `orders`
+WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `orders` AS qgen_earlier
+    WHERE qgen_earlier.`customer` = `orders`.`customer`
+      AND qgen_earlier.`id` < `orders`.`id`
+  )
+ORDER BY `id`
+LIMIT %(scan)s;
+SELECT `orders`.`id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `orders` FORCE INDEX (PRIMARY) ON `orders`.`id` = j.qgen_id
+WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: ack
+-- Finishes the row: deletes it.
+-- kinds: writes
+DELETE FROM `orders`
+WHERE `id` = %(id)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+DELETE FROM `orders`
+WHERE `id` = %(id)s;
+
+-- name: retry
+-- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- kinds: writes
+UPDATE `orders`
+SET `attempt` = `attempt` + 1
+WHERE `id` = %(id)s;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now, counting the attempt.
+-- kinds: writes
+UPDATE `orders`
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1
+WHERE `id` = %(id)s;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT COLUMN_NAME AS name, COLUMN_TYPE AS type, IS_NULLABLE = 'YES' AS nullable, COLUMN_DEFAULT AS `default`, EXTRA LIKE '%%auto_increment%%' AS `generated`
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+ORDER BY ORDINAL_POSITION;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT INDEX_NAME AS name, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') AS columns, 0 AS partial
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+GROUP BY INDEX_NAME
+ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `orders`
+  WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `orders`
+  WHERE `retry_after` > UTC_TIMESTAMP(6)
+) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;

@@ -1,0 +1,201 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "sessions"
+-- dialect: "sqlite"
+-- form: "advisory"
+-- table: "sessions"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "session"}
+-- max_attempts: 3
+-- dead_letter: {"table": "sessions_dead"}
+-- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
+-- seal: sha256:7e3b4eb812baa9d0583aec23bf060761cb11c4b8c2cc893f1779541c7c1411b1
+
+-- name: schema
+-- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
+-- kinds: writes writes writes
+CREATE TABLE IF NOT EXISTS "sessions" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT,
+  "session" TEXT
+);
+CREATE INDEX IF NOT EXISTS "sessions_fifo" ON "sessions" ("session", "id");
+CREATE TABLE IF NOT EXISTS "sessions_dead" (
+  "id" INTEGER PRIMARY KEY,
+  "payload" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT,
+  "session" TEXT
+);
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a non-NULL fifo_key delivers it after every earlier message of its key is finished.
+-- kinds: writes-returning
+INSERT INTO "sessions" ("payload", "retry_after", "session")
+VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), :fifo_key)
+RETURNING "id" AS id;
+
+-- name: claim
+-- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.
+-- kinds: reads
+SELECT "id" AS id
+FROM "sessions"
+WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "sessions" AS qgen_earlier
+    WHERE qgen_earlier."session" = "sessions"."session"
+      AND qgen_earlier."id" < "sessions"."id"
+  )
+ORDER BY "id"
+LIMIT :scan;
+
+-- name: take
+-- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
+-- kinds: writes-returning
+UPDATE "sessions"
+SET "attempt" = "attempt" + 1
+WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j)
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt;
+
+-- name: ack
+-- Finishes the row: deletes it.
+-- kinds: writes
+DELETE FROM "sessions"
+WHERE "id" = :id;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+DELETE FROM "sessions"
+WHERE "id" = :id;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now (the take already counted the attempt); then unlock.
+-- kinds: writes
+UPDATE "sessions"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
+WHERE "id" = :id;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE FROM "sessions"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE FROM "sessions"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_after_many
+-- Under their keys: returns the rows ids delay_s seconds from now (the take already counted the attempt); then unlock.
+-- kinds: writes
+UPDATE "sessions"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: dead_letter
+-- At the cap: moves the row into sessions_dead, payload and count kept (a copy, then a delete, in one transaction).
+-- kinds: writes writes
+INSERT INTO "sessions_dead" ("id", "payload", "attempt", "retry_after", "session")
+SELECT "id", "payload", "attempt", "retry_after", "session"
+FROM "sessions"
+WHERE "id" = :id;
+DELETE FROM "sessions"
+WHERE "id" = :id;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+-- kinds: writes
+UPDATE "sessions"
+SET "attempt" = "attempt" - 1
+WHERE "id" = :id;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "sessions"
+  WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "sessions"
+  WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", NULL AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "sessions_dead"
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "sessions_dead"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "sessions_dead"
+WHERE "id" < :after_id
+ORDER BY "id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "sessions_dead"
+WHERE "id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to sessions as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
+-- kinds: writes writes
+INSERT INTO "sessions" ("id", "payload", "attempt", "retry_after", "session")
+SELECT "id", "payload", 1, NULL, "session"
+FROM "sessions_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+DELETE FROM "sessions_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes writes
+INSERT INTO "sessions" ("id", "payload", "attempt", "retry_after", "session")
+SELECT "id", "payload", 1, NULL, "session"
+FROM "sessions_dead";
+DELETE FROM "sessions_dead";
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "sessions_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "sessions_dead";

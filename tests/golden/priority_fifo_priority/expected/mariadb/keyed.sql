@@ -1,0 +1,127 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "keyed"
+-- dialect: "mariadb"
+-- form: "advisory"
+-- table: "keyed"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
+-- max_attempts: null
+-- dead_letter: null
+-- seal: sha256:03377658b5c1437b5dee9001c028b5b1dd54f5382a9a758e3c14e2a269ec23fd
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes
+CREATE TABLE IF NOT EXISTS `keyed` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `priority` INT NOT NULL DEFAULT 0,
+  INDEX `keyed_claim` (`priority` DESC, `id`)
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; priority orders the claim (higher first; NULL: 0).
+-- kinds: writes reads
+INSERT INTO `keyed` (`payload`, `priority`)
+VALUES (%(payload)s, COALESCE(%(priority)s, 0));
+SELECT LAST_INSERT_ID() AS id;
+
+-- name: claim
+-- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
+-- kinds: reads
+WITH candidates AS (
+  SELECT r.id, r.qgen_priority, CASE WHEN GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.keyed'), 256), 24), ':', r.id), 0) = 1 THEN 1 ELSE 0 END AS locked
+  FROM (
+    SELECT `id` AS id, `priority` AS qgen_priority
+    FROM `keyed`
+    ORDER BY `priority` DESC, `id`
+    LIMIT %(scan)s
+  ) AS r
+  ORDER BY r.qgen_priority DESC, r.id
+  LIMIT %(scan)s
+), counted AS (
+  SELECT id, locked, SUM(locked) OVER (ORDER BY qgen_priority DESC, id ROWS UNBOUNDED PRECEDING) AS nth
+  FROM candidates
+)
+SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.keyed'), 256), 24), ':', id)) = 1 THEN 0 ELSE 0 END AS held
+FROM counted;
+
+-- name: lock
+-- Tries one row's named lock without waiting (the claim takes its rows' locks itself); 1: held until unlock.
+-- kinds: reads
+SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.keyed'), 256), 24), ':', %(id)s), 0) AS locked;
+
+-- name: take
+-- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it), then counts their attempt.
+-- kinds: reads writes
+SELECT `keyed`.`id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `keyed` FORCE INDEX (PRIMARY) ON `keyed`.`id` = j.qgen_id;
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `keyed` FORCE INDEX (PRIMARY) ON `keyed`.`id` = j.qgen_id
+SET `keyed`.`attempt` = `keyed`.`attempt` + 1;
+
+-- name: ack
+-- Finishes the row: deletes it.
+-- kinds: writes
+DELETE FROM `keyed`
+WHERE `id` = %(id)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+DELETE FROM `keyed`
+WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE `keyed`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `keyed` FORCE INDEX (PRIMARY) ON `keyed`.`id` = j.qgen_id;
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE `keyed`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `keyed` FORCE INDEX (PRIMARY) ON `keyed`.`id` = j.qgen_id;
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+-- kinds: writes
+UPDATE `keyed`
+SET `attempt` = `attempt` - 1
+WHERE `id` = %(id)s;
+
+-- name: unlock
+-- Releases the named locks of the rows ids (a JSON array) held by this session.
+-- kinds: reads
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.keyed'), 256), 24), ':', j.qgen_id)) AS unlocked
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT COLUMN_NAME AS name, COLUMN_TYPE AS type, IS_NULLABLE = 'YES' AS nullable, COLUMN_DEFAULT AS `default`, EXTRA LIKE '%%auto_increment%%' AS `generated`
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+ORDER BY ORDINAL_POSITION;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT INDEX_NAME AS name, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') AS columns, 0 AS partial
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+GROUP BY INDEX_NAME
+ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `keyed`
+
+) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;

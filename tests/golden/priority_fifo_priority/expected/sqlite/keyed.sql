@@ -1,0 +1,100 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "keyed"
+-- dialect: "sqlite"
+-- form: "advisory"
+-- table: "keyed"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
+-- max_attempts: null
+-- dead_letter: null
+-- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
+-- seal: sha256:95fc7319ca4e63acf8dcf7d8d5c396db52c34e5e99eb3bb43226c05760c97de5
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes writes
+CREATE TABLE IF NOT EXISTS "keyed" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "priority" INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS "keyed_claim" ON "keyed" ("priority" DESC, "id");
+
+-- name: enqueue
+-- Adds one message; priority orders the claim (higher first; NULL: 0).
+-- kinds: writes-returning
+INSERT INTO "keyed" ("payload", "priority")
+VALUES (:payload, COALESCE(:priority, 0))
+RETURNING "id" AS id;
+
+-- name: claim
+-- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.
+-- kinds: reads
+SELECT "id" AS id
+FROM "keyed"
+ORDER BY "priority" DESC, "id"
+LIMIT :scan;
+
+-- name: take
+-- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
+-- kinds: writes-returning
+UPDATE "keyed"
+SET "attempt" = "attempt" + 1
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j)
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt;
+
+-- name: ack
+-- Finishes the row: deletes it.
+-- kinds: writes
+DELETE FROM "keyed"
+WHERE "id" = :id;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+DELETE FROM "keyed"
+WHERE "id" = :id;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE FROM "keyed"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE FROM "keyed"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: unclaim
+-- Under its key: undoes the take's count of a row whose handler never started (the consumer stopped); then unlock.
+-- kinds: writes
+UPDATE "keyed"
+SET "attempt" = "attempt" - 1
+WHERE "id" = :id;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "keyed"
+
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
