@@ -436,8 +436,8 @@ class Consumer:
                 outcome = await result
             else:
                 outcome = await asyncio.wait_for(result, self.handler_timeout)
-            if inspect.isawaitable(outcome):  # a plain def that returned a coroutine
-                outcome = await outcome
+            if type(outcome) is not Outcome and inspect.isawaitable(outcome):
+                outcome = await outcome  # a plain def that returned a coroutine
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from runtime.drivers.base import Connection
@@ -28,7 +28,7 @@ class Ctx:
     queue: str = ""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Delivery:
     """A claimed row and what holds it: the lease token, or the advisory key's connection."""
 
@@ -39,11 +39,18 @@ class Delivery:
     lost: bool = False
     #: its handler started (a row given back before that does not use up an attempt)
     started: bool = False
-    #: serialises the lease extension with the settlement, so neither sees a stale token
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     conn: Connection | None = None
     #: how long its handler ran, in seconds (None until it ran)
     handler_s: float | None = None
+    _lock: asyncio.Lock | None = None
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        """Serialises the lease extension with the settlement, so neither sees a stale token
+        (made on first use: only the lease form takes it)."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
 
 
 class Batch(list[Delivery]):

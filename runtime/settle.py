@@ -100,9 +100,10 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
                 ),
             )
             return Decision(str(S.DEAD_LETTER), S.DEAD_LETTER, params, commits_handler_writes=False)
+    label = kind.value
     return Decision(
-        str(kind),
-        str(kind) if r.get(kind) else None,
+        label,
+        label if label in r.statements else None,
         params,
         commits_handler_writes=kind is OutcomeKind.ACK,
     )

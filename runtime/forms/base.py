@@ -46,6 +46,8 @@ class Form:
         self.keyspace = keyspace
         #: workers claiming side by side (advisory: how far past its batch a claim looks)
         self.spread = spread
+        #: a settlement's statement → its ``_many`` twin (None: the file has none)
+        self._many_of: dict[str | None, str | None] = {}
 
     # -- helpers shared by the forms
     async def run(
@@ -74,20 +76,29 @@ class Form:
             token=token,
         )
 
+    def _many_name(self, step: str | None) -> str | None:
+        """``<step>_many`` when the file has it."""
+        many = f"{step}_many" if step else ""
+        return many if many and self.queue.rendered.get(many) else None
+
     def many_parts(
         self, items: list[tuple[Delivery, Decision]]
     ) -> list[tuple[str | None, list[tuple[int, Delivery, Decision]]]]:
         """A group cut into what one statement settles: ``(name, part)``, the deliveries of
         one outcome (and delay) whose file has its ``<outcome>_many`` statement, or one
-        delivery alone (``None``: its own statement; a declared override, a dead letter or a
-        custom event has no ``_many``). Each item keeps its index in ``items``."""
+        delivery alone (``None``: its own statement; a declared override, a custom event and
+        a move into a dead table have no ``_many``). Each item keeps its index in ``items``."""
         many: dict[tuple[str, Any], list[tuple[int, Delivery, Decision]]] = {}
         alone: list[tuple[str | None, list[tuple[int, Delivery, Decision]]]] = []
         ids = [d.message.id for d, _ in items]
         unique = len(set(ids)) == len(ids)  # one statement cannot tell two tokens of a row
+        many_of = self._many_of
         for i, (d, decision) in enumerate(items):
-            step = f"{decision.step}_many" if decision.step else ""
-            if unique and step and self.queue.rendered.get(step):
+            if decision.step in many_of:
+                step = many_of[decision.step]
+            else:
+                step = many_of[decision.step] = self._many_name(decision.step)
+            if unique and step:
                 key = (step, decision.params.get("delay_s"))
                 many.setdefault(key, []).append((i, d, decision))
             else:
