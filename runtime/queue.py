@@ -8,6 +8,7 @@ from datetime import timedelta
 from functools import cached_property
 from typing import Any
 
+from runtime import wake
 from runtime.adapters import Adapted, adapt, run_sync
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
@@ -113,7 +114,15 @@ class Queue:
         }
         for col in others:  # a column not given gets NULL: list only those you set
             params[f"value_{col}"] = (values or {}).get(col)
+        if self.rendered.header.channel is not None:
+            params["channel"] = self.rendered.header.channel
         return params
+
+    def _wake(self, conn: Connection | Adapted) -> None:
+        """Wake this process's idle consumers of the table on an engine without LISTEN/NOTIFY
+        (there the enqueue's own notification does, at commit)."""
+        if not self.dialect.listen_notify:
+            wake.enqueued(self.table, conn.url if isinstance(conn, Connection) else None)
 
     async def enqueue(
         self,
@@ -131,7 +140,13 @@ class Queue:
         the service's commit or rollback decides. ``values`` gives the table's other columns
         (``other_columns``) their values. A payload an engine could not keep as it is raises
         PayloadError, nothing written; a delay that is NaN, infinite, negative or past
-        MAX_DELAY_S raises ValueError."""
+        MAX_DELAY_S raises ValueError.
+
+        Idle consumers wake: on PostgreSQL the statement notifies the queue's channel, sent
+        when the transaction commits (a rolled-back enqueue wakes nobody); elsewhere this
+        process's consumers of the table are woken right after the statement ran (before a
+        transaction the caller has open commits: then they claim once, find nothing, and
+        poll on)."""
         conn = adapt(db)
         check_dialect(self.rendered, conn)
         result = await run_step(
@@ -139,6 +154,7 @@ class Queue:
             self.rendered.require(S.ENQUEUE),
             self._enqueue_params(payload, delay, group, values),
         )
+        self._wake(conn)
         return int(result.rows[0]["id"])
 
     async def enqueue_many(
@@ -152,7 +168,8 @@ class Queue:
         """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``
 
         Every payload is checked first: one that cannot be stored raises PayloadError and
-        nothing of the batch is written."""
+        nothing of the batch is written. Consumers wake as for ``enqueue`` (PostgreSQL folds
+        a transaction's notifications into one)."""
         conn = adapt(db)
         check_dialect(self.rendered, conn)
         insert = self.rendered.require(S.ENQUEUE)[0]  # the INSERT; ids are not read back here
@@ -164,6 +181,7 @@ class Queue:
                 raise PayloadError(f"item {i} of the batch: {exc}") from None
         if params:
             await conn.executemany(insert, params)
+            self._wake(conn)
         return len(params)
 
     # ----------------------------------------------------------------- operating

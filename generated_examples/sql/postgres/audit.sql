@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:43dd4d3e28c19daf41d5b9a632768f7f8ec2c2adbcb32fd6c702b235cad19a7c
+-- channel: "qgen.audit_queue"
+-- seal: sha256:bb43bf777d3bfe304ebdba878fbf7bfa23e8fc2cd8112bdcbd61b9468c5f7ead
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -17,11 +18,20 @@ CREATE TABLE IF NOT EXISTS "audit_queue" (
 );
 
 -- name: enqueue
--- Adds one message.
+-- Adds one message; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "audit_queue" ("entry")
-VALUES (CAST(%(payload)s AS JSONB))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "audit_queue" ("entry")
+  VALUES (CAST(%(payload)s AS JSONB))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.audit_queue";
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:d5f38b814dc3cd5395cd61020fd4b83722b75c5663584e97c841fc2d0e6c95e1
+-- seal: sha256:f3eb90af07a4d54995fd286128a508081fad198d4dbd2244c89278f8c91fbf02
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -28,6 +28,14 @@ CREATE INDEX IF NOT EXISTS "exports_queue_claim" ON "exports_queue" ("lane", "id
 INSERT INTO "exports_queue" ("payload", "lane", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "exports_queue"
+WHERE "lane" = :group
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:315f92900e28c7ce4967dc0ecb0602aeb348d025ca8b83002b8fa72640086ae3
+-- seal: sha256:83b1bde3d53171e7626426cdd40a191ca4922c1ee82792e909a7a1b07ea98699
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -32,6 +32,15 @@ CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", 
 INSERT INTO "orders_queue" ("body", "queue", "retry_after", "enqueued_at")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), strftime('%Y-%m-%d %H:%M:%f', 'now'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "orders_queue"
+WHERE "queue" = :group
+  AND "processed_at" IS NULL
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:041a12e114b7c0ce8500153ddae6a28087e8c76e47807638b820919c20cb85da
+-- seal: sha256:9a38e44a0de4c24226bd93572c3412204999149fba472dcb64dd61970c8da5a9
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -28,6 +28,14 @@ CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("grp", "id"
 INSERT INTO "reports_queue" ("payload", "grp", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "reports_queue"
+WHERE "grp" = :group
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.

@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:26302585e36aee1bb149d2dd7c3ae4a62add1e73593a2381e864d0244e16625e
+-- channel: "qgen.hooks"
+-- seal: sha256:84135b0c59ec84ad30f09f9f4ad99c817a08042770a348256eee341ff2bb2c20
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -17,11 +18,20 @@ CREATE TABLE IF NOT EXISTS "hooks" (
 );
 
 -- name: enqueue
--- Adds one message.
+-- Adds one message; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "hooks" ("payload")
-VALUES (CAST(%(payload)s AS JSONB))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "hooks" ("payload")
+  VALUES (CAST(%(payload)s AS JSONB))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.hooks";
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

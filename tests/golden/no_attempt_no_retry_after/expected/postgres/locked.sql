@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:1034884f47a094334d2c05ef61074717a388d532dd568f93a22d5fe39f0eb310
+-- channel: "qgen.locked"
+-- seal: sha256:26ea8106dfea72677e0333673460164b741d931586462b1e13b52884a1631293
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -20,11 +21,20 @@ CREATE INDEX IF NOT EXISTS "locked_claim" ON "locked" ("id") WHERE "done_at" IS 
 CREATE INDEX IF NOT EXISTS "locked_processed" ON "locked" ("done_at", "id") WHERE "done_at" IS NOT NULL;
 
 -- name: enqueue
--- Adds one message.
+-- Adds one message; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "locked" ("payload")
-VALUES (CAST(%(payload)s AS JSONB))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "locked" ("payload")
+  VALUES (CAST(%(payload)s AS JSONB))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.locked";
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:3292d0ca9ad1cc87e4b1c1bc406b0a65cae2b8c67c2594951b74f859c62397ff
+-- seal: sha256:9a5ecd5d1cc37fd0c6683fa599aaacd77d894ba680f8c855585d78ba27a006f0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -29,6 +29,14 @@ CREATE INDEX IF NOT EXISTS "tasks_claim" ON "tasks" ("lane", "id");
 INSERT INTO "tasks" ("payload", "lane", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "tasks"
+WHERE "lane" = :group
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.

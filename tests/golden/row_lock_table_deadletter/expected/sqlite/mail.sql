@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:414eab9992a29fb3ebb954ff683b15d94433048306692a3c2aa34ad0c1f6b89c
+-- seal: sha256:e0ff41e2a809716f2742d6a5ab60348d541e529e10c13e81f2f32e48d04bb0bb
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -31,6 +31,13 @@ CREATE TABLE IF NOT EXISTS "mail_dead" (
 INSERT INTO "mail_queue" ("message", "not_before")
 VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "mail_id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("not_before"))) * 86400.0) AS due_s
+FROM "mail_queue"
+WHERE "not_before" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
