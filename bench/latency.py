@@ -1,8 +1,8 @@
 """Latency on an idle queue: from the enqueue call to the handler's start, per engine, form and
 way of waking, with PgQueuer (asyncpg workers) on the same PostgreSQL.
 
-    .venv/bin/python -m bench.latency --quick
-    .venv/bin/python -m bench.latency --engines postgres --samples 500
+    python bench/latency.py --quick
+    python bench/latency.py --engines postgres --samples 500
 
 Each sample: the consumer is running and idle (nothing to claim); a message carrying the
 enqueuer's ``time.monotonic()`` is enqueued (autocommit); the handler reads the clock as it
@@ -38,6 +38,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import runtime
 from bench import pgq
@@ -267,7 +270,7 @@ def table(rows: list[Row]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m bench.latency",
+        prog="python bench/latency.py",
         description="Enqueue → handler start on an idle queue: p50/p95/p99 per engine and form.",
     )
     p.add_argument("--engines", default=",".join(ENGINES), help="default %(default)s")

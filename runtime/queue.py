@@ -191,9 +191,10 @@ class Queue:
         ``{"ready": 3, "delayed": 1, "in_flight": 0, "dead": 2, "processed": 10,
         "oldest_ready_s": 4.2}``.
 
-        ready: claimable now (row lock and advisory: including rows a consumer holds, which
-        SQL cannot see); delayed: retry_after in the future; in_flight: leases in the future
-        (lease form; None in the other forms); dead: in the dead letter (None without one);
+        ready: claimable now (row lock, and advisory but on PostgreSQL: including rows a
+        consumer holds, which SQL cannot see); delayed: retry_after in the future; in_flight:
+        leases in the future (lease form), rows whose advisory key a session holds (advisory
+        on PostgreSQL, from pg_locks), None otherwise; dead: in the dead letter (None without one);
         processed: kept rows marked processed (None without processed_at); oldest_ready_s:
         seconds since the first ready message in id order was enqueued (None without an
         enqueued_at column). ``group`` defaults to the queue's default_group."""

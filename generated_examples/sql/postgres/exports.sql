@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
--- seal: sha256:efc5d22377e18e01bd678660140df28ae38018de9ebe8ae631439e6971bfc33d
+-- seal: sha256:11be978227c3cb89343e8e30e57c59baf015f262deccf05bea0a0aaa3397ccdf
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -156,19 +156,35 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "exports_queue"
   WHERE "lane" = %(group)s
     AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND NOT hashtextextended('qgen:exports_queue:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
 ) AS "ready", (
   SELECT COUNT(*)
   FROM "exports_queue"
   WHERE "lane" = %(group)s
     AND "retry_after" > now()
-) AS "delayed", NULL AS "in_flight", (
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "exports_queue"
+  WHERE "lane" = %(group)s
+    AND hashtextextended('qgen:exports_queue:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
+) AS "in_flight", (
   SELECT COUNT(*)
   FROM "exports_queue"
   WHERE "lane" = %(dead_group)s

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- channel: "qgen.webhooks_queue"
--- seal: sha256:b68d9f0133f787c7a5071e107c183178b59d6f9b9a22d23c3bc845df58b2fcce
+-- seal: sha256:64c31519fa6f348ed867537af0a0f9ad8befd087d1d344620ab9a8e7ad6f60d2
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -181,19 +181,35 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "webhooks_queue"
   WHERE "processed_at" IS NULL
     AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND NOT hashtextextended('qgen:webhooks_queue:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
 ) AS "ready", (
   SELECT COUNT(*)
   FROM "webhooks_queue"
   WHERE "processed_at" IS NULL
     AND "retry_after" > now()
-) AS "delayed", NULL AS "in_flight", (
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+    AND hashtextextended('qgen:webhooks_queue:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
+) AS "in_flight", (
   SELECT COUNT(*)
   FROM "webhooks_dead"
 ) AS "dead", (
