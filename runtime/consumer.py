@@ -184,7 +184,7 @@ class Consumer:
 
         Called before ``run()`` or ``drain()``, that call returns at once."""
         self._stopping.set()
-        self._wakeup.poke()
+        self._wakeup.poke(everyone=True)
 
     async def drain(self) -> Counts:
         """Run until nothing is claimable; return what this call did (``Counts``)."""
@@ -376,6 +376,8 @@ class Consumer:
                 try:
                     claimed = await self.form.claim(conn, self.batch, self.group)
                     backoff.reset()
+                    if len(claimed) >= self.batch:  # maybe more: wake one more idle worker
+                        self._wakeup.poke()
                     if claimed and self.metrics is not None:
                         call(self.metrics, "on_claim", len(claimed))
                 except ConnectionLost as exc:
@@ -410,7 +412,7 @@ class Consumer:
                         continue
                     if until_empty:
                         return
-                    if not await Wakeup.wait(woken, await self._idle_for(conn, idle)):
+                    if not await self._wakeup.wait(woken, await self._idle_for(conn, idle)):
                         idle = min(idle * 2, self.max_poll_interval)
                     continue
                 idle = self.poll_interval

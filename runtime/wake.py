@@ -14,51 +14,68 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections import deque
 
 
 class Wakeup:
-    """What a consumer's idle workers wait on: ``poke()`` wakes every one of them at once.
+    """What a consumer's idle workers wait on: ``poke()`` wakes one of them (the one idle the
+    longest), ``poke(everyone=True)`` all.
 
-    A worker takes ``signal()`` before it claims and waits on it after an empty claim, so a
-    poke that comes between the two is not lost. ``poke()`` may be called from any thread.
+    One worker is enough for one message; a worker that claims a full batch pokes the next,
+    so a burst still gets every worker. A worker takes ``signal()`` before it claims and
+    passes it to ``wait``, which returns at once when a poke came in between: no poke is
+    lost while every worker is busy. ``poke()`` may be called from any thread.
     """
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._pokes = 0
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def bind(self) -> None:
         """Remember the running loop, for pokes from other threads."""
         self._loop = asyncio.get_running_loop()
 
-    def signal(self) -> asyncio.Event:
-        """The event the next poke sets."""
-        return self._event
+    def signal(self) -> int:
+        """A mark to pass to ``wait``: the pokes so far."""
+        return self._pokes
 
-    def poke(self) -> None:
-        """Wake the workers waiting now (and any that took the signal before this poke)."""
+    def poke(self, everyone: bool = False) -> None:
+        """Wake one waiting worker (``everyone``: all of them)."""
         loop = self._loop
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if loop is None or running is loop:
-            self._wake()
+            self._wake(everyone)
         else:  # another thread or loop: hand it to the consumer's loop
             with contextlib.suppress(RuntimeError):  # that loop has closed
-                loop.call_soon_threadsafe(self._wake)
+                loop.call_soon_threadsafe(self._wake, everyone)
 
-    def _wake(self) -> None:
-        event, self._event = self._event, asyncio.Event()
-        event.set()
+    def _wake(self, everyone: bool) -> None:
+        self._pokes += 1
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():  # not timed out
+                waiter.set_result(None)
+                if not everyone:
+                    return
 
-    @staticmethod
-    async def wait(signal: asyncio.Event, timeout: float) -> bool:
-        """Wait for ``signal`` at most ``timeout`` seconds; True when it was poked."""
+    async def wait(self, since: int, timeout: float) -> bool:
+        """Sleep at most ``timeout`` seconds unless poked; True when poked (also when a poke
+        came after ``since = signal()`` was taken)."""
+        if self._pokes != since:
+            return True
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
         try:
-            await asyncio.wait_for(signal.wait(), max(timeout, 0))
+            await asyncio.wait_for(waiter, max(timeout, 0))
         except TimeoutError:
             return False
+        finally:
+            with contextlib.suppress(ValueError):
+                self._waiting.remove(waiter)
         return True
 
 
