@@ -20,6 +20,7 @@ from engines import run
 from queues import make_queue
 
 import runtime
+import runtime.wake
 
 LONG_POLL = {"poll_interval": 5.0, "max_poll_interval": 5.0}
 
@@ -239,5 +240,64 @@ def test_delayed_message_is_claimed_when_due(engine):
             await _stop(consumer, task)
         finally:
             await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("engine", ["postgres", "sqlite"], indirect=True)
+def test_a_burst_wakes_every_worker(engine):
+    """One wake-up for 40 messages: the woken worker claims a full batch and wakes the next,
+    so four workers share them (one alone would take 40 x 0.1 s)."""
+
+    async def go():
+        qt = await make_queue(engine, "lease")
+        try:
+            done: list[float] = []
+
+            async def handle(message, ctx):
+                await asyncio.sleep(0.1)
+                done.append(time.monotonic())
+                return runtime.ack()
+
+            consumer = runtime.Consumer(
+                qt.url, qt.queue, handle, concurrency=4, batch=10, **LONG_POLL
+            )
+            task = asyncio.create_task(consumer.run())
+            await asyncio.sleep(1.0)
+            async with await runtime.connect(qt.url) as db:
+                await db.begin()
+                await qt.queue.enqueue_many(db, [{"n": i} for i in range(40)])
+                await db.commit()
+            enqueued = time.monotonic()
+            while len(done) < 40 and time.monotonic() - enqueued < 8:
+                await asyncio.sleep(0.05)
+            await _stop(consumer, task)
+            assert len(done) == 40
+            assert max(done) - enqueued < 2.5, "the workers were not all woken"
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_poke_wakes_one_waiter_and_none_is_lost():
+    async def go():
+        wakeup = runtime.wake.Wakeup()
+        wakeup.bind()
+        mark = wakeup.signal()
+        waiters = [asyncio.create_task(wakeup.wait(mark, 5)) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        wakeup.poke()
+        await asyncio.sleep(0.05)
+        assert sum(w.done() for w in waiters) == 1
+        wakeup.poke(everyone=True)
+        assert await asyncio.gather(*waiters) == [True, True, True]
+        # a poke between taking the mark and waiting is not lost
+        mark = wakeup.signal()
+        wakeup.poke()
+        started = time.monotonic()
+        assert await wakeup.wait(mark, 5) is True
+        assert time.monotonic() - started < 1
+        assert await wakeup.wait(wakeup.signal(), 0.05) is False
 
     run(go())
