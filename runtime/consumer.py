@@ -284,15 +284,16 @@ class Consumer:
                 conn = await self._connect()
                 await run_step(conn, listen, {})
                 if lost:
-                    log.warning("queue %s: listening for enqueues again", self.queue.name)
+                    log.info("queue %s: listening for enqueues again", self.queue.name)
                 lost = False
                 backoff.reset()
                 self._wakeup.poke()  # what was enqueued while it was away: claim once
                 async for _ in conn.notifies():
                     self._wakeup.poke()
             except Exception as exc:  # lost, refused: poll meanwhile, never stop consuming
+                # INFO: an outage of the database is the workers' one warning to give
                 if not lost:
-                    log.warning(
+                    log.info(
                         "queue %s: not listening for enqueues (%s); polling every %s s at "
                         "most until it listens again",
                         self.queue.name,

@@ -31,7 +31,6 @@ def _points(reader: InMemoryMetricReader) -> dict[str, list]:
     return out
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgres"], indirect=True)
 def test_consumer_outcomes_reach_opentelemetry_instruments(engine):
     async def go():
         qt = await make_queue(engine, "lease", columns=("attempt", "retry_after"))

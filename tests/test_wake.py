@@ -154,7 +154,7 @@ def test_lost_listener_polls_meanwhile_and_listens_again(engine, caplog):
         qt = await make_queue(engine, "lease")
         try:
             handle = Started()
-            with caplog.at_level(logging.WARNING, logger="runtime"):
+            with caplog.at_level(logging.INFO, logger="runtime"):
                 consumer, task = await _idle_consumer(qt, handle)
                 async with await runtime.connect(qt.url) as admin:
                     (pid,) = await listeners(admin)
@@ -178,7 +178,7 @@ def test_lost_listener_polls_meanwhile_and_listens_again(engine, caplog):
     run(go())
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "mariadb"], indirect=True)
+@pytest.mark.parametrize("engine", ["sqlite", "mariadb", "mysql"], indirect=True)
 def test_enqueue_in_the_same_process_wakes_the_consumer(engine):
     async def go():
         qt = await make_queue(engine, "lease")
@@ -223,7 +223,7 @@ def test_sync_enqueue_from_another_thread_wakes_the_consumer(engine):
     run(go())
 
 
-@pytest.mark.parametrize("engine", ["postgres", "mariadb", "sqlite"], indirect=True)
+@pytest.mark.parametrize("engine", ["postgres", "mariadb", "mysql", "sqlite"], indirect=True)
 def test_delayed_message_is_claimed_when_due(engine):
     async def go():
         qt = await make_queue(engine, "lease")
