@@ -60,7 +60,11 @@ def _cols(description: Any) -> dict[str, int]:
 
 
 def enqueue_params(payloads: Sequence[Any]) -> list[dict[str, Any]]:
-    return [{"payload": _encode(p), "group": None, "delay_s": None} for p in payloads]
+    # the PostgreSQL enqueue notifies a channel (any name costs the same); others ignore it
+    return [
+        {"payload": _encode(p), "group": None, "delay_s": None, "channel": "qgen.bench"}
+        for p in payloads
+    ]
 
 
 def pg_conninfo(url: str) -> str:

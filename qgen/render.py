@@ -161,7 +161,16 @@ def context(unit: Unit, dialect: Dialect) -> dict:
         "fifo_index": fifo,
         "fifo_index_ref": f"{q(schema)}.{fifo}" if schema else fifo,
         "fifo_columns": fifo_columns,
+        "channel": channel(unit, dialect),
     }
+
+
+def channel(unit: Unit, dialect: Dialect) -> str | None:
+    """The channel a queue's enqueue notifies on an engine with LISTEN/NOTIFY (``qgen.<table>``,
+    within 63 bytes), else None. Queues on one table share it."""
+    if not isinstance(unit, QueueDeclaration) or not dialect.listen_notify:
+        return None
+    return _short_name(f"qgen.{unit.table}")
 
 
 def _template_blocks(text: str) -> list[DraftBlock]:
@@ -266,4 +275,5 @@ def header(unit: Unit, dialect: Dialect) -> Header:
         default_group=unit.default_group,
         other_columns=tuple(unit.other_columns),
         note=note,
+        channel=channel(unit, dialect),
     )

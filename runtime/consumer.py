@@ -29,8 +29,12 @@ from runtime.metrics import Metrics, call, fields
 from runtime.outcomes import Outcome, retry
 from runtime.payloads import decode_payload
 from runtime.queue import Queue, check_dialect
+from runtime.rendered import StatementName as S
+from runtime.rendered import Step
 from runtime.settle import Decision, dead_letter_now, decide
+from runtime.steps import run_step
 from runtime.verify import check_attempt_default
+from runtime.wake import Wakeup, register, unregister
 
 log = logging.getLogger("runtime")
 
@@ -47,6 +51,8 @@ def _is_async(handle: Any) -> bool:
 MAX_FAILED_BATCHES = 5
 #: the first wait before reconnecting to a database that went away (then doubling, jittered)
 FIRST_RECONNECT_DELAY = 0.1
+#: an idle worker sleeps this much past a delayed message's due time (the clocks' resolution)
+DUE_MARGIN = 0.005
 
 
 class Consumer:
@@ -84,6 +90,14 @@ class Consumer:
     async connection). A handler that raises (CancelledError and GeneratorExit included) is
     a retry; KeyboardInterrupt or SystemExit from a handler stops the consumer as ``stop()``
     does, and is raised again once it has stopped.
+
+    Idle workers sleep ``poll_interval`` seconds, doubling to ``max_poll_interval``, but
+    never past the moment the first delayed message (``retry_after``) becomes due, and are
+    woken at once by an enqueue: on PostgreSQL one connection of the consumer LISTENs on the
+    queue's channel, which the enqueue notifies when its transaction commits (a lost
+    listening connection is logged, the workers poll meanwhile, and it listens again with
+    backoff); on MySQL, MariaDB and SQLite an enqueue in the same process wakes them
+    (``runtime.wake``), and consumers in other processes find the message at their next poll.
 
     ``metrics`` (a ``runtime.Metrics``) is called at each claim, settled outcome (with the
     handler's run time), lease extension, lease lost and reconnect; without it the consumer
@@ -151,6 +165,13 @@ class Consumer:
         self._held: set[Delivery] = set()  # claimed, not yet settled (lease extension)
         #: a KeyboardInterrupt or SystemExit a handler raised: re-raised once stopped
         self._fatal: BaseException | None = None
+        #: what idle workers wait on: an enqueue's notification, a same-process enqueue, stop()
+        self._wakeup = Wakeup()
+        self._listen: Step | None = None
+        if queue.dialect.listen_notify:
+            self._listen = queue.rendered.get(S.LISTEN)
+        self._next_due = queue.rendered.get(S.NEXT_DUE)
+        self._registered = False  # in the process's registry of waiting consumers
 
     def _new_counts(self) -> Counts:
         counts = Counts()
@@ -167,6 +188,7 @@ class Consumer:
 
         Called before ``run()`` or ``drain()``, that call returns at once."""
         self._stopping.set()
+        self._wakeup.poke(everyone=True)
 
     async def drain(self) -> Counts:
         """Run until nothing is claimable; return what this call did (``Counts``)."""
@@ -185,14 +207,23 @@ class Consumer:
         self._outage = Outage(self.queue.name)  # each drain() has its own outage_timeout
         upkeep = Upkeep(self._held, self._connect, self._outage, self._backoff, self.counts)
         maintenance = asyncio.create_task(self.form.maintain(upkeep))
+        self._wakeup.bind()
+        listener = None
+        if self._listen is not None and not until_empty:
+            listener = asyncio.create_task(self._listen_for_enqueues(self._listen))
         workers = [asyncio.create_task(self._worker(until_empty)) for _ in range(self.concurrency)]
         try:
             await self._supervise(workers)
         finally:
             self._stopping.clear()  # the consumer can run again
-            maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await maintenance
+            if self._registered:
+                unregister(self.queue.table, self._wakeup)
+                self._registered = False
+            for task in (maintenance, listener):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
         if self._fatal is not None:
             raise self._fatal
         return self.counts
@@ -241,7 +272,56 @@ class Consumer:
             raise
         if not self.form.keyspace:
             self.form.keyspace = conn.url
+        if self._listen is None and not self._registered:  # woken by enqueues in this process
+            register(self.queue.table, conn.url, self._wakeup)
+            self._registered = True
         return conn
+
+    async def _listen_for_enqueues(self, listen: Step) -> None:
+        """One connection LISTENs on the queue's channel and wakes the idle workers at each
+        notification. When it is lost the workers poll, and it listens again with backoff."""
+        backoff = self._backoff()
+        lost = False
+        while not self._stopping.is_set():
+            conn: Connection | None = None
+            try:
+                conn = await self._connect()
+                await run_step(conn, listen, {})
+                if lost:
+                    log.info("queue %s: listening for enqueues again", self.queue.name)
+                lost = False
+                backoff.reset()
+                self._wakeup.poke()  # what was enqueued while it was away: claim once
+                async for _ in conn.notifies():
+                    self._wakeup.poke()
+            except Exception as exc:  # lost, refused: poll meanwhile, never stop consuming
+                # INFO: an outage of the database is the workers' one warning to give
+                if not lost:
+                    log.info(
+                        "queue %s: not listening for enqueues (%s); polling every %s s at "
+                        "most until it listens again",
+                        self.queue.name,
+                        exc,
+                        self.max_poll_interval,
+                    )
+                lost = True
+            finally:
+                if conn is not None:
+                    await conn.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), backoff.next())
+
+    async def _idle_for(self, conn: Connection, idle: float) -> float:
+        """How long an idle worker sleeps: ``idle``, or less when a delayed message becomes
+        due sooner (by the database's clock)."""
+        if self._next_due is None:
+            return idle
+        try:
+            result = await run_step(conn, self._next_due, self.form.claim_params(0, self.group))
+        except BrokerError:  # the next claim finds out (and reconnects)
+            return idle
+        due = result.rows[0]["due_s"] if result.rows else None
+        return idle if due is None else min(idle, max(float(due), 0.0) + DUE_MARGIN)
 
     def _backoff(self) -> Backoff:
         cap = self.max_reconnect_interval
@@ -289,6 +369,7 @@ class Consumer:
         backoff = self._backoff()  # reset by each claim that works
         try:
             while not self._stopping.is_set():
+                woken = self._wakeup.signal()  # a poke from here on cuts the idle sleep short
                 if conn is None or conn.closed:
                     replacing = conn is not None
                     conn = await self._reconnect(until_empty, lost_at, backoff)
@@ -300,6 +381,8 @@ class Consumer:
                 try:
                     claimed = await self.form.claim(conn, self.batch, self.group)
                     backoff.reset()
+                    if len(claimed) >= self.batch:  # maybe more: wake one more idle worker
+                        self._wakeup.poke()
                     if claimed and self.metrics is not None:
                         call(self.metrics, "on_claim", len(claimed))
                 except ConnectionLost as exc:
@@ -334,9 +417,8 @@ class Consumer:
                         continue
                     if until_empty:
                         return
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self._stopping.wait(), idle)
-                    idle = min(idle * 2, self.max_poll_interval)
+                    if not await self._wakeup.wait(woken, await self._idle_for(conn, idle)):
+                        idle = min(idle * 2, self.max_poll_interval)
                     continue
                 idle = self.poll_interval
                 try:

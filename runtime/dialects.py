@@ -45,6 +45,8 @@ class Dialect:
     server_advisory: bool
     #: an unquoted identifier means its lower-case form (PostgreSQL); others keep it as written
     folds_unquoted: bool = False
+    #: LISTEN/NOTIFY: the enqueue notifies a channel at commit and idle consumers listen
+    listen_notify: bool = False
 
     def quote_ident(self, name: str) -> str:
         """Quote an already-validated identifier, e.g. ``quote_ident("order")`` → ``"order"``."""
@@ -81,6 +83,7 @@ DIALECTS: dict[str, Dialect] = {
         partial_index=True,
         server_advisory=True,
         folds_unquoted=True,
+        listen_notify=True,
     ),
     "mysql": Dialect(
         name="mysql",

@@ -8,6 +8,7 @@ from datetime import timedelta
 from functools import cached_property
 from typing import Any
 
+from runtime import wake
 from runtime.adapters import Adapted, adapt, run_sync
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
@@ -160,7 +161,15 @@ class Queue:
             )
         for col in others:  # a column not given gets NULL: list only those you set
             params[f"value_{col}"] = (values or {}).get(col)
+        if self.rendered.header.channel is not None:
+            params["channel"] = self.rendered.header.channel
         return params
+
+    def _wake(self, conn: Connection | Adapted) -> None:
+        """Wake this process's idle consumers of the table on an engine without LISTEN/NOTIFY
+        (there the enqueue's own notification does, at commit)."""
+        if not self.dialect.listen_notify:
+            wake.enqueued(self.table, conn.url if isinstance(conn, Connection) else None)
 
     async def enqueue(
         self,
@@ -183,7 +192,13 @@ class Queue:
         column) delivers it only after every earlier message of that key has finished
         (None: no ordering). A payload an engine could not keep as it is raises
         PayloadError, nothing written; a delay that is NaN, infinite, negative or past
-        MAX_DELAY_S raises ValueError."""
+        MAX_DELAY_S raises ValueError.
+
+        Idle consumers wake: on PostgreSQL the statement notifies the queue's channel, sent
+        when the transaction commits (a rolled-back enqueue wakes nobody); elsewhere this
+        process's consumers of the table are woken right after the statement ran (before a
+        transaction the caller has open commits: then they claim once, find nothing, and
+        poll on)."""
         conn = adapt(db)
         check_dialect(self.rendered, conn)
         result = await run_step(
@@ -191,6 +206,7 @@ class Queue:
             self.rendered.require(S.ENQUEUE),
             self._enqueue_params(payload, delay, group, values, priority, fifo_key),
         )
+        self._wake(conn)
         return int(result.rows[0]["id"])
 
     async def enqueue_many(
@@ -207,7 +223,8 @@ class Queue:
         (``priority`` and ``fifo_key`` apply to every item; items of one key keep their order)
 
         Every payload is checked first: one that cannot be stored raises PayloadError and
-        nothing of the batch is written."""
+        nothing of the batch is written. Consumers wake as for ``enqueue`` (PostgreSQL folds
+        a transaction's notifications into one)."""
         conn = adapt(db)
         check_dialect(self.rendered, conn)
         insert = self.rendered.require(S.ENQUEUE)[0]  # the INSERT; ids are not read back here
@@ -219,6 +236,7 @@ class Queue:
                 raise PayloadError(f"item {i} of the batch: {exc}") from None
         if params:
             await conn.executemany(insert, params)
+            self._wake(conn)
         return len(params)
 
     # ----------------------------------------------------------------- operating
@@ -228,9 +246,10 @@ class Queue:
         ``{"ready": 3, "delayed": 1, "in_flight": 0, "dead": 2, "processed": 10,
         "oldest_ready_s": 4.2}``.
 
-        ready: claimable now (row lock and advisory: including rows a consumer holds, which
-        SQL cannot see); delayed: retry_after in the future; in_flight: leases in the future
-        (lease form; None in the other forms); dead: in the dead letter (None without one);
+        ready: claimable now (row lock, and advisory but on PostgreSQL: including rows a
+        consumer holds, which SQL cannot see); delayed: retry_after in the future; in_flight:
+        leases in the future (lease form), rows whose advisory key a session holds (advisory
+        on PostgreSQL, from pg_locks), None otherwise; dead: in the dead letter (None without one);
         processed: kept rows marked processed (None without processed_at); oldest_ready_s:
         seconds since the first ready message in id order was enqueued (None without an
         enqueued_at column). ``group`` defaults to the queue's default_group."""

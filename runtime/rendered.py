@@ -50,6 +50,8 @@ _NAME_LINE = re.compile(r"-- name: (.*)")
 _STATEMENT_NAME = re.compile(r"[a-z_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _KINDS_PREFIX = "-- kinds: "
+#: a notification channel: an identifier of at most 63 bytes (PostgreSQL's NAMEDATALEN - 1)
+_CHANNEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,62}")
 
 
 class Kind(StrEnum):
@@ -87,6 +89,9 @@ class StatementName(StrEnum):
     UNCLAIM = "unclaim"
     UNLOCK = "unlock"
     COLUMNS = "columns"
+    # waking idle consumers: LISTEN on the enqueue's channel, and when a delayed row is due
+    LISTEN = "listen"
+    NEXT_DUE = "next_due"
     INDEXES = "indexes"
     # operating a queue (runtime.operate)
     STATS = "stats"
@@ -158,6 +163,8 @@ class Header:
     other_columns: tuple[str, ...] = ()
     #: what a reader of the file should know (e.g. SQLite's serial row lock)
     note: str | None = None
+    #: the channel the enqueue notifies and idle consumers listen on (LISTEN/NOTIFY engines)
+    channel: str | None = None
 
     @property
     def dead_letter(self) -> str | None:
@@ -189,6 +196,8 @@ class Header:
                 values["default_group"] = self.default_group
             if self.other_columns:
                 values["other_columns"] = list(self.other_columns)
+            if self.channel is not None:
+                values["channel"] = self.channel
         if self.note is not None:
             values["note"] = self.note
         return [f"-- {k}: {_json(v)}" for k, v in values.items()]
@@ -423,7 +432,7 @@ def _header(values: dict[str, Any], path: str) -> Header:
         raise _error(path, "the header names no queue or outbox")
     known = {
         "queue": {"queue", "dialect", "form", "table", "columns", "max_attempts"}
-        | {"dead_letter", "lease_s", "default_group", "other_columns", "note"},
+        | {"dead_letter", "lease_s", "default_group", "other_columns", "note", "channel"},
         "outbox": {"outbox", "dialect", "table", "columns", "note"},
     }[kind]
     unknown = sorted(set(values) - known)
@@ -480,6 +489,9 @@ def _header(values: dict[str, Any], path: str) -> Header:
     others = values.get("other_columns", [])
     if not isinstance(others, list):
         raise bad("other_columns")
+    channel = values.get("channel")
+    if channel is not None and (not isinstance(channel, str) or not _CHANNEL.fullmatch(channel)):
+        raise bad("channel")
     return Header(
         kind=kind,
         name=header.name,
@@ -494,6 +506,7 @@ def _header(values: dict[str, Any], path: str) -> Header:
         default_group=default_group,
         other_columns=tuple(ident("other_columns", o) for o in others),
         note=header.note,
+        channel=channel,
     )
 
 

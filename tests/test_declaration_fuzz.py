@@ -252,13 +252,23 @@ def _run_all(db: sqlite3.Connection, rendered: RenderedFile) -> None:
             db.execute("ROLLBACK")
 
 
+#: MySQL/MariaDB errors about a value, which PyMySQL raises as OperationalError: 1048 a NULL
+#: in a NOT NULL column, 1264 out of range, 1292 an incorrect date or time, 1366 an incorrect
+#: value, 1406 too long
+_MYSQL_DATA_ERRORS = frozenset({1048, 1264, 1292, 1366, 1406})
+
+
 def refused_by_the_data(exc: BaseException) -> bool:
     """The engine accepted the statement but the rows refused it (a NOT NULL column set to
-    NULL by the service's own SQL, say): IntegrityError or DataError in every driver."""
-    seen = [exc, exc.__cause__]  # a driver error may arrive wrapped in the runtime's own
-    return any(
-        c.__name__ in ("IntegrityError", "DataError") for e in seen if e for c in type(e).__mro__
-    )
+    NULL by the service's own SQL, say): IntegrityError or DataError in every driver, or
+    one of MySQL's value errors."""
+    seen = [e for e in (exc, exc.__cause__) if e]  # a driver error may arrive wrapped
+    if any(
+        type(e).__module__.startswith("pymysql") and e.args and e.args[0] in _MYSQL_DATA_ERRORS
+        for e in seen
+    ):
+        return True
+    return any(c.__name__ in ("IntegrityError", "DataError") for e in seen for c in type(e).__mro__)
 
 
 @settings(

@@ -78,6 +78,8 @@ def params_for(dialect: str) -> dict[str, Any]:
         # the ordering roles' enqueue
         "priority": 3,
         "fifo_key": "k",
+        # the channel the PostgreSQL enqueue notifies
+        "channel": "qgen.t",
     }
 
 
@@ -231,7 +233,7 @@ def test_service_sql_reaches_the_engine_intact(engine: Engine, tmp_path: Path) -
             for sql in rendered.require("schema"):
                 await conn.execute(sql, {})
             for sql in rendered.require("enqueue"):
-                await conn.execute(sql, {"payload": '{"a": "50%"}'})
+                await conn.execute(sql, {"payload": '{"a": "50%"}', "channel": "qgen.probe"})
             (look,) = rendered.require("custom.look")
             return await conn.fetchall(look, {"id": 1})
 

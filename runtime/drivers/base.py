@@ -21,7 +21,7 @@ import abc
 import contextlib
 import importlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import ModuleType, TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -214,6 +214,12 @@ class Connection(abc.ABC):
                 for d in held: await extend(conn, d)
         """
         return contextlib.nullcontext()
+
+    def notifies(self) -> AsyncIterator[str]:
+        """The channel of each notification this connection receives after it ran a rendered
+        ``listen`` statement, as they arrive, until the connection is lost (ConnectionLost).
+        Only engines whose dialect has ``listen_notify`` deliver them."""
+        raise NotImplementedError(f"{self.dialect.name} delivers no notifications")
 
     # ------------------------------------------------------------- lifecycle
 

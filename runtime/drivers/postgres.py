@@ -19,7 +19,7 @@ import contextlib
 import os
 import re
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runtime.dialects import DIALECTS
@@ -210,6 +210,18 @@ class PostgresConnection(Connection):
 
         status = self._pg.info.transaction_status
         return status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
+
+    async def notifies(self) -> AsyncIterator[str]:
+        self._check_open()
+        try:
+            async for n in self._pg.notifies():
+                yield n.channel
+        except Exception as exc:
+            if isinstance(exc, self._driver_error | OSError):
+                raise self._lost(exc) from exc
+            raise
+        # the generator ends only when psycopg finds the connection closed
+        raise self._lost(ConnectionError("the listening connection closed"))
 
     # ------------------------------------------------------------- lifecycle
 

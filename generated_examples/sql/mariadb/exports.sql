@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:173530a396c0aa0df8b05f1c38125fbfd02434e2004fdaca7bac1c2b902aba59
+-- seal: sha256:271ce87c90c077abd000b6806d065e03a5ed3cad4c8a6a44ddcac097b9cb0b47
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -27,6 +27,14 @@ CREATE TABLE IF NOT EXISTS `exports_queue` (
 INSERT INTO `exports_queue` (`payload`, `lane`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `exports_queue`
+WHERE `lane` = %(group)s
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:db0ad8b534bfa9de3d475ed30f5156b9e8f035d7b5bc53e4c8016a619251f8d2
+-- seal: sha256:75576285c962467fbfaa0c9bb629ae6fe01ba6b7789ec4954576260c4637d7eb
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -33,6 +33,14 @@ CREATE TABLE IF NOT EXISTS `invoices_dead` (
 INSERT INTO `invoices_queue` (`payload`, `retry_after`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `invoices_queue`
+WHERE `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:3d0cd56593962a525ef12acee1a510ff694d738883922b2c69bd0501005b7c1f
+-- seal: sha256:fc727885bdde8b56c7e54f647305fc6884e25779acddbd3be4f3cfca53f0d884
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -31,6 +31,15 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
 INSERT INTO `orders_queue` (`body`, `queue`, `retry_after`, `enqueued_at`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, UTC_TIMESTAMP(6));
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `orders_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:d23c888af9572f29f97568efe57daac7109395de2e98bee27d6d523b5b41e4ea
+-- seal: sha256:a9e0257ceb8b97ec079e1ca70f23a764b9293afca8f5aa0c68a24965409f460c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -27,6 +27,14 @@ CREATE TABLE IF NOT EXISTS `reports_queue` (
 INSERT INTO `reports_queue` (`payload`, `grp`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `reports_queue`
+WHERE `grp` = %(group)s
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:8a3ad53cd659a38496ae85eccc941c42eeef40f282130a5cc180da5e9fcf8e67
+-- seal: sha256:3b1970d46740c410b59677004cee477cb027e993005eb6622aafa6d7861550eb
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -33,6 +33,13 @@ CREATE TABLE IF NOT EXISTS `emails_dead` (
 INSERT INTO `emails_queue` (`payload`, `retry_after`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `emails_queue`
+WHERE `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

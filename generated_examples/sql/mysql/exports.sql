@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:7ade387eba716b59c7af870f7c5af24238534b551b0e5933b6a8822741879cd8
+-- seal: sha256:52e8b9aa9066a4ea79cc893f7256b176f42f386574a9c3a2929b1f28103819c6
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -27,6 +27,14 @@ CREATE TABLE IF NOT EXISTS `exports_queue` (
 INSERT INTO `exports_queue` (`payload`, `lane`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `exports_queue`
+WHERE `lane` = %(group)s
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:d5763a3f365bf601ef0aa1d1b3dceb59993c9aa4f00d05eb985b4abb3afd0f0a
+-- seal: sha256:99585c7bcb895566d598f6fd91fafc524e00462cf6c3bfdeac643c44481f87b4
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -33,6 +33,14 @@ CREATE TABLE IF NOT EXISTS `invoices_dead` (
 INSERT INTO `invoices_queue` (`payload`, `retry_after`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `invoices_queue`
+WHERE `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

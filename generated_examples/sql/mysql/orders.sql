@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:2af68f9fb3f851dd71fec6deff4fa6bec6f05048094dfb1e9ced27a54fed3d81
+-- seal: sha256:38ca017db2f8928733d3887f2c1cb35d7b5080b4354a8b1dcf41c78c7087f3bd
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -31,6 +31,15 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
 INSERT INTO `orders_queue` (`body`, `queue`, `retry_after`, `enqueued_at`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, UTC_TIMESTAMP(6));
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `orders_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

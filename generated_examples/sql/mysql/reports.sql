@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:1da99f803efa197ef535e48a9c51aaa3818f8d0d6c578b69566bb5f9d4903929
+-- seal: sha256:ce4ae8ac96a1c09a2fe0ce3045749c03574982767adb10198a4c824125d071db
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -27,6 +27,14 @@ CREATE TABLE IF NOT EXISTS `reports_queue` (
 INSERT INTO `reports_queue` (`payload`, `grp`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `reports_queue`
+WHERE `grp` = %(group)s
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

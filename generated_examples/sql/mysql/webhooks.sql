@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:3cefebc7bf25c9c923bf43785dcf9714fa49253ecac9d2764a6a3efb981a49ca
+-- seal: sha256:810847822b65f963af378c110792a6609e7780ab7795101ca6bdde22e1e201a5
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
@@ -33,6 +33,14 @@ CREATE TABLE IF NOT EXISTS `webhooks_dead` (
 INSERT INTO `webhooks_queue` (`payload`, `retry_after`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `webhooks_queue`
+WHERE `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

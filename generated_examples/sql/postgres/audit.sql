@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:1276c2cb00985192c1048ab19112be90a2f650ffe736d77912f234a37fa6bd5e
+-- channel: "qgen.audit_queue"
+-- seal: sha256:79b2e559f64cc13bc9f4f993a11540168536d1e67a16beac82bdb0803cdef053
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -17,11 +18,20 @@ CREATE TABLE IF NOT EXISTS "audit_queue" (
 );
 
 -- name: enqueue
--- Adds one message.
+-- Adds one message; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "audit_queue" ("entry")
-VALUES (CAST(%(payload)s AS JSONB))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "audit_queue" ("entry")
+  VALUES (CAST(%(payload)s AS JSONB))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.audit_queue";
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.

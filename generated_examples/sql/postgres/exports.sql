@@ -7,7 +7,8 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:fbb0b591d2cd09d82c28ce2e7300dac989f5ed865567ec7f48f4d0b6dc33ce8d
+-- channel: "qgen.exports_queue"
+-- seal: sha256:7e24586b0434cbc3f431563839ce35bc5c6b339102e431b09f22ce7e7d1982ad
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -22,11 +23,28 @@ CREATE TABLE IF NOT EXISTS "exports_queue" (
 CREATE INDEX IF NOT EXISTS "exports_queue_claim" ON "exports_queue" ("lane", "id");
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "exports_queue" ("payload", "lane", "retry_after")
-VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "exports_queue" ("payload", "lane", "retry_after")
+  VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.exports_queue";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "exports_queue"
+WHERE "lane" = %(group)s
+  AND "retry_after" > now();
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
@@ -145,19 +163,35 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "exports_queue"
   WHERE "lane" = %(group)s
     AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND NOT hashtextextended('qgen:exports_queue:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
 ) AS "ready", (
   SELECT COUNT(*)
   FROM "exports_queue"
   WHERE "lane" = %(group)s
     AND "retry_after" > now()
-) AS "delayed", NULL AS "in_flight", (
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "exports_queue"
+  WHERE "lane" = %(group)s
+    AND hashtextextended('qgen:exports_queue:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
+) AS "in_flight", (
   SELECT COUNT(*)
   FROM "exports_queue"
   WHERE "lane" = %(dead_group)s

@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:613175c313f0f873233c8e2146c8ebc052c6588aaeffef8456579bbb7e042df6
+-- channel: "qgen.invoices_queue"
+-- seal: sha256:2cdd6f1d239eb66b899d5937c70a13904c55aaca60c8fa08cf36bf2dac9fa1fe
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -29,11 +30,28 @@ CREATE TABLE IF NOT EXISTS "invoices_dead" (
 );
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "invoices_queue" ("payload", "retry_after")
-VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "invoices_queue" ("payload", "retry_after")
+  VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.invoices_queue";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "invoices_queue"
+WHERE "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.

@@ -8,7 +8,8 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:b29ab78950fc626b217ed8b90bd916d80bce41b827a31c633bd2c87cd5c5a4a4
+-- channel: "qgen.orders_queue"
+-- seal: sha256:98c5b1df5b3ffcbb5f99150eebf2e234dc36814be7ee658c509520356a9ada4f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -27,11 +28,29 @@ CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id"
 CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 
 -- name: enqueue
--- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "orders_queue" ("body", "queue", "retry_after", "enqueued_at")
-VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s), clock_timestamp())
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "orders_queue" ("body", "queue", "retry_after", "enqueued_at")
+  VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s), clock_timestamp())
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.orders_queue";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "orders_queue"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired; locked rows skipped) for lease_s seconds, counting the attempt; the expiry is the token.

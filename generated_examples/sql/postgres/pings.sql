@@ -7,7 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:353bacd98467e7b87512f6f201115e10608754d30a39b9d8b8d04d8db8a22928
+-- channel: "qgen.pings"
+-- seal: sha256:e8f0c34ae1e8f0ba53d181573bfa418db438e34b4b3eb2ec66708eb1a2591fc4
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -19,11 +20,20 @@ CREATE TABLE IF NOT EXISTS "pings" (
 );
 
 -- name: enqueue
--- Adds one message.
+-- Adds one message; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "pings" ("data")
-VALUES (CAST(%(payload)s AS JSONB))
-RETURNING "ping_id" AS id;
+WITH ins AS (
+  INSERT INTO "pings" ("data")
+  VALUES (CAST(%(payload)s AS JSONB))
+  RETURNING "ping_id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.pings";
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired; locked rows skipped) for lease_s seconds; the expiry is the token.

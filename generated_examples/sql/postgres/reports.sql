@@ -7,7 +7,8 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:111430ed9452a12a1508018212f99e740444f5f7d4a184fde9d44ef0dc36282f
+-- channel: "qgen.reports_queue"
+-- seal: sha256:e9e97102f8041631ebeb2cf17a9ede3c6de8aab09465fe3967e6bcf26a92e623
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -22,11 +23,28 @@ CREATE TABLE IF NOT EXISTS "reports_queue" (
 CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("grp", "id");
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "reports_queue" ("payload", "grp", "retry_after")
-VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "reports_queue" ("payload", "grp", "retry_after")
+  VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.reports_queue";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "reports_queue"
+WHERE "grp" = %(group)s
+  AND "retry_after" > now();
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.

@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:261a1c490b3ee1b4f34aad2284065cf3e19ece4c0d6b921f01ebd935638047d1
+-- channel: "qgen.webhooks_queue"
+-- seal: sha256:64c31519fa6f348ed867537af0a0f9ad8befd087d1d344620ab9a8e7ad6f60d2
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -29,11 +30,28 @@ CREATE TABLE IF NOT EXISTS "webhooks_dead" (
 );
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "webhooks_queue" ("payload", "retry_after")
-VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "webhooks_queue" ("payload", "retry_after")
+  VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.webhooks_queue";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "webhooks_queue"
+WHERE "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
@@ -163,19 +181,35 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "webhooks_queue"
   WHERE "processed_at" IS NULL
     AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND NOT hashtextextended('qgen:webhooks_queue:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
 ) AS "ready", (
   SELECT COUNT(*)
   FROM "webhooks_queue"
   WHERE "processed_at" IS NULL
     AND "retry_after" > now()
-) AS "delayed", NULL AS "in_flight", (
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+    AND hashtextextended('qgen:webhooks_queue:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
+) AS "in_flight", (
   SELECT COUNT(*)
   FROM "webhooks_dead"
 ) AS "dead", (

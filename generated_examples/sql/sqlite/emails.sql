@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:14daab759be4e826146f0f05adbde7b9cc858b6222b4eb3cccb7590c00988bf2
+-- seal: sha256:7947d23d4193e8205bf8c7fe689c9bc11859b8b7331f37a58c59b3c7d28cce8d
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -33,6 +33,13 @@ CREATE TABLE IF NOT EXISTS "emails_dead" (
 INSERT INTO "emails_queue" ("payload", "retry_after")
 VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "emails_queue"
+WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.

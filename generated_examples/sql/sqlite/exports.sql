@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:6e51c0e2951448b803b1fff1db9112c06952679a15d673f56e68cf455007c69f
+-- seal: sha256:7d64671d897601981dab02085b7942fe693150e2ff5fac923d3387e4d0e750ec
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -28,6 +28,14 @@ CREATE INDEX IF NOT EXISTS "exports_queue_claim" ON "exports_queue" ("lane", "id
 INSERT INTO "exports_queue" ("payload", "lane", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "exports_queue"
+WHERE "lane" = :group
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.

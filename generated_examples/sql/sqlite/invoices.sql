@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:e6aa43a0cd8975078c0b754f9adfc9fadad3ef4f7f6f9af889cb63e25009f7c5
+-- seal: sha256:3c041c9b7ccf7637b2f62de602689d9e66222adbd6a47e86ba2d2a5da9f70ba2
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -35,6 +35,14 @@ CREATE TABLE IF NOT EXISTS "invoices_dead" (
 INSERT INTO "invoices_queue" ("payload", "retry_after")
 VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "invoices_queue"
+WHERE "processed_at" IS NULL
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:a0ef7f82dc462ee358461e90177a1932916e9e4e76fb0982058785d665e46a1b
+-- seal: sha256:dc1dad47208c8c23ad714bf9a54b96512af8ca930c8d28fe5c06d042e6eb9afd
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -32,6 +32,15 @@ CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", 
 INSERT INTO "orders_queue" ("body", "queue", "retry_after", "enqueued_at")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), strftime('%Y-%m-%d %H:%M:%f', 'now'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "orders_queue"
+WHERE "queue" = :group
+  AND "processed_at" IS NULL
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.

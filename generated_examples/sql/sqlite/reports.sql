@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:c8550c54bf60fb26c5991e83eb482e13d06e72c1e678b0abf739742ca6fd4556
+-- seal: sha256:8c7874d52f8ae74f3ca3ca88a0ce0e74d4b80e5eedca9ddda1d1f314a122454d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -28,6 +28,14 @@ CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("grp", "id"
 INSERT INTO "reports_queue" ("payload", "grp", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "reports_queue"
+WHERE "grp" = :group
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.

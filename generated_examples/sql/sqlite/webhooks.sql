@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:ab96937af6391ad0bbe138ab483cbfbf96bf274f5586532254b4c7a945b66dd7
+-- seal: sha256:b58cb6b5ee7bc76bbbf1ef28b458ba5109d13ea28f11025a6136ab53a97bd6d4
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -35,6 +35,14 @@ CREATE TABLE IF NOT EXISTS "webhooks_dead" (
 INSERT INTO "webhooks_queue" ("payload", "retry_after")
 VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "webhooks_queue"
+WHERE "processed_at" IS NULL
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.

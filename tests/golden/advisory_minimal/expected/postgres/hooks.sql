@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:26302585e36aee1bb149d2dd7c3ae4a62add1e73593a2381e864d0244e16625e
+-- channel: "qgen.hooks"
+-- seal: sha256:30bfbbf33b112e20153fe2ab5ea5cdedb6ba7ab63a196417fe7cab0259d0390e
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -17,11 +18,20 @@ CREATE TABLE IF NOT EXISTS "hooks" (
 );
 
 -- name: enqueue
--- Adds one message.
+-- Adds one message; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "hooks" ("payload")
-VALUES (CAST(%(payload)s AS JSONB))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "hooks" ("payload")
+  VALUES (CAST(%(payload)s AS JSONB))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.hooks";
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
@@ -109,10 +119,24 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "hooks"
-
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+  WHERE NOT hashtextextended('qgen:hooks:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
+) AS "ready", 0 AS "delayed", (
+  SELECT COUNT(*)
+  FROM "hooks"
+  WHERE hashtextextended('qgen:hooks:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:2c2eb9aadd43750089288aa2e1c713c1ebd2a1d7b822cbee28cf7ecbc3ac32c9
+-- seal: sha256:22cb792d71ba87f54ff5298359f42969ae2ae17c7d8e97049494cfb5090e59fc
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -30,6 +30,15 @@ CREATE TABLE IF NOT EXISTS `jobs` (
 INSERT INTO `jobs` (`payload`, `queue`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `jobs`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:4b010da33bfad10a533c4d7d6e44e9522c357ba51bb57f2ba374542ede0d9deb
+-- seal: sha256:b3dd43cdad2c68816fcbe055d3ad936b95ce4226798f2148018d693894358211
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -30,6 +30,15 @@ CREATE TABLE IF NOT EXISTS `jobs` (
 INSERT INTO `jobs` (`payload`, `queue`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `jobs`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

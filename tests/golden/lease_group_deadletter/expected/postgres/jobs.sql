@@ -8,7 +8,8 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:2af308f7bb32c473defafcf9b1b8708be05495d9842ef7ca70dfc7446af0067a
+-- channel: "qgen.jobs"
+-- seal: sha256:5ab1148e89a927256a85e951a6f844014b3d473245de9a0ef9caa584e90f63ec
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -26,11 +27,29 @@ CREATE INDEX IF NOT EXISTS "jobs_claim" ON "jobs" ("queue", "id") WHERE "process
 CREATE INDEX IF NOT EXISTS "jobs_processed" ON "jobs" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "jobs" ("payload", "queue", "retry_after")
-VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "jobs" ("payload", "queue", "retry_after")
+  VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.jobs";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "jobs"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired; locked rows skipped) for lease_s seconds, counting the attempt; the expiry is the token.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:1749bc7dffc739fd07cced90a4b915602d8203a17deaea0a56c66447c5f8c2f9
+-- seal: sha256:aace317c054c0aaa3ea5be0a7e6eb076be9786e487118a720fd5d08ecc235e88
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -31,6 +31,15 @@ CREATE INDEX IF NOT EXISTS "jobs_processed" ON "jobs" ("queue", "processed_at", 
 INSERT INTO "jobs" ("payload", "queue", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "jobs"
+WHERE "queue" = :group
+  AND "processed_at" IS NULL
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.

@@ -7,7 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:91009c5df3930dd4c4492800eff08b281e43d5fcac23abbedb9a407eb568166e
+-- channel: "qgen.leased"
+-- seal: sha256:f0c9024c07e1fabb67bc54ffae25a436a1cdab6ea4660c4ebc9328e53cafa223
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -19,11 +20,20 @@ CREATE TABLE IF NOT EXISTS "leased" (
 );
 
 -- name: enqueue
--- Adds one message.
+-- Adds one message; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "leased" ("payload")
-VALUES (CAST(%(payload)s AS JSONB))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "leased" ("payload")
+  VALUES (CAST(%(payload)s AS JSONB))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.leased";
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired; locked rows skipped) for lease_s seconds; the expiry is the token.

@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:50a4cc10afe3650346e48346c96f8a0803b97cf49ac726ff4497b56435146f8f
+-- channel: "qgen.locked"
+-- seal: sha256:d34ba913f1b015d9dda32aef171f7b52b5a9d367da62400d635f7f925c5c3832
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -20,11 +21,20 @@ CREATE INDEX IF NOT EXISTS "locked_claim" ON "locked" ("id") WHERE "done_at" IS 
 CREATE INDEX IF NOT EXISTS "locked_processed" ON "locked" ("done_at", "id") WHERE "done_at" IS NOT NULL;
 
 -- name: enqueue
--- Adds one message.
+-- Adds one message; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "locked" ("payload")
-VALUES (CAST(%(payload)s AS JSONB))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "locked" ("payload")
+  VALUES (CAST(%(payload)s AS JSONB))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.locked";
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:4a7abd1d577088e45da046633924a40e56308ae6891f778ecc8d852a12fc71ce
+-- seal: sha256:1d8dae7c9e13d34bc8523db960efa9c1bd7a4d27669a2d2dd9ea20a6c1add34d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -29,6 +29,14 @@ CREATE TABLE IF NOT EXISTS `tasks` (
 INSERT INTO `tasks` (`payload`, `lane`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `tasks`
+WHERE `lane` = %(group)s
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:70a0a090303da89e09096d13d1ab56d38199abe636b59b7190d34e8e773194fc
+-- seal: sha256:8a5d22675fc4e26609f73e92a721bbc415503b59c887b9bb568a0301d94bc709
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -29,6 +29,14 @@ CREATE TABLE IF NOT EXISTS `tasks` (
 INSERT INTO `tasks` (`payload`, `lane`, `retry_after`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `tasks`
+WHERE `lane` = %(group)s
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

@@ -8,7 +8,8 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:d71b3842418c697a76abddea4a658f2a6118b1621eedbd7a2e3f8c1a191ca768
+-- channel: "qgen.tasks"
+-- seal: sha256:4344ae52933b2d7a397ba490a87a30f59dce43191e615d80932e40dc1b3db7f4
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -24,11 +25,28 @@ CREATE TABLE IF NOT EXISTS "tasks" (
 CREATE INDEX IF NOT EXISTS "tasks_claim" ON "tasks" ("lane", "id");
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "tasks" ("payload", "lane", "retry_after")
-VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "tasks" ("payload", "lane", "retry_after")
+  VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.tasks";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "tasks"
+WHERE "lane" = %(group)s
+  AND "retry_after" > now();
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired; locked rows skipped) for lease_s seconds, counting the attempt; the expiry is the token.

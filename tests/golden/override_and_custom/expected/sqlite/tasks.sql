@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:2e450889e9c15ed8703ffc6aa7936c65dae1b78565383d7ba9d7e6f321bd14fd
+-- seal: sha256:0a9ac67d74efcf498b281f51030ec52aea2643e88f3b5cf344f12488363ecf56
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -29,6 +29,14 @@ CREATE INDEX IF NOT EXISTS "tasks_claim" ON "tasks" ("lane", "id");
 INSERT INTO "tasks" ("payload", "lane", "retry_after")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "tasks"
+WHERE "lane" = :group
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "customer"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:ceb0a61b87a7844f71f30ce271cf85fcb0203d9131bbbca73b6261bfb8364fac
+-- seal: sha256:8c7c13b17fa4ec2f35344adea59917f891195560ac414110c0cd2e5aae3c9ed5
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -26,6 +26,13 @@ CREATE TABLE IF NOT EXISTS `orders` (
 INSERT INTO `orders` (`payload`, `retry_after`, `customer`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(fifo_key)s);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `orders`
+WHERE `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
@@ -73,6 +80,34 @@ WHERE `id` = %(id)s;
 UPDATE `orders`
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1
 WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE `orders`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `orders` FORCE INDEX (PRIMARY) ON `orders`.`id` = j.qgen_id;
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE `orders`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `orders` FORCE INDEX (PRIMARY) ON `orders`.`id` = j.qgen_id;
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `orders` FORCE INDEX (PRIMARY) ON `orders`.`id` = j.qgen_id
+SET `attempt` = `attempt` + 1;
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `orders` FORCE INDEX (PRIMARY) ON `orders`.`id` = j.qgen_id
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1;
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "session"}
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
--- seal: sha256:4ef022e40d20ce6d744aae1194793716500ea06f3affd3608487411acbe61fcc
+-- seal: sha256:60a8df2c7ef0f3875b51996804887b1811325428694986de60eaad7a99586c26
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
@@ -33,6 +33,13 @@ CREATE TABLE IF NOT EXISTS `sessions_dead` (
 INSERT INTO `sessions` (`payload`, `retry_after`, `session`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(fifo_key)s);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `sessions`
+WHERE `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:587c51f58cfc129319ce2f41bacdaf298a16722ba443c3f23b260bdb5b4c80cc
+-- seal: sha256:7a6ed9b023626f824388bc3a777ba9beab400c08b79e13c71a10488926d0c8a4
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -33,6 +33,15 @@ CREATE TABLE IF NOT EXISTS `ledger` (
 INSERT INTO `ledger` (`payload`, `queue`, `retry_after`, `priority`, `account`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, COALESCE(%(priority)s, 0), %(fifo_key)s);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `ledger`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.
@@ -145,6 +154,17 @@ FOR UPDATE;
 UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
 STRAIGHT_JOIN `ledger` FORCE INDEX (PRIMARY) ON `ledger`.`id` = j.qgen_id AND `ledger`.`locked_until` = j.qgen_token
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: reads writes
+SELECT `ledger`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `ledger` FORCE INDEX (PRIMARY) ON `ledger`.`id` = j.qgen_id AND `ledger`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `ledger` FORCE INDEX (PRIMARY) ON `ledger`.`id` = j.qgen_id AND `ledger`.`locked_until` = j.qgen_token
+SET `queue` = %(dead_group)s, `locked_until` = NULL;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.

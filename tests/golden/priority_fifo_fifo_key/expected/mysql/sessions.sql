@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "session"}
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
--- seal: sha256:19708dbd223e3b6f8b01d40c111ce178e1aef69a4a9367a1e91d7c1ede1c7838
+-- seal: sha256:9090640b7a46a82aa7e72af0cdda47e408cb6ea6f290175f831c7e7361644482
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
@@ -33,6 +33,13 @@ CREATE TABLE IF NOT EXISTS `sessions_dead` (
 INSERT INTO `sessions` (`payload`, `retry_after`, `session`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(fifo_key)s);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `sessions`
+WHERE `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

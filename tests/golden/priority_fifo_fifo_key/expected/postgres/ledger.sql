@@ -8,7 +8,8 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:30d9d56a48493860ff87d5eacb1e61b456970b354836ecd6ba9d6a00f18787a6
+-- channel: "qgen.ledger"
+-- seal: sha256:a87c87f1d682117541d817c336d4543d288fa06e1d8f0c6730f44ce706396644
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -29,11 +30,29 @@ CREATE INDEX IF NOT EXISTS "ledger_processed" ON "ledger" ("queue", "processed_a
 CREATE INDEX IF NOT EXISTS "ledger_fifo" ON "ledger" ("account", "id") WHERE "processed_at" IS NULL;
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; priority orders the claim (higher first; NULL: 0); a non-NULL fifo_key delivers it after every earlier message of its key is finished.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; priority orders the claim (higher first; NULL: 0); a non-NULL fifo_key delivers it after every earlier message of its key is finished; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "ledger" ("payload", "queue", "retry_after", "priority", "account")
-VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s), COALESCE(%(priority)s, 0), %(fifo_key)s)
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "ledger" ("payload", "queue", "retry_after", "priority", "account")
+  VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s), COALESCE(%(priority)s, 0), %(fifo_key)s)
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.ledger";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "ledger"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired; locked rows skipped) for lease_s seconds, counting the attempt; the expiry is the token.
@@ -129,6 +148,15 @@ RETURNING "id" AS id;
 -- kinds: writes-returning
 UPDATE "ledger"
 SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "locked_until" = NULL
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "id" AS id;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: writes-returning
+UPDATE "ledger"
+SET "queue" = %(dead_group)s, "locked_until" = NULL
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
   AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
 RETURNING "id" AS id;

@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "customer"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:7b39357153be7eeccc53adce0bd88eee3050211f65c28336e3af3df7e6d88074
+-- channel: "qgen.orders"
+-- seal: sha256:e18116ff4c7ba05a61d5e712ae2d3ab2d8a2cf6cce72266061923e133e1f7f1a
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -21,11 +22,27 @@ CREATE TABLE IF NOT EXISTS "orders" (
 CREATE INDEX IF NOT EXISTS "orders_fifo" ON "orders" ("customer", "id");
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a non-NULL fifo_key delivers it after every earlier message of its key is finished.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a non-NULL fifo_key delivers it after every earlier message of its key is finished; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "orders" ("payload", "retry_after", "customer")
-VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s), %(fifo_key)s)
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "orders" ("payload", "retry_after", "customer")
+  VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s), %(fifo_key)s)
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.orders";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "orders"
+WHERE "retry_after" > now();
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
@@ -68,6 +85,32 @@ WHERE "id" = %(id)s;
 UPDATE "orders"
 SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
 WHERE "id" = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE FROM "orders"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE FROM "orders"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE "orders"
+SET "attempt" = "attempt" + 1
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE "orders"
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "session"}
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
--- seal: sha256:7d819c71080c2c19a825d3776a4c5177fb15de0924fffc84df3b98af5e1f488f
+-- channel: "qgen.sessions"
+-- seal: sha256:d2b03f1ee3f00cf8ddfba2ab4534320349fbcdfbb5ee62697caaaa729b062f8f
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
@@ -28,11 +29,27 @@ CREATE TABLE IF NOT EXISTS "sessions_dead" (
 );
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a non-NULL fifo_key delivers it after every earlier message of its key is finished.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a non-NULL fifo_key delivers it after every earlier message of its key is finished; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "sessions" ("payload", "retry_after", "session")
-VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s), %(fifo_key)s)
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "sessions" ("payload", "retry_after", "session")
+  VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s), %(fifo_key)s)
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.sessions";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "sessions"
+WHERE "retry_after" > now();
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
@@ -162,17 +179,32 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "sessions"
   WHERE ("retry_after" IS NULL OR "retry_after" <= now())
+    AND NOT hashtextextended('qgen:sessions:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
 ) AS "ready", (
   SELECT COUNT(*)
   FROM "sessions"
   WHERE "retry_after" > now()
-) AS "delayed", NULL AS "in_flight", (
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "sessions"
+  WHERE hashtextextended('qgen:sessions:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
+) AS "in_flight", (
   SELECT COUNT(*)
   FROM "sessions_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";

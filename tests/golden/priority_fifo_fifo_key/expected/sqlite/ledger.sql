@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:7fa226b404e6cf8e428a9fc84b3dd79974261c3b6de01fe9fc2a76999b275f21
+-- seal: sha256:1d38f04f3fab7f8cfa3771dba06a55a4df56fb12d1eb8074c22894677e3689dd
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -34,6 +34,15 @@ CREATE INDEX IF NOT EXISTS "ledger_fifo" ON "ledger" ("account", "id") WHERE "pr
 INSERT INTO "ledger" ("payload", "queue", "retry_after", "priority", "account")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), COALESCE(:priority, 0), :fifo_key)
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "ledger"
+WHERE "queue" = :group
+  AND "processed_at" IS NULL
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
@@ -125,6 +134,14 @@ RETURNING "id" AS id;
 -- kinds: writes-returning
 UPDATE "ledger"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: writes-returning
+UPDATE "ledger"
+SET "queue" = :dead_group, "locked_until" = NULL
 WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
 RETURNING "id" AS id;
 

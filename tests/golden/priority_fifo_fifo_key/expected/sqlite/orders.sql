@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:49998aa952dc0873672b9aae5e4d4afd742bda89df51a1d6b66875f9a1564b14
+-- seal: sha256:2d91393be4b9903cc0dfaef9253646ba37050502f17fdbe5113de94fda8c6b56
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -27,6 +27,13 @@ CREATE INDEX IF NOT EXISTS "orders_fifo" ON "orders" ("customer", "id");
 INSERT INTO "orders" ("payload", "retry_after", "customer")
 VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), :fifo_key)
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "orders"
+WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
@@ -68,6 +75,32 @@ WHERE "id" = :id;
 UPDATE "orders"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
 WHERE "id" = :id;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE FROM "orders"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE FROM "orders"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE "orders"
+SET "attempt" = "attempt" + 1
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE "orders"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

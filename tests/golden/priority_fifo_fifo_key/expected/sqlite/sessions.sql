@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:7e3b4eb812baa9d0583aec23bf060761cb11c4b8c2cc893f1779541c7c1411b1
+-- seal: sha256:1277fe9ff7a46968468aa1b14ac5f657fe654043a76d72e77b8b7962b7a549b8
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
@@ -34,6 +34,13 @@ CREATE TABLE IF NOT EXISTS "sessions_dead" (
 INSERT INTO "sessions" ("payload", "retry_after", "session")
 VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), :fifo_key)
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "sessions"
+WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.

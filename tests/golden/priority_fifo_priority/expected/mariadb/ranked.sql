@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ranked_dead"}
 -- lease_s: 30
 -- default_group: "ranked"
--- seal: sha256:e666c415fe92d8071f3f4bd6aec667c0b42917f6a32118bfa28687f0553e9cfb
+-- seal: sha256:291d8232289151ff281b84a676adae5f0b5c47c00b83557dd5c7f0a50c7a6211
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -31,6 +31,15 @@ CREATE TABLE IF NOT EXISTS `ranked` (
 INSERT INTO `ranked` (`payload`, `queue`, `retry_after`, `prio`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, COALESCE(%(priority)s, 0));
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `ranked`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.
@@ -135,6 +144,17 @@ FOR UPDATE;
 UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
 STRAIGHT_JOIN `ranked` FORCE INDEX (PRIMARY) ON `ranked`.`id` = j.qgen_id AND `ranked`.`locked_until` = j.qgen_token
 SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: reads writes
+SELECT `ranked`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `ranked` FORCE INDEX (PRIMARY) ON `ranked`.`id` = j.qgen_id AND `ranked`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `ranked` FORCE INDEX (PRIMARY) ON `ranked`.`id` = j.qgen_id AND `ranked`.`locked_until` = j.qgen_token
+SET `queue` = %(dead_group)s, `locked_until` = NULL;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group, lease cleared.

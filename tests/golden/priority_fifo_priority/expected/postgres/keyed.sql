@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:4d00cc8bf2330412945752a156d1e68ad1de65d02cdb8773952b0e370cfc3421
+-- channel: "qgen.keyed"
+-- seal: sha256:1c660885947365acbe891bc2ac05a664e9adf7f0d1bc5f59d7a698c26510231e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -20,11 +21,20 @@ CREATE TABLE IF NOT EXISTS "keyed" (
 CREATE INDEX IF NOT EXISTS "keyed_claim" ON "keyed" ("priority" DESC, "id");
 
 -- name: enqueue
--- Adds one message; priority orders the claim (higher first; NULL: 0).
+-- Adds one message; priority orders the claim (higher first; NULL: 0); notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "keyed" ("payload", "priority")
-VALUES (CAST(%(payload)s AS JSONB), COALESCE(%(priority)s, 0))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "keyed" ("payload", "priority")
+  VALUES (CAST(%(payload)s AS JSONB), COALESCE(%(priority)s, 0))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.keyed";
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
@@ -120,10 +130,24 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "keyed"
-
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+  WHERE NOT hashtextextended('qgen:keyed:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
+) AS "ready", 0 AS "delayed", (
+  SELECT COUNT(*)
+  FROM "keyed"
+  WHERE hashtextextended('qgen:keyed:' || CAST("id" AS TEXT), 0) IN (
+    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+    FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+  )
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";

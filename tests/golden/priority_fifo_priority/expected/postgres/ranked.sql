@@ -8,7 +8,8 @@
 -- dead_letter: {"group": "ranked_dead"}
 -- lease_s: 30
 -- default_group: "ranked"
--- seal: sha256:eb7b4ce33bdc2ced7dd2b08da6854254dff76492a30f065de15ecf6f1bda769d
+-- channel: "qgen.ranked"
+-- seal: sha256:fd1e08a586aab85b679c4a7c0e70f811cb3caad1b0b6ced51f050d1772410d08
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -27,11 +28,29 @@ CREATE INDEX IF NOT EXISTS "ranked_claim" ON "ranked" ("queue", "prio" DESC, "id
 CREATE INDEX IF NOT EXISTS "ranked_processed" ON "ranked" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; priority orders the claim (higher first; NULL: 0).
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; priority orders the claim (higher first; NULL: 0); notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "ranked" ("payload", "queue", "retry_after", "prio")
-VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s), COALESCE(%(priority)s, 0))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "ranked" ("payload", "queue", "retry_after", "prio")
+  VALUES (CAST(%(payload)s AS JSONB), %(group)s, clock_timestamp() + make_interval(secs => %(delay_s)s), COALESCE(%(priority)s, 0))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.ranked";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "ranked"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired; locked rows skipped) for lease_s seconds, counting the attempt; the expiry is the token.
@@ -119,6 +138,15 @@ RETURNING "id" AS id;
 -- kinds: writes-returning
 UPDATE "ranked"
 SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "locked_until" = NULL
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+  AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+RETURNING "id" AS id;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: writes-returning
+UPDATE "ranked"
+SET "queue" = %(dead_group)s, "locked_until" = NULL
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
   AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
 RETURNING "id" AS id;

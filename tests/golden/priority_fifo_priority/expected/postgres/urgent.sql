@@ -6,7 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:8deef483608d1c9f64f9eb9b44bd3052fac28e6025670c7755eddebd3e3ddb61
+-- channel: "qgen.urgent"
+-- seal: sha256:5a67187d2b0550bcce0c7bdf16f60942a8a350b6d5897aa5a8aebfa287689582
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -21,11 +22,27 @@ CREATE TABLE IF NOT EXISTS "urgent" (
 CREATE INDEX IF NOT EXISTS "urgent_claim" ON "urgent" ("priority" DESC, "id");
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; priority orders the claim (higher first; NULL: 0).
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; priority orders the claim (higher first; NULL: 0); notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "urgent" ("payload", "retry_after", "priority")
-VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s), COALESCE(%(priority)s, 0))
-RETURNING "id" AS id;
+WITH ins AS (
+  INSERT INTO "urgent" ("payload", "retry_after", "priority")
+  VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s), COALESCE(%(priority)s, 0))
+  RETURNING "id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.urgent";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("retry_after"))) AS DOUBLE PRECISION)) AS due_s
+FROM "urgent"
+WHERE "retry_after" > now();
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
@@ -62,6 +79,32 @@ WHERE "id" = %(id)s;
 UPDATE "urgent"
 SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
 WHERE "id" = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE FROM "urgent"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE FROM "urgent"
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE "urgent"
+SET "attempt" = "attempt" + 1
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE "urgent"
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
+WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ranked_dead"}
 -- lease_s: 30
 -- default_group: "ranked"
--- seal: sha256:cb87273e1c070d49e934a16aaed17dfb3d0e1880e38827e52a69fe834ad7911b
+-- seal: sha256:f18651b2cdfaad1c98205d1047730166795545f6d721b00ae4269388519dfa9f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -32,6 +32,15 @@ CREATE INDEX IF NOT EXISTS "ranked_processed" ON "ranked" ("queue", "processed_a
 INSERT INTO "ranked" ("payload", "queue", "retry_after", "prio")
 VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), COALESCE(:priority, 0))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "ranked"
+WHERE "queue" = :group
+  AND "processed_at" IS NULL
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
@@ -115,6 +124,14 @@ RETURNING "id" AS id;
 -- kinds: writes-returning
 UPDATE "ranked"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: writes-returning
+UPDATE "ranked"
+SET "queue" = :dead_group, "locked_until" = NULL
 WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
 RETURNING "id" AS id;
 

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:b021d6fa5ffe23cfaeaefc1d680f97293f145ef7cb0a4778d8506e86a8792479
+-- seal: sha256:c56711879d52bd28edebe2b6e19e6cfbcd36cc9c91a2468cb8fb3eada84c05c7
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -27,6 +27,13 @@ CREATE INDEX IF NOT EXISTS "urgent_claim" ON "urgent" ("priority" DESC, "id");
 INSERT INTO "urgent" ("payload", "retry_after", "priority")
 VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), COALESCE(:priority, 0))
 RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "urgent"
+WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
@@ -62,6 +69,32 @@ WHERE "id" = :id;
 UPDATE "urgent"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
 WHERE "id" = :id;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE FROM "urgent"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE FROM "urgent"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE "urgent"
+SET "attempt" = "attempt" + 1
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE "urgent"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

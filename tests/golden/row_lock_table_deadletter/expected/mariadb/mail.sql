@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:9bf1e85c7bee2ecbc2011cb2e87f0e0416284107f9651383e87c0f3b0e33766d
+-- seal: sha256:f13a54230bb2b7a7e7cd51288260dae31e1fee61e5648a89e0b7a90461e559ed
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -30,6 +30,13 @@ CREATE TABLE IF NOT EXISTS `mail_dead` (
 INSERT INTO `mail_queue` (`message`, `not_before`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`not_before`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `mail_queue`
+WHERE `not_before` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

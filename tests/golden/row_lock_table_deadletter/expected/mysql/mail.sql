@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:345de29d9de04315618a89c2180f350b66847c3adcb6771038dd6b873200fdcd
+-- seal: sha256:49ec7609b5bc493c68df7b660b5b9c3654aa27e7738050a8341b8413c74d1341
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -30,6 +30,13 @@ CREATE TABLE IF NOT EXISTS `mail_dead` (
 INSERT INTO `mail_queue` (`message`, `not_before`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
 SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`not_before`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `mail_queue`
+WHERE `not_before` > UTC_TIMESTAMP(6);
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

@@ -6,7 +6,8 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:4800b87a129d8bcf82ba3da353fefec0be72800463d30f4eb4d95609b14d62f0
+-- channel: "qgen.mail_queue"
+-- seal: sha256:1d233944da1898887797a75d27ddd36a503e67164c0fb7823f335c1e05d571e0
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -25,11 +26,27 @@ CREATE TABLE IF NOT EXISTS "mail_dead" (
 );
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; notifies channel (sent at commit, so a rolled-back enqueue wakes nobody) to wake idle consumers.
 -- kinds: writes-returning
-INSERT INTO "mail_queue" ("message", "not_before")
-VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s))
-RETURNING "mail_id" AS id;
+WITH ins AS (
+  INSERT INTO "mail_queue" ("message", "not_before")
+  VALUES (CAST(%(payload)s AS JSONB), clock_timestamp() + make_interval(secs => %(delay_s)s))
+  RETURNING "mail_id" AS id
+)
+SELECT ins.id AS id, pg_notify(%(channel)s, '') AS woken
+FROM ins;
+
+-- name: listen
+-- Listens on channel, which the enqueue notifies: run once on the idle consumer's own connection.
+-- kinds: writes
+LISTEN "qgen.mail_queue";
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - MIN("not_before"))) AS DOUBLE PRECISION)) AS due_s
+FROM "mail_queue"
+WHERE "not_before" > now();
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.

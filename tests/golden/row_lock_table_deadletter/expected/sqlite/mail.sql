@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:8f2c955da16337ba5332a4beb911d7d8eaf24b4cb4085b35856dbb47490df4a6
+-- seal: sha256:ffc6fbf3d11737d1c7c59ac66a38e77ab03fd1074916c9b7d66cf1ef93a60c63
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -31,6 +31,13 @@ CREATE TABLE IF NOT EXISTS "mail_dead" (
 INSERT INTO "mail_queue" ("message", "not_before")
 VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
 RETURNING "mail_id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("not_before"))) * 86400.0) AS due_s
+FROM "mail_queue"
+WHERE "not_before" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
 -- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
