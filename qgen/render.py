@@ -15,6 +15,7 @@ import jinja2
 
 from qgen.declaration import (
     OUTBOX_COLUMNS,
+    PENDING_KEY,
     QUEUE_COLUMNS,
     OutboxDeclaration,
     QueueDeclaration,
@@ -122,6 +123,17 @@ def context(unit: Unit, dialect: Dialect) -> dict:
     processed_columns: list[str] = []
     if isinstance(unit, QueueDeclaration) and unit.has("processed_at") and dialect.partial_index:
         processed_columns = [c[k] for k in ("group", "processed_at", "id") if k in c]
+    dedupe = q(_short_name(f"{bare}_dedupe"))
+
+    def pending(alias: str = "") -> list[str]:
+        """What keeps a row's dedupe key taken: not processed, not in the dead-letter group."""
+        out = []
+        if unit.has("processed_at"):
+            out.append(f"{alias}{c['processed_at']} IS NULL")
+        if dead and dead.group is not None:
+            out.append(f"{alias}{c['group']} <> {dialect.quote_text(dead.group)}")
+        return out
+
     return {
         "d": dialect,
         "q": unit,
@@ -146,6 +158,12 @@ def context(unit: Unit, dialect: Dialect) -> dict:
         "processed_index": processed,
         "processed_index_ref": f"{q(schema)}.{processed}" if schema else processed,
         "processed_columns": processed_columns,
+        #: dedupe_key: one pending row per key (per group), held by a unique index
+        "dedupe_index": dedupe,
+        "dedupe_index_ref": f"{q(schema)}.{dedupe}" if schema else dedupe,
+        "dedupe_columns": [c[k] for k in ("group", "dedupe_key") if k in c],
+        "pending": pending,
+        "pending_key": q(PENDING_KEY),
     }
 
 

@@ -10,7 +10,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from qgen.declaration import DeclarationError, QueueDeclaration, Unit
+from qgen.declaration import PENDING_KEY, DeclarationError, QueueDeclaration, Unit
 from runtime.dialects import Dialect
 from runtime.rendered import Kind
 from runtime.sqltext import driver_params, to_named
@@ -209,6 +209,8 @@ def validate_statements(
         if unit.dead_letter and unit.dead_letter.table:
             tables.add(unit.dead_letter.table.rpartition(".")[2])
         allowed_cols |= set(unit.other_columns)
+        if unit.has("dedupe_key"):
+            allowed_cols.add(PENDING_KEY)
     kinds: dict[str, tuple[Kind, ...]] = {}
     for name, sqls in statements.items():
         origin = origins.get(name, "template")

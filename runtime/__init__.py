@@ -23,6 +23,7 @@ from runtime.errors import (
     DialectMismatch,
     LeaseLost,
     PayloadError,
+    RedriveRefused,
     RenderedFileError,
     ServerTooOld,
     UnknownCustomEvent,
@@ -39,7 +40,7 @@ from runtime.outcomes import (
     retry_after,
 )
 from runtime.payloads import Decoder, Encoder
-from runtime.queue import Queue
+from runtime.queue import Enqueued, Queue
 from runtime.rendered import read_rendered
 
 
@@ -69,6 +70,7 @@ __all__ = [
     "Ctx",
     "DatabaseError",
     "DialectMismatch",
+    "Enqueued",
     "LeaseLost",
     "Message",
     "Metrics",
@@ -76,6 +78,7 @@ __all__ = [
     "OutcomeKind",
     "PayloadError",
     "Queue",
+    "RedriveRefused",
     "RenderedFileError",
     "ServerTooOld",
     "UnknownCustomEvent",

@@ -45,6 +45,10 @@ class Dialect:
     server_advisory: bool
     #: an unquoted identifier means its lower-case form (PostgreSQL); others keep it as written
     folds_unquoted: bool = False
+    #: a backslash in a string literal escapes (MySQL and MariaDB without NO_BACKSLASH_ESCAPES)
+    backslash_escapes: bool = False
+    #: the most bytes a TEXT column keeps (MySQL and MariaDB's TEXT; None: no limit that matters)
+    text_bytes: int | None = None
 
     def quote_ident(self, name: str) -> str:
         """Quote an already-validated identifier, e.g. ``quote_ident("order")`` → ``"order"``."""
@@ -54,6 +58,12 @@ class Dialect:
     def quote_table(self, name: str) -> str:
         """A table, schema-qualified or not: ``quote_table("app.jobs")`` → ``"app"."jobs"``."""
         return ".".join(self.quote_ident(part) for part in name.split("."))
+
+    def quote_text(self, text: str) -> str:
+        """A string literal for DDL, where nothing binds: ``quote_text("it's")`` → ``'it''s'``."""
+        if self.backslash_escapes:
+            text = text.replace("\\", "\\\\")
+        return "'" + text.replace("'", "''") + "'"
 
     def placeholder(self, name: str) -> str:
         """The driver's spelling of a named parameter: ``%(id)s`` or ``:id``."""
@@ -102,6 +112,8 @@ DIALECTS: dict[str, Dialect] = {
         data_modifying_cte=False,
         partial_index=False,
         server_advisory=True,
+        backslash_escapes=True,
+        text_bytes=65_535,
     ),
     "mariadb": Dialect(
         name="mariadb",
@@ -120,6 +132,8 @@ DIALECTS: dict[str, Dialect] = {
         data_modifying_cte=False,
         partial_index=False,
         server_advisory=True,
+        backslash_escapes=True,
+        text_bytes=65_535,
     ),
     "sqlite": Dialect(
         name="sqlite",

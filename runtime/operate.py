@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from runtime.adapters import adapt
-from runtime.errors import ConfigurationError
+from runtime.errors import ConfigurationError, RedriveRefused
 from runtime.outcomes import delay_seconds
 from runtime.payloads import decode_payload
 from runtime.rendered import StatementName as S
@@ -119,14 +119,31 @@ async def redrive(
             f"queue '{queue.name}' has no default_group: say which group the messages go "
             "back to (redrive(db, ids, group=…) or --group)"
         )
-    if ids is None:
-        result = await _run(queue, db, S.REDRIVE_ALL, params)
-    else:
+    if ids is not None:
         wanted = _ids(ids)
         if not wanted:
             return 0
-        result = await _run(queue, db, S.REDRIVE, {**params, "ids": json.dumps(wanted)})
+        params["ids"] = json.dumps(wanted)
+    if "dedupe_key" in queue.columns:
+        await _refuse_taken_keys(queue, db, params)
+    name = S.REDRIVE_ALL if ids is None else S.REDRIVE
+    result = await _run(queue, db, name, params)
     return result.rowcount or 0
+
+
+async def _refuse_taken_keys(queue: Queue, db: Any, params: dict[str, Any]) -> None:
+    """A dead message goes back only if its dedupe_key is free: refuse the whole redrive
+    otherwise (a key taken in between still fails on the unique index, nothing moved)."""
+    name = S.REDRIVE_BLOCKED if "ids" in params else S.REDRIVE_BLOCKED_ALL
+    blocked = [int(r["id"]) for r in (await _run(queue, db, name, params)).rows]
+    if blocked:
+        shown = ", ".join(map(str, blocked[:20])) + (" …" if len(blocked) > 20 else "")
+        raise RedriveRefused(
+            f"queue '{queue.name}': nothing sent back; dead messages {shown} hold a dedupe_key "
+            "that a pending message holds (or an older dead message sent back with them): "
+            "redrive the others by id, purge these, or wait for the pending message to finish",
+            blocked,
+        )
 
 
 async def purge_dead(queue: Queue, db: Any, ids: Iterable[int] | None = None) -> int:

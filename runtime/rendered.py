@@ -68,6 +68,7 @@ class StatementName(StrEnum):
 
     SCHEMA = "schema"
     ENQUEUE = "enqueue"
+    ENQUEUE_EXISTING = "enqueue_existing"
     CLAIM = "claim"
     LOCK = "lock"
     TAKE = "take"
@@ -94,6 +95,8 @@ class StatementName(StrEnum):
     DEAD_SHOW = "dead_show"
     REDRIVE = "redrive"
     REDRIVE_ALL = "redrive_all"
+    REDRIVE_BLOCKED = "redrive_blocked"
+    REDRIVE_BLOCKED_ALL = "redrive_blocked_all"
     PURGE_DEAD = "purge_dead"
     PURGE_DEAD_ALL = "purge_dead_all"
     # the outbox's

@@ -75,6 +75,8 @@ def params_for(dialect: str) -> dict[str, Any]:
         "age_s": 60.0,
         # operating a queue: prune's batch
         "batch": 100,
+        # dedupe_key: the one committed row holds it, so enqueue meets a duplicate
+        "dedupe_key": "k",
     }
 
 

@@ -3,15 +3,15 @@
 -- dialect: "mariadb"
 -- form: "lease"
 -- table: "orders_queue"
--- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at"}
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 5
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:9d108416b2b27864a6675e24ddaa55cc4c8b5705f1267bdeffcdb2dd8628f1b6
+-- seal: sha256:d9e61b8e77ed047534440cc9e9b3670242e69a7293f59d247876eedb906cb4af
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
+-- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
 -- kinds: writes
 CREATE TABLE IF NOT EXISTS `orders_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -22,15 +22,26 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
   `locked_until` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
   `enqueued_at` DATETIME(6) NULL,
-  INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`)
+  `dedupe_key` VARCHAR(191) NULL,
+  `qgen_pending_key` VARCHAR(191) AS (CASE WHEN `processed_at` IS NULL AND `queue` <> 'orders_dead' THEN `dedupe_key` END) STORED,
+  INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`),
+  UNIQUE INDEX `orders_queue_dedupe` (`queue`, `qgen_pending_key`)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
--- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds in its group adds nothing and returns no new id (enqueue_existing reads the pending one).
 -- kinds: writes reads
-INSERT INTO `orders_queue` (`body`, `queue`, `retry_after`, `enqueued_at`)
-VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, UTC_TIMESTAMP(6));
-SELECT LAST_INSERT_ID() AS id;
+INSERT IGNORE INTO `orders_queue` (`body`, `queue`, `retry_after`, `enqueued_at`, `dedupe_key`)
+VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, UTC_TIMESTAMP(6), %(dedupe_key)s);
+SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id;
+
+-- name: enqueue_existing
+-- Reads the id of the pending message (not processed, not dead) that holds dedupe_key in group: the one a duplicate enqueue returns.
+-- kinds: reads
+SELECT `id` AS id
+FROM `orders_queue`
+WHERE `queue` = %(group)s
+  AND `qgen_pending_key` = %(dedupe_key)s;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.
@@ -243,6 +254,54 @@ STRAIGHT_JOIN `orders_queue` FORCE INDEX (PRIMARY) ON `orders_queue`.`id` = j.qg
 SET `queue` = %(group)s, `attempt` = 1, `retry_after` = NULL, `locked_until` = NULL
 WHERE `queue` = %(dead_group)s
   AND `processed_at` IS NULL;
+
+-- name: redrive_blocked
+-- The dead messages ids whose dedupe_key a pending message holds in the live group (group), or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d.`id` AS id
+FROM `orders_queue` AS d
+WHERE d.`queue` = %(dead_group)s
+  AND d.`processed_at` IS NULL
+  AND d.`dedupe_key` IS NOT NULL
+  AND d.`id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j)
+  AND (EXISTS (
+    SELECT 1
+    FROM `orders_queue` AS p
+    WHERE p.`queue` = %(group)s
+      AND p.`qgen_pending_key` = d.`dedupe_key`
+  ) OR EXISTS (
+    SELECT 1
+    FROM `orders_queue` AS o
+    WHERE o.`queue` = %(dead_group)s
+      AND o.`processed_at` IS NULL
+      AND o.`dedupe_key` = d.`dedupe_key`
+      AND o.`id` < d.`id`
+      AND o.`id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j)
+  ))
+ORDER BY d.`id`;
+
+-- name: redrive_blocked_all
+-- The dead messages whose dedupe_key a pending message holds in the live group (group), or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d.`id` AS id
+FROM `orders_queue` AS d
+WHERE d.`queue` = %(dead_group)s
+  AND d.`processed_at` IS NULL
+  AND d.`dedupe_key` IS NOT NULL
+  AND (EXISTS (
+    SELECT 1
+    FROM `orders_queue` AS p
+    WHERE p.`queue` = %(group)s
+      AND p.`qgen_pending_key` = d.`dedupe_key`
+  ) OR EXISTS (
+    SELECT 1
+    FROM `orders_queue` AS o
+    WHERE o.`queue` = %(dead_group)s
+      AND o.`processed_at` IS NULL
+      AND o.`dedupe_key` = d.`dedupe_key`
+      AND o.`id` < d.`id`
+  ))
+ORDER BY d.`id`;
 
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.

@@ -3,16 +3,16 @@
 -- dialect: "sqlite"
 -- form: "lease"
 -- table: "orders_queue"
--- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at"}
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 5
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:315f92900e28c7ce4967dc0ecb0602aeb348d025ca8b83002b8fa72640086ae3
+-- seal: sha256:31ef02f31fce0525c279a059bb67f6f4c585f4c1f623b78cd547f39f8277d837
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
--- kinds: writes writes writes
+-- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "orders_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "body" TEXT NOT NULL,
@@ -21,17 +21,30 @@ CREATE TABLE IF NOT EXISTS "orders_queue" (
   "retry_after" TEXT,
   "locked_until" TEXT,
   "processed_at" TEXT,
-  "enqueued_at" TEXT
+  "enqueued_at" TEXT,
+  "dedupe_key" TEXT
 );
 CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS "orders_queue_dedupe" ON "orders_queue" ("queue", "dedupe_key") WHERE "processed_at" IS NULL AND "queue" <> 'orders_dead';
 
 -- name: enqueue
--- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds in its group adds nothing and returns no new id (enqueue_existing reads the pending one).
 -- kinds: writes-returning
-INSERT INTO "orders_queue" ("body", "queue", "retry_after", "enqueued_at")
-VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), strftime('%Y-%m-%d %H:%M:%f', 'now'))
+INSERT INTO "orders_queue" ("body", "queue", "retry_after", "enqueued_at", "dedupe_key")
+VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), strftime('%Y-%m-%d %H:%M:%f', 'now'), :dedupe_key)
+ON CONFLICT ("queue", "dedupe_key") WHERE "processed_at" IS NULL AND "queue" <> 'orders_dead' DO NOTHING
 RETURNING "id" AS id;
+
+-- name: enqueue_existing
+-- Reads the id of the pending message (not processed, not dead) that holds dedupe_key in group: the one a duplicate enqueue returns.
+-- kinds: reads
+SELECT "id" AS id
+FROM "orders_queue"
+WHERE "queue" = :group
+  AND "dedupe_key" = :dedupe_key
+  AND "processed_at" IS NULL
+  AND "queue" <> 'orders_dead';
 
 -- name: claim
 -- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
@@ -227,6 +240,58 @@ SET "queue" = :group, "attempt" = 1, "retry_after" = NULL, "locked_until" = NULL
 WHERE "queue" = :dead_group
   AND "processed_at" IS NULL
   AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_blocked
+-- The dead messages ids whose dedupe_key a pending message holds in the live group (group), or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d."id" AS id
+FROM "orders_queue" AS d
+WHERE d."queue" = :dead_group
+  AND d."processed_at" IS NULL
+  AND d."dedupe_key" IS NOT NULL
+  AND d."id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  AND (EXISTS (
+    SELECT 1
+    FROM "orders_queue" AS p
+    WHERE p."queue" = :group
+      AND p."dedupe_key" = d."dedupe_key"
+  AND p."processed_at" IS NULL
+  AND p."queue" <> 'orders_dead'
+  ) OR EXISTS (
+    SELECT 1
+    FROM "orders_queue" AS o
+    WHERE o."queue" = :dead_group
+      AND o."processed_at" IS NULL
+      AND o."dedupe_key" = d."dedupe_key"
+      AND o."id" < d."id"
+      AND o."id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  ))
+ORDER BY d."id";
+
+-- name: redrive_blocked_all
+-- The dead messages whose dedupe_key a pending message holds in the live group (group), or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d."id" AS id
+FROM "orders_queue" AS d
+WHERE d."queue" = :dead_group
+  AND d."processed_at" IS NULL
+  AND d."dedupe_key" IS NOT NULL
+  AND (EXISTS (
+    SELECT 1
+    FROM "orders_queue" AS p
+    WHERE p."queue" = :group
+      AND p."dedupe_key" = d."dedupe_key"
+  AND p."processed_at" IS NULL
+  AND p."queue" <> 'orders_dead'
+  ) OR EXISTS (
+    SELECT 1
+    FROM "orders_queue" AS o
+    WHERE o."queue" = :dead_group
+      AND o."processed_at" IS NULL
+      AND o."dedupe_key" = d."dedupe_key"
+      AND o."id" < d."id"
+  ))
+ORDER BY d."id";
 
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
