@@ -31,8 +31,10 @@ from runtime.errors import (
 from runtime.metrics import Metrics
 from runtime.outcomes import (
     MAX_DELAY_S,
+    ExponentialBackoff,
     Outcome,
     OutcomeKind,
+    RetryPolicy,
     ack,
     custom,
     drop,
@@ -71,6 +73,7 @@ __all__ = [
     "DatabaseError",
     "DialectMismatch",
     "Enqueued",
+    "ExponentialBackoff",
     "LeaseLost",
     "Message",
     "Metrics",
@@ -80,6 +83,7 @@ __all__ = [
     "Queue",
     "RedriveRefused",
     "RenderedFileError",
+    "RetryPolicy",
     "ServerTooOld",
     "UnknownCustomEvent",
     "ack",
