@@ -1,7 +1,8 @@
 """Operating a queue: stats, the dead letter (list, show, redrive, purge) and prune.
 
 Each function runs one rendered statement (``stats``, ``dead_list``/``dead_list_newest``,
-``dead_show``, ``redrive``/``redrive_all``, ``purge_dead``/``purge_dead_all``, ``prune``) on
+``dead_show``, ``redrive``/``redrive_all``, ``purge_dead``/``purge_dead_all``, ``prune``,
+``cancel``) on
 the connection it is given; ``runtime.Queue`` exposes them as methods and ``qgen stats``,
 ``qgen dead`` and ``qgen prune`` call them.
 """
@@ -9,6 +10,7 @@ the connection it is given; ``runtime.Queue`` exposes them as methods and ``qgen
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,8 @@ from runtime.steps import run_step
 
 if TYPE_CHECKING:
     from runtime.queue import Queue
+
+log = logging.getLogger("runtime")
 
 #: the keys of ``queue.stats``, in the order ``qgen stats`` prints them
 STATS_KEYS = ("ready", "delayed", "in_flight", "dead", "processed", "oldest_ready_s")
@@ -182,3 +186,36 @@ async def prune(
         total += deleted
         if deleted < batch:
             return total
+
+
+async def cancel(queue: Queue, db: Any, id: int) -> bool:
+    """Finish a message that is not in flight, as ack would (see ``Queue.cancel``)."""
+    from runtime.forms.advisory import AdvisoryForm
+
+    try:
+        message = int(id)
+    except (TypeError, ValueError):
+        raise ValueError(f"id must be a message id (a whole number), not {id!r}") from None
+    if queue.form == "advisory" and not queue.dialect.server_advisory:
+        # the keys live in the consumers' process: those of this one are known
+        held = {(table, row) for _, table, row in AdvisoryForm._process_keys}
+        if (queue.table, message) in held:
+            return False
+    params = {"id": message, "dead_group": queue.dead_group}
+    try:
+        result = await _run(queue, db, S.CANCEL, params)
+    except BaseException:
+        await _unlock_quietly(queue, db, message)
+        raise
+    return (result.rowcount or 0) > 0
+
+
+async def _unlock_quietly(queue: Queue, db: Any, message: int) -> None:
+    """A cancel that failed between taking a session-wide key (GET_LOCK) and releasing it
+    gives the key back, as best it can (the connection may be gone)."""
+    if len(queue.rendered.require(S.CANCEL)) < 2 or not queue.rendered.get(S.UNLOCK):
+        return
+    try:
+        await _run(queue, db, S.UNLOCK, {"ids": json.dumps([message])})
+    except Exception:  # the cancel's own error is the one to raise
+        log.debug("queue %s: could not release the key of message %s", queue.name, message)

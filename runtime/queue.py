@@ -326,6 +326,15 @@ class Queue:
 
         return await operate.prune(self, db, older_than_s, batch, group)
 
+    async def cancel(self, db: Any, id: int) -> bool:
+        """Finish message ``id`` as ack would (delete it, or mark it processed) if it is
+        pending (ready or delayed) and not in flight; True if it did. False: a consumer holds
+        it now (a lease in the future, a claim's row lock, an advisory key), or it is already
+        finished, dead, or unknown. It never goes to the dead letter. ``await queue.cancel(db, 42)``"""
+        from runtime import operate
+
+        return await operate.cancel(self, db, id)
+
     @property
     def sync(self) -> SyncQueue:
         """The same enqueue for blocking code and a blocking connection (psycopg, sqlite3,
@@ -370,6 +379,10 @@ class SyncQueue:
                 adapt(conn, sync=True), payloads, delay, group, values, dedupe_keys
             )
         )
+
+    def cancel(self, conn: Any, id: int) -> bool:
+        """``queue.sync.cancel(conn, 42)`` → True if it finished the message (see cancel)."""
+        return run_sync(self.queue.cancel(adapt(conn, sync=True), id))
 
 
 def _dedupe_key(key: Any) -> str | None:

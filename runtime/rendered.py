@@ -99,6 +99,7 @@ class StatementName(StrEnum):
     REDRIVE_BLOCKED_ALL = "redrive_blocked_all"
     PURGE_DEAD = "purge_dead"
     PURGE_DEAD_ALL = "purge_dead_all"
+    CANCEL = "cancel"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"

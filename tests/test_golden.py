@@ -92,28 +92,36 @@ STEPS = {
     ("lease_group_deadletter", "jobs"): (
         "schema enqueue claim extend ack drop retry retry_after ack_many drop_many retry_many "
         "retry_after_many dead_letter release unclaim "
-        f"columns indexes {DEAD} prune"
+        f"columns indexes {DEAD} prune cancel"
     ),
     (
         "row_lock_table_deadletter",
         "mail",
-    ): f"schema enqueue claim ack drop retry retry_after dead_letter columns indexes {DEAD}",
+    ): f"schema enqueue claim ack drop retry retry_after dead_letter columns indexes {DEAD} cancel",
     ("advisory_minimal", "hooks"): (
-        "schema enqueue claim lock take ack drop ack_many drop_many unlock columns indexes stats"
+        "schema enqueue claim lock take ack drop ack_many drop_many unlock columns indexes stats "
+        "cancel"
     ),
     (
         "no_attempt_no_retry_after",
         "leased",
     ): (
         "schema enqueue claim extend ack drop retry ack_many drop_many retry_many release "
-        "unclaim columns indexes stats"
+        "unclaim columns indexes stats cancel"
     ),
     ("no_attempt_no_retry_after", "locked"): (
-        "schema enqueue claim ack drop columns indexes stats prune"
+        "schema enqueue claim ack drop columns indexes stats prune cancel"
     ),
     ("override_and_custom", "tasks"): (
         "schema enqueue claim extend ack drop retry retry_after ack_many retry_many dead_letter "
-        f"release unclaim columns indexes {DEAD} custom.bump custom.park"
+        f"release unclaim columns indexes {DEAD} cancel custom.bump custom.park"
+    ),
+    # dedupe_key: enqueue_existing after enqueue, redrive refuses a dead message whose key is taken
+    ("dedupe_lease_group", "jobs"): (
+        "schema enqueue enqueue_existing claim extend ack drop retry retry_after ack_many "
+        "drop_many retry_many retry_after_many dead_letter release unclaim columns indexes "
+        "stats dead_list dead_list_newest dead_show redrive redrive_blocked "
+        "redrive_blocked_all redrive_all purge_dead purge_dead_all prune cancel"
     ),
 }
 

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:5925b073ec6bf69123a3f7c633f2ef952287712931f05362a7eb73acfdd13728
+-- seal: sha256:d6a0fb095ee3f6dc5ee0a26fb115a380ea6e3475e2fdbb00d37791e3129de8b4
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -73,3 +73,13 @@ SELECT (
   FROM `audit_queue`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `audit_queue`
+WHERE `id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `audit_queue`
+WHERE `id` = %(id)s;

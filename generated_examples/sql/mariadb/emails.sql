@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:11be4355534659d0c0077b0f5dae0889b7f49b0fb4770a5ab30bf184a566f937
+-- seal: sha256:3734962540f7b504782c0a3288a1ec0f6a474aae7e171ef160f3ef48640855f1
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -247,3 +247,9 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `emails_dead`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `emails_queue`
+WHERE `id` = %(id)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

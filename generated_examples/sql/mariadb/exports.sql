@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:e80d0749c15ff804e400175456f02e8b5803c563b7cee776f82994c664984c2e
+-- seal: sha256:8d382763d4bc32a68cb1e91601a288206f9bcec8451b460e45bd104b2c5617f0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -210,3 +210,13 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `exports_queue`
 WHERE `lane` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s), 0) = 1;
+DELETE FROM `exports_queue`
+WHERE `id` = %(id)s AND `lane` <> %(dead_group)s;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s)) AS unlocked;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:5fb50c8c37ca4b57541c988a36daf149606f5c16d6ea7319ad1cf85f129e5a41
+-- seal: sha256:68ce8e3b4ce6573613d9c29247c9ae7ead716766af84ca80b31161e71d0fd70c
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -238,3 +238,14 @@ DELETE FROM `invoices_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `invoices_queue`
+WHERE `id` = %(id)s AND `processed_at` IS NULL
+FOR UPDATE SKIP LOCKED;
+UPDATE `invoices_queue`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;

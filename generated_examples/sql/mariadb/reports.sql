@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:a4597cccc208783f62ae31c38cb4156344797f01d0387963302c37ae92d8a272
+-- seal: sha256:d67035777a99b4787b28ac4b1a9700ce3347e244f8fbd2589b550e65a1d7752f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -170,6 +170,16 @@ WHERE `grp` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `reports_queue`
 WHERE `grp` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `reports_queue`
+WHERE `id` = %(id)s AND `grp` <> %(dead_group)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `reports_queue`
+WHERE `id` = %(id)s;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

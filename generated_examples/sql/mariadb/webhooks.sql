@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:7c87971781b5dfa76162afc94d469c9d0383b7d662abc05a45087d482b3d8dff
+-- seal: sha256:a39845798881b45502567236cd57e0f656b47d9124e7bf8f9c817f79468aab1c
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -287,3 +287,14 @@ DELETE FROM `webhooks_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', %(id)s), 0) = 1;
+UPDATE `webhooks_queue`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s AND `processed_at` IS NULL;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', %(id)s)) AS unlocked;

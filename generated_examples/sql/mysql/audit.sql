@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:c6cd3b3c9bab2723577ce0faa99d68b19d726396693e9f22893dac9656731fb2
+-- seal: sha256:8330bfb077425dffbf54b86e2d87f248a3d0ca7ad7f46b59ac48c6e715c92325
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -73,3 +73,13 @@ SELECT (
   FROM `audit_queue`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `audit_queue`
+WHERE `id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `audit_queue`
+WHERE `id` = %(id)s;

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:8a3ad53cd659a38496ae85eccc941c42eeef40f282130a5cc180da5e9fcf8e67
+-- seal: sha256:2eeb62f3cdd68f7eccc3c390700bbb9af8324294b6d11adf61155f53ef9fa1d9
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -247,3 +247,9 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `emails_dead`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `emails_queue`
+WHERE `id` = %(id)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:14c0240b449db972bdfa592784bde67482c062c171a2f2c77a2313da2beea25c
+-- seal: sha256:62130def06b24b258d444f96b4e87ac6eb674a25b580710865129fe9676e0cf0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -210,3 +210,13 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `exports_queue`
 WHERE `lane` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s), 0) = 1;
+DELETE FROM `exports_queue`
+WHERE `id` = %(id)s AND `lane` <> %(dead_group)s;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s)) AS unlocked;

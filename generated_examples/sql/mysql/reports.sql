@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:b679677b82804a26c9cafe1a930d895279bf603c3faea807a454b5792a308d33
+-- seal: sha256:aa634d4f3dab063335c09b9eb7a1f0fb1ae48f13003cc2bdf537999988c1064e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -170,6 +170,16 @@ WHERE `grp` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `reports_queue`
 WHERE `grp` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `reports_queue`
+WHERE `id` = %(id)s AND `grp` <> %(dead_group)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `reports_queue`
+WHERE `id` = %(id)s;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:43dd4d3e28c19daf41d5b9a632768f7f8ec2c2adbcb32fd6c702b235cad19a7c
+-- seal: sha256:2f5c90977b0003a10409d4d84faf372f656c7443db018070e43b2dd532a396d2
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -75,3 +75,9 @@ SELECT (
   FROM "audit_queue"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "audit_queue"
+WHERE "id" = %(id)s AND "id" IN (SELECT "id" FROM "audit_queue" WHERE "id" = %(id)s FOR UPDATE SKIP LOCKED);

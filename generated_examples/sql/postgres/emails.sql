@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:3134d8937c205c2e054800514bbbe3853b93170ebd4542531883aa29c9a757e2
+-- seal: sha256:0c3de8e866ca0d6a2f0a8a1ddc79dbddfc07c960991fddc13903cbe3288a991f
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -246,3 +246,9 @@ WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAS
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "emails_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "emails_queue"
+WHERE "id" = %(id)s AND ("locked_until" IS NULL OR "locked_until" < now());

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:c33156d6b96248b3a7031d76025abb946be5bb33ce0b00dda18a0f9af0903db0
+-- seal: sha256:25325527fb1033fe5d4786da77634a825859c283b3113f406754f368b64f7037
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -211,3 +211,9 @@ WHERE "lane" = %(dead_group)s
 -- kinds: writes
 DELETE FROM "exports_queue"
 WHERE "lane" = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "id" = %(id)s AND "lane" <> %(dead_group)s AND pg_try_advisory_xact_lock(hashtextextended('qgen:exports_queue:' || CAST(%(id)s AS TEXT), 0));

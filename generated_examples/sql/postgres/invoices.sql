@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:2ee44f0ae2e2e687534553d3876c7d1a277b3b9a047a46e5afc49572f0d34116
+-- seal: sha256:e46744e9e1e24e819fd130000ee796e02165f54eb12c63756b1d6dcda36b7980
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -253,3 +253,10 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "processed_at" = clock_timestamp()
+WHERE "id" = %(id)s AND "processed_at" IS NULL AND "id" IN (SELECT "id" FROM "invoices_queue" WHERE "id" = %(id)s FOR UPDATE SKIP LOCKED);

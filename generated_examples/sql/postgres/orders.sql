@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:bd1c8f2aefd81307178cdd846b4441a8ee2f608b7f365324abef4502cae9f804
+-- seal: sha256:6dabb98b3e9d014fe13d7b0646de89b76f09a5a43927c11ec5aa1c2d1ed0eb5b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -339,6 +339,13 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+WHERE "id" = %(id)s AND "processed_at" IS NULL AND "queue" <> %(dead_group)s AND ("locked_until" IS NULL OR "locked_until" < now());
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:353bacd98467e7b87512f6f201115e10608754d30a39b9d8b8d04d8db8a22928
+-- seal: sha256:8a2169211c193f0828b6c5e5a621297c88ebb086bd0472e7f5d81af518c5c83e
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -141,3 +141,9 @@ SELECT (
   FROM "pings"
   WHERE "leased_until" >= now()
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "pings"
+WHERE "ping_id" = %(id)s AND ("leased_until" IS NULL OR "leased_until" < now());

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:bcf7daa988286ad5013094dbc2632b934c8bd73e0b93faaa9b674df27a4b5441
+-- seal: sha256:f9bc2dc055fdf1c22b55002f63e9565aad6f95d01dbd14a114c41f25a20317f7
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -169,6 +169,12 @@ WHERE "grp" = %(dead_group)s
 -- kinds: writes
 DELETE FROM "reports_queue"
 WHERE "grp" = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" = %(id)s AND "grp" <> %(dead_group)s AND "id" IN (SELECT "id" FROM "reports_queue" WHERE "id" = %(id)s FOR UPDATE SKIP LOCKED);
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

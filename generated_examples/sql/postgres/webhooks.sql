@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:7836254a41dbdf51f75a629e2202614e3dbcf29aeeaea0476424b3f77ca41368
+-- seal: sha256:70a6702caef6f8195c636c33ef62f60e77b334ce112a61916fe7b7d856d2d699
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -306,3 +306,10 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "processed_at" = clock_timestamp()
+WHERE "id" = %(id)s AND "processed_at" IS NULL AND pg_try_advisory_xact_lock(hashtextextended('qgen:webhooks_queue:' || CAST(%(id)s AS TEXT), 0));

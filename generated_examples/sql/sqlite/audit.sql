@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:2303891ead48ad3c6009bc5286614395ba9d1c67610b8aa5468431174704c9b6
+-- seal: sha256:a1c892b6e42a43d14d52509e78bbdfc32e2194dc662ee1c48dd21fc5e5b0715e
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -68,3 +68,9 @@ SELECT (
   FROM "audit_queue"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "audit_queue"
+WHERE "id" = :id;

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:14daab759be4e826146f0f05adbde7b9cc858b6222b4eb3cccb7590c00988bf2
+-- seal: sha256:e608f0d378630b0948df3af34750f48f28a145ae9e0df2f47ec498bad76be7d9
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -227,3 +227,9 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "emails_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "emails_queue"
+WHERE "id" = :id AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'));

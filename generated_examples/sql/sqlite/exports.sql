@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:d5f38b814dc3cd5395cd61020fd4b83722b75c5663584e97c841fc2d0e6c95e1
+-- seal: sha256:4c85af4c64146239393374d7c8eb3adc9902042fae20b477b4817ae6ba566e90
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -182,3 +182,9 @@ WHERE "lane" = :dead_group
 -- kinds: writes
 DELETE FROM "exports_queue"
 WHERE "lane" = :dead_group;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "id" = :id AND "lane" <> :dead_group;

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:7ffe92d237a8647aeb70a3af5a64bf25ffb95484f898c69f515d1e03e144c50e
+-- seal: sha256:67deb8c62ee1e581a4ef4df19c2799c3c394db81086c6c342c6ea38824b5cd76
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -239,3 +239,10 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id AND "processed_at" IS NULL;

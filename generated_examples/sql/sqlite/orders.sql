@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:31ef02f31fce0525c279a059bb67f6f4c585f4c1f623b78cd547f39f8277d837
+-- seal: sha256:46bd6bd8d14f5e1d720e04fe89570b92deb0247f8f02dcd18d3282e5a217f5dc
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -328,6 +328,13 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "processed_at" IS NULL AND "queue" <> :dead_group AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.

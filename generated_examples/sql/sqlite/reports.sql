@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:041a12e114b7c0ce8500153ddae6a28087e8c76e47807638b820919c20cb85da
+-- seal: sha256:c8c351189dd1d9f559d96af477ff6905b33cfdbe8b789cc3fee91ef7b979d84d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -162,6 +162,12 @@ WHERE "grp" = :dead_group
 -- kinds: writes
 DELETE FROM "reports_queue"
 WHERE "grp" = :dead_group;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" = :id AND "grp" <> :dead_group;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

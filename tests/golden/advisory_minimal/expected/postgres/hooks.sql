@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:26302585e36aee1bb149d2dd7c3ae4a62add1e73593a2381e864d0244e16625e
+-- seal: sha256:48f4d997447c9735cef3f2b5a0dea55cae2f049ced78c2cdcf0f9bbaaaa6ab84
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -116,3 +116,9 @@ SELECT (
   FROM "hooks"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "hooks"
+WHERE "id" = %(id)s AND pg_try_advisory_xact_lock(hashtextextended('qgen:hooks:' || CAST(%(id)s AS TEXT), 0));

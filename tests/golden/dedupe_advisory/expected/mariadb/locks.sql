@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:7cb547b1835b0acacd682e6de12b5776fdab23983b9704bf2b18f49be83f49f2
+-- seal: sha256:e94e18c5480a3e335ce05e8fbd905e2e350877f5b8e31670f9b08e47b34bc89f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -140,3 +140,14 @@ DELETE FROM `locks`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.locks'), 256), 24), ':', %(id)s), 0) = 1;
+UPDATE `locks`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s AND `processed_at` IS NULL;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.locks'), 256), 24), ':', %(id)s)) AS unlocked;

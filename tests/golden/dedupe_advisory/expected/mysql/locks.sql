@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:535a91a348216ea754ded9de43de6f3655def60beb2f7059c4e3b63555b152df
+-- seal: sha256:cb057fdc37d3d9ade64d36e7c6091e9f046709a6de495f17c54e2eb8d114e876
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -140,3 +140,14 @@ DELETE FROM `locks`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.locks'), 256), 24), ':', %(id)s), 0) = 1;
+UPDATE `locks`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s AND `processed_at` IS NULL;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.locks'), 256), 24), ':', %(id)s)) AS unlocked;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:d3e671b8641d78b72078b83030950c87c62f4738b36393e488d4aecc74ae8d87
+-- seal: sha256:c4ab8b8fb00cb2e64299207c1219e7e6b0612998e70ff04e72480d1b597fbc52
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -152,3 +152,10 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "locks"
+SET "processed_at" = clock_timestamp()
+WHERE "id" = %(id)s AND "processed_at" IS NULL AND pg_try_advisory_xact_lock(hashtextextended('qgen:locks:' || CAST(%(id)s AS TEXT), 0));

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:017c905f09dc1ceab83cda2a87cb6a4df2e215b78864ec137f36792ee8504ca1
+-- seal: sha256:1d77e81ecb7ab4557d270e4aa33c47c2fae728647a3a8785fab37966cc101f29
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -123,3 +123,10 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "locks"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id AND "processed_at" IS NULL;

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:ccdcdc9d1eb0eaecc85a86fae1b9020e7fbae5be034030b22ea2a6347f9294e1
+-- seal: sha256:388de5846c76ec9ca5830c7cc8734bb7f53697eb81f3e85af34b0ee7f7e64728
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -338,3 +338,10 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE `jobs`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `processed_at` IS NULL AND `queue` <> %(dead_group)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

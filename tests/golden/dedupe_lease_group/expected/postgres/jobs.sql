@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:e633c5e737a8fa2ddd89073129e8e8dfc6848f8bb0b1cdef9105b278beed5dd8
+-- seal: sha256:a6eba9fefa059f389d0fd9dcb211d8cd591cb72a63dea67865b360656b6abe04
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -340,3 +340,10 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "jobs"
+SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+WHERE "id" = %(id)s AND "processed_at" IS NULL AND "queue" <> %(dead_group)s AND ("locked_until" IS NULL OR "locked_until" < now());

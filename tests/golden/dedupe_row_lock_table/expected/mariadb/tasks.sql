@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
--- seal: sha256:e72e75eb70ec933d847ff5a1bf30c9a90c48592e6f031e9f0c56f0265016f84a
+-- seal: sha256:cf05dc846bc6065febf11384d13fd4d4268289b7c8cc29b5b4bbba97cd47e76e
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -216,3 +216,13 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `tasks_dead`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `tasks`
+WHERE `id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `tasks`
+WHERE `id` = %(id)s;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
--- seal: sha256:feed53ebcf0d5be800b13003227c74e4bda3419248a43f25dea8328db5432ff8
+-- seal: sha256:1e67979136aa3b4a02d7fc1e60f5f7dc4dcdbc804142848dab53dee0f006dead
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -216,3 +216,13 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `tasks_dead`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `tasks`
+WHERE `id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `tasks`
+WHERE `id` = %(id)s;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
--- seal: sha256:ab11e373cdf6b31720a065a0356fb525f01138f4f5e92929b2ee4c874d36eea5
+-- seal: sha256:a4eacf064ade7dfb681da9fd4ff9d3b0dd7cdaa2b026488dfa69479aeccd898c
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -225,3 +225,9 @@ WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAS
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "tasks_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "id" = %(id)s AND "id" IN (SELECT "id" FROM "tasks" WHERE "id" = %(id)s FOR UPDATE SKIP LOCKED);

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:975f946db49ac28a97b158a9a6f9058f278b3114235e56fda31e8d417c5b191f
+-- seal: sha256:935bc518b483995cc86111b7f2ed3c8b8f90153fb5cb7d49ad55bc3948e167c2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -279,3 +279,10 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE `jobs`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `processed_at` IS NULL AND `queue` <> %(dead_group)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:f82c97480e725c546004676e63e270f622d62e685c3e9419c61a80b81e7ab94c
+-- seal: sha256:530c0fa4db29b0ea4591e3740134d2df995387661218e1cb3957c55c63fafe76
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -275,3 +275,10 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "jobs"
+SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+WHERE "id" = %(id)s AND "processed_at" IS NULL AND "queue" <> %(dead_group)s AND ("locked_until" IS NULL OR "locked_until" < now());

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:f7e9115efa56a0c71b8eed20594925ac604886eac335333ae6a0647083ea2e1e
+-- seal: sha256:235e0f42a75a7aa4ecc72e46c0dc1508511d28af6a0f36d17e1c089ccb00c991
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -91,3 +91,14 @@ DELETE FROM `locked`
 WHERE `done_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `done_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `locked`
+WHERE `id` = %(id)s AND `done_at` IS NULL
+FOR UPDATE SKIP LOCKED;
+UPDATE `locked`
+SET `done_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:9f7c247b91ed98c6df9f91caf7cdb91e6e95fb599a56e7dd277ad1856cb6e805
+-- seal: sha256:fc6e34e6eada9b0f0d8a48836451779396f070ce54813c355f5590da81754f15
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -91,3 +91,14 @@ DELETE FROM `locked`
 WHERE `done_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `done_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `locked`
+WHERE `id` = %(id)s AND `done_at` IS NULL
+FOR UPDATE SKIP LOCKED;
+UPDATE `locked`
+SET `done_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:91009c5df3930dd4c4492800eff08b281e43d5fcac23abbedb9a407eb568166e
+-- seal: sha256:15661cc2985ff85a2e9a5c7c6a0ecc6270a9b10aab78c3581ca1ff6b866b2e16
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -141,3 +141,9 @@ SELECT (
   FROM "leased"
   WHERE "locked_until" >= now()
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "leased"
+WHERE "id" = %(id)s AND ("locked_until" IS NULL OR "locked_until" < now());

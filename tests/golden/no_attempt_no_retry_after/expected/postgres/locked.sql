@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:1034884f47a094334d2c05ef61074717a388d532dd568f93a22d5fe39f0eb310
+-- seal: sha256:33cf4ff0c803597aae7062827b9434f12ce5faebeb5c225d64eed18d883e4961
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -97,3 +97,10 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "done_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "locked"
+SET "done_at" = clock_timestamp()
+WHERE "id" = %(id)s AND "done_at" IS NULL AND "id" IN (SELECT "id" FROM "locked" WHERE "id" = %(id)s FOR UPDATE SKIP LOCKED);

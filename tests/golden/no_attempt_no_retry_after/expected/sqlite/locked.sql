@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:5391a85737ac2c5cfd08b81b01cc4b3c67f65be6ba2af7348f48a60ce0586975
+-- seal: sha256:6fccfe71c50dfd86870e2292d987e8a86467d3ddb68d5622471a94354b8e2373
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -90,3 +90,10 @@ WHERE "id" IN (
   ORDER BY "done_at", "id"
   LIMIT :batch
 );
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "locked"
+SET "done_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id AND "done_at" IS NULL;

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:bdf623ca207f98303d3b1fe7d7edd84d5f7540004097d0ed7d823d0cc36820a1
+-- seal: sha256:290d4b5d91f35420cf521f45fd4f5966f619aac4abbcb4af6afa2d05e655839a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -224,6 +224,12 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `tasks`
 WHERE `lane` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `tasks`
+WHERE `id` = %(id)s AND `lane` <> %(dead_group)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:4b3d78500a3bd4372f7930bc8615c221d6c357849cb8a074c669350039aac4e1
+-- seal: sha256:dda91744b5337fc141b43788319fa31c5d47d66b60ab9cb41a95eaf91ef67f1a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -224,6 +224,12 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `tasks`
 WHERE `lane` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `tasks`
+WHERE `id` = %(id)s AND `lane` <> %(dead_group)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:e5d1fbf62261d9c9939b685c7d0578e5474c26971cbd56b3fd3dd6efa2ff1791
+-- seal: sha256:aa261fc763725e8896fecc286e264bc5619813f465ec1869b87f3a09f7e9374b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -219,6 +219,12 @@ WHERE "lane" = %(dead_group)s
 -- kinds: writes
 DELETE FROM "tasks"
 WHERE "lane" = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "id" = %(id)s AND "lane" <> %(dead_group)s AND ("locked_until" IS NULL OR "locked_until" < now());
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:3292d0ca9ad1cc87e4b1c1bc406b0a65cae2b8c67c2594951b74f859c62397ff
+-- seal: sha256:70de110c7860663aa83f774d13aa912536c45ee2e9b8dbb0ac9fc3f7763703b3
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -209,6 +209,12 @@ WHERE "lane" = :dead_group
 -- kinds: writes
 DELETE FROM "tasks"
 WHERE "lane" = :dead_group;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "id" = :id AND "lane" <> :dead_group AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

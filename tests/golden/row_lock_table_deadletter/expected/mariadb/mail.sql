@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:af936e9f35a33d5a924ae6209822d13059e85aa3d6eb73c362b7613da59d6de1
+-- seal: sha256:f0b3555646425f82a0880449317288ad0b4bcdb0f9a9ef5e59540628bece69d2
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -168,3 +168,13 @@ WHERE `mail_id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qg
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `mail_dead`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `mail_id` AS id
+FROM `mail_queue`
+WHERE `mail_id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `mail_queue`
+WHERE `mail_id` = %(id)s;

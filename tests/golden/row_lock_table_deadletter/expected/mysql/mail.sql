@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:59fc0277ef0a1765acac87613c1deefc5a4bd5f5d127540813de826559427cf0
+-- seal: sha256:f0d5f907ff72def51915b5cc84d5e40bdd07db704919b8da4d0f8e7b908f2c7a
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -168,3 +168,13 @@ WHERE `mail_id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qg
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `mail_dead`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `mail_id` AS id
+FROM `mail_queue`
+WHERE `mail_id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `mail_queue`
+WHERE `mail_id` = %(id)s;

@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:11ac90922a87978065c7d9b5652c5f112114a579fc5ad7940449655af979c7bc
+-- seal: sha256:ef5dfcea42a02f358e5b02b789c2913014227b0ade18a146c8682b21ad853267
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -176,3 +176,9 @@ WHERE "mail_id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_tex
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "mail_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "mail_queue"
+WHERE "mail_id" = %(id)s AND "mail_id" IN (SELECT "mail_id" FROM "mail_queue" WHERE "mail_id" = %(id)s FOR UPDATE SKIP LOCKED);

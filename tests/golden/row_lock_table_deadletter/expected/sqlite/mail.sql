@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:414eab9992a29fb3ebb954ff683b15d94433048306692a3c2aa34ad0c1f6b89c
+-- seal: sha256:6946b181f389d0e7f68b369b3b83dd1519cc6cb1ebb1c6f4adab9613ae8d0698
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -162,3 +162,9 @@ WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "mail_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "mail_queue"
+WHERE "mail_id" = :id;
