@@ -144,6 +144,8 @@ def column_problem(tree: exp.Expression, allowed: set[str], tables: set[str]) ->
     for col in tree.find_all(exp.Column):
         if col.table and col.table not in ours:
             continue  # qualified by another table or its alias: not ours to know
+        if isinstance(col.parent, exp.CollateColumnConstraint):
+            continue  # COLLATE utf8mb4_bin names a collation, read as a column
         scope = col.find_ancestor(exp.Select)
         if scope is not None and not ({t.name for t in scope.find_all(exp.Table)} & tables):
             continue  # a subquery that reads only other tables

@@ -42,7 +42,10 @@ class PayloadError(BrokerError):
 
 class DatabaseError(BrokerError):
     """The database refused a statement (a lock wait, a constraint, SQLite busy past its
-    timeout…); the driver's own exception is kept as ``__cause__``."""
+    timeout…); the driver's own exception is kept as ``__cause__``. ``deadlock``: the server
+    chose this transaction as a deadlock's victim and rolled it back whole."""
+
+    deadlock: bool = False
 
 
 class RedriveRefused(BrokerError):

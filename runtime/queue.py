@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -171,9 +172,22 @@ class Queue:
                     )
 
     async def _enqueue(self, conn: Any, params: dict[str, Any]) -> Enqueued:
-        """Run the enqueue step; a key a pending message holds gives that message's id."""
-        for _ in range(_DEDUPE_TRIES):
-            result = await run_step(conn, self.rendered.require(S.ENQUEUE), params)
+        """Run the enqueue step; a key a pending message holds gives that message's id.
+
+        A keyed enqueue that InnoDB picks as a deadlock's victim (a consumer finishing the
+        pending message of that key at the same moment) is tried again on the runtime's own
+        connection outside a transaction; in the caller's transaction, that transaction was
+        rolled back whole: the DatabaseError (``.deadlock``) goes to the caller."""
+        own = not conn.in_transaction
+        for n in range(_DEDUPE_TRIES):
+            try:
+                result = await run_step(conn, self.rendered.require(S.ENQUEUE), params)
+            except BaseException as exc:
+                await self._unlock_key(conn, params)
+                deadlock = isinstance(exc, DatabaseError) and exc.deadlock
+                if not (deadlock and own and params.get("dedupe_key")) or n == _DEDUPE_TRIES - 1:
+                    raise
+                continue
             new = result.rows[0]["id"] if result.rows else None
             if new or params.get("dedupe_key") is None:
                 return Enqueued(int(new))
@@ -184,6 +198,15 @@ class Queue:
             f"queue '{self.name}': dedupe_key {params['dedupe_key']!r} kept colliding with "
             f"messages that finished before their id was read ({_DEDUPE_TRIES} tries)"
         )
+
+    async def _unlock_key(self, conn: Any, params: dict[str, Any]) -> None:
+        """MySQL and MariaDB: give back the key's named lock a failed enqueue may still hold
+        (a rollback keeps it); as best it can, the enqueue's own error is the one to raise."""
+        unlock = self.rendered.get(S.ENQUEUE_UNLOCK)
+        if not unlock or conn.closed:
+            return
+        with contextlib.suppress(Exception):
+            await run_step(conn, unlock, params)
 
     async def enqueue(
         self,
@@ -388,8 +411,11 @@ class SyncQueue:
 def _dedupe_key(key: Any) -> str | None:
     if key is None:
         return None
-    if not isinstance(key, str) or not key or len(key) > _GROUP_MAX:
+    # MySQL and MariaDB compare text ignoring trailing spaces (PAD SPACE), even in binary
+    # collations: "k " would be "k" there, so no key ends with a space
+    if not isinstance(key, str) or not key or len(key) > _GROUP_MAX or key.endswith(" "):
         raise ValueError(
-            f"dedupe_key must be text of 1 to {_GROUP_MAX} characters, not {key!r:.60}"
+            f"dedupe_key must be text of 1 to {_GROUP_MAX} characters not ending with a "
+            f"space, not {key!r:.60}"
         )
     return key

@@ -69,6 +69,7 @@ class StatementName(StrEnum):
     SCHEMA = "schema"
     ENQUEUE = "enqueue"
     ENQUEUE_EXISTING = "enqueue_existing"
+    ENQUEUE_UNLOCK = "enqueue_unlock"
     CLAIM = "claim"
     LOCK = "lock"
     TAKE = "take"

@@ -201,3 +201,26 @@ def test_a_literal_in_ddl_reads_back_as_written(engine):
             return await db.fetchall(f"SELECT {lit} AS v", {})
 
     assert run(go())[0]["v"] == text
+
+
+def test_keys_compare_byte_for_byte_on_every_engine(engine):
+    """MySQL's default collations would make Key, key, kéy and 'key ' one key: not here."""
+
+    async def go():
+        qt = await make_queue(engine, "lease", columns=COLS)
+        try:
+            keys = ["key", "Key", "kéy", " key", "it's", "a\\b"]
+            async with await runtime.connect(qt.url) as db:
+                first = [await qt.queue.enqueue(db, {}, dedupe_key=k) for k in keys]
+                again = [await qt.queue.enqueue(db, {}, dedupe_key=k) for k in keys]
+            assert len(set(first)) == len(keys) and not any(i.duplicate for i in first)
+            assert again == first and all(i.duplicate for i in again)
+            assert [r["dedupe_key"] for r in await qt.rows()] == keys
+            async with await runtime.connect(qt.url) as db:
+                for bad in ("key ", "", "k" * 192, 7):
+                    with pytest.raises(ValueError, match="dedupe_key must be"):
+                        await qt.queue.enqueue(db, {}, dedupe_key=bad)
+        finally:
+            await qt.drop()
+
+    run(go())

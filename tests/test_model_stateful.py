@@ -5,7 +5,7 @@ none, max_attempts 1..3, renamed columns, transactional or not), renders its dec
 qgen from the templates as they are on disk now, creates the table on the engine (once per
 shape and test: later examples find it emptied, tests/model/session.py), and then runs
 enqueues, claims, settlements, give-backs, lease extensions and expiries, commits and
-rollbacks through the runtime's own form objects (the code the Consumer loops over). After every step the whole table, its dead-letter table and the handler's
+rollbacks, dedupe-keyed enqueues and cancels through the runtime's own form objects (the code the Consumer loops over). After every step the whole table, its dead-letter table and the handler's
 committed writes are read back with plain SQL and compared with tests/model/outcome_model.py.
 A failure prints the shrunk sequence of steps (``state.settle(delivery=deliveries_0, ...)``).
 
@@ -71,6 +71,8 @@ ROUND = st.lists(st.sampled_from(list(OUTCOMES)), min_size=3, max_size=3)
 PREFILL = st.integers(0, 4)
 #: payload texts: quotes, a percent sign (pyformat drivers) and non-ASCII must survive every step
 TEXTS = ["", "a", "it's 100%", 'say "hi"', "zürich ✓"]
+#: dedupe keys: few, so that enqueues meet pending ones; a quote and non-ASCII among them
+KEYS = ["a", "it's", "ü"]
 
 
 @st.composite
@@ -85,6 +87,7 @@ def table_shapes(draw: st.DrawFn, form: str) -> Shape:
         group=dead_letter == "group" or draw(st.booleans()),
         dead_letter=dead_letter,
         max_attempts=draw(st.integers(1, 3)) if dead_letter else None,
+        dedupe_key=draw(st.booleans()),
     )
 
 
@@ -186,13 +189,20 @@ class QueueMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ enqueue
 
-    def _enqueue(self, text: str, group: str | None, delay: str | None) -> int:
+    def _enqueue(
+        self, text: str, group: str | None, delay: str | None, key: str | None = None
+    ) -> int:
         payload = {"n": self.model.next_id, "text": text}
         delay_s = {None: None, "due": 0, "future": FUTURE_S}[delay]
-        returned = self.run(self.queue.enqueue(self.db, payload, delay=delay_s, group=group))
-        row_id = self.model.enqueue(payload, group=group, delay=delay)
-        if returned is not None:
-            assert returned == row_id, f"enqueue returned id {returned}, the model says {row_id}"
+        returned = self.run(
+            self.queue.enqueue(self.db, payload, delay=delay_s, group=group, dedupe_key=key)
+        )
+        row_id = self.model.enqueue(payload, group=group, delay=delay, key=key)
+        assert returned == row_id, f"enqueue returned id {returned}, the model says {row_id}"
+        assert returned.duplicate == self.model.duplicate, (
+            f"enqueue of key {key!r}: duplicate={returned.duplicate}, the model says "
+            f"{self.model.duplicate}"
+        )
         return row_id
 
     @precondition(outside_writes_allowed)
@@ -209,6 +219,26 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(target=rows, text=st.sampled_from(TEXTS))
     def enqueue_other_group(self, text: str) -> int:
         return self._enqueue(text, OTHER_GROUP, None)
+
+    def can_enqueue_keyed(self) -> bool:
+        """A key enqueue checks the unique index, which waits for an open row-lock batch that
+        changed the row holding the key: only between batches."""
+        return (
+            self.outside_writes_allowed() and self.shape.dedupe_key and not self.model.batches_open
+        )
+
+    @precondition(can_enqueue_keyed)
+    @rule(
+        target=rows,
+        text=st.sampled_from(TEXTS),
+        key=st.sampled_from(KEYS),
+        other_group=st.booleans(),
+        delay=st.sampled_from([None, "future"]),
+    )
+    def enqueue_keyed(self, text: str, key: str, other_group: bool, delay: str | None) -> int:
+        """A key a pending row holds returns that row's id; a finished or dead one's is free."""
+        group = OTHER_GROUP if other_group and self.shape.group else None
+        return self._enqueue(text, group, delay if self.shape.retry_after else None, key)
 
     def can_update_rows(self) -> bool:
         """Whether the test's own UPDATE of a row no batch claimed would go through now.
@@ -232,6 +262,14 @@ class QueueMachine(RuleBasedStateMachine):
             return
         self.run(self._set_past("retry_after", row))
         self.model.make_due(row)
+
+    @precondition(lambda self: self.can_update_rows())
+    @rule(row=rows)
+    def cancel(self, row: int) -> None:
+        """queue.cancel: a pending row no delivery holds finishes as ack would; else False."""
+        got = self.run(self.queue.cancel(self.db, row))
+        want = self.model.cancel(row)
+        assert got is want, f"cancel(row {row}) returned {got}, the model says {want}"
 
     async def _set_past(self, role: str, row: int) -> None:
         sql = (
@@ -382,6 +420,8 @@ class QueueMachine(RuleBasedStateMachine):
             select.append(
                 f"CASE WHEN {self.col('processed_at')} IS NULL THEN 0 ELSE 1 END AS processed"
             )
+        if "dedupe_key" in cols:
+            select.append(f"{self.col('dedupe_key')} AS dkey")
         found = await (await self.session.conn("db")).fetchall(
             f"SELECT {', '.join(select)} FROM {self.q(table)} ORDER BY {self.col('id')}"
         )
@@ -394,6 +434,7 @@ class QueueMachine(RuleBasedStateMachine):
                 r.get("retry_after"),
                 r.get("lease"),
                 bool(r["processed"]) if "processed" in r else None,
+                r.get("dkey"),
             )
             for r in found
         ]
@@ -402,12 +443,12 @@ class QueueMachine(RuleBasedStateMachine):
 
 def _expected(rows: dict[int, Row]) -> list[tuple]:
     return [
-        (r.id, r.payload, r.group, r.attempt, r.retry_after, r.lease, r.processed)
+        (r.id, r.payload, r.group, r.attempt, r.retry_after, r.lease, r.processed, r.key)
         for _, r in sorted(rows.items())
     ]
 
 
-_FIELDS = ("id", "payload", "group", "attempt", "retry_after", "lease", "processed")
+_FIELDS = ("id", "payload", "group", "attempt", "retry_after", "lease", "processed", "key")
 
 
 def _diff(what: str, got: list[tuple], want: list[tuple]) -> str:

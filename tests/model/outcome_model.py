@@ -33,6 +33,12 @@ The rules, as SPEC.md gives them:
 * Row lock: the claim's transaction holds its rows until the batch ends; its settlements
   become visible together at COMMIT, and a rollback undoes all of them.
 * Transactional mode: the handler's write commits with an ack, and only with it.
+* dedupe_key: an enqueue whose key a pending row holds (not processed, not in the dead-letter
+  group; in its group) adds nothing and returns that row's id; finished or dead, the key is
+  free again. The refused insert still takes the next id (a sequence, AUTOINCREMENT and
+  AUTO_INCREMENT all hand it out before the conflict): ids skip one per duplicate.
+* cancel: a pending row no delivery holds (no lease held, no key held, in no open row-lock
+  batch) finishes as ack finishes it; anything else is left as it is (False).
 
 Example::
 
@@ -69,6 +75,7 @@ class Shape:
     #: None, "group" or "table"; declared together with max_attempts
     dead_letter: str | None = None
     max_attempts: int | None = None
+    dedupe_key: bool = False
 
     def __post_init__(self) -> None:
         assert self.form in FORMS, self.form
@@ -95,6 +102,8 @@ class Row:
     processed: bool | None
     #: the delivery whose token locked_until holds (lease "held" only)
     holder: int | None = None
+    #: the dedupe_key column (None: NULL, or no such column)
+    key: str | None = None
 
 
 @dataclass
@@ -159,6 +168,8 @@ class OutcomeModel:
         self._keys: dict[int, Delivery] = {}
         #: advisory: the last claim found ready rows but every key was held
         self.contended = False
+        #: the last enqueue found its key held and returned the pending row's id
+        self.duplicate = False
 
     # ------------------------------------------------------------------ reading
 
@@ -206,11 +217,32 @@ class OutcomeModel:
 
     # ------------------------------------------------------------------ enqueue
 
-    def enqueue(self, payload: Any, group: str | None = None, delay: str | None = None) -> int:
-        """A new row: attempt 1, due at once (delay None or "due") or later ("future")."""
+    def pending_with(self, key: str, group: str | None = None) -> Row | None:
+        """The pending row that holds ``key`` (in ``group``, where the table has groups)."""
+        want = (group or DEFAULT_GROUP) if self.shape.group else None
+        for row in self.rows.values():
+            if row.key == key and not row.processed and row.group == want != DEAD_GROUP:
+                return row
+        return None
+
+    def enqueue(
+        self,
+        payload: Any,
+        group: str | None = None,
+        delay: str | None = None,
+        key: str | None = None,
+    ) -> int:
+        """A new row: attempt 1, due at once (delay None or "due") or later ("future"). With a
+        ``key`` a pending row holds: nothing added, that row's id (see ``duplicate``)."""
         s = self.shape
         assert group is None or s.group
         assert delay is None or s.retry_after
+        assert key is None or s.dedupe_key
+        held = self.pending_with(key, group) if key is not None else None
+        self.duplicate = held is not None
+        if held is not None:
+            self._next_id += 1  # the refused insert took an id from the sequence all the same
+            return held.id
         row = Row(
             id=self._next_id,
             payload=payload,
@@ -219,10 +251,21 @@ class OutcomeModel:
             retry_after=(delay or "none") if s.retry_after else None,
             lease="none" if s.lease else None,
             processed=False if s.processed_at else None,
+            key=key,
         )
         self.rows[row.id] = row
         self._next_id += 1
         return row.id
+
+    def cancel(self, row_id: int) -> bool:
+        """Finish a pending row that no delivery holds, as ack does; False: left as it is."""
+        row = self.rows.get(row_id)
+        if row is None or row.processed or row.group == DEAD_GROUP:
+            return False
+        if row.lease == "held" or row_id in self._keys or self.locked_by_batch(row_id):
+            return False
+        self._apply(row, "ack", "due")
+        return True
 
     # ------------------------------------------------------------------ claims
 

@@ -38,6 +38,7 @@ PLAIN_NAMES = {
     "retry_after": "retry_after",
     "locked_until": "locked_until",
     "processed_at": "processed_at",
+    "dedupe_key": "dedupe_key",
 }
 RENAMED = {
     "id": "msg_id",
@@ -47,6 +48,7 @@ RENAMED = {
     "retry_after": "not_before",
     "locked_until": "lease_until",
     "processed_at": "done_at",
+    "dedupe_key": "uniq",
 }
 
 
@@ -59,6 +61,8 @@ def declaration(
     roles += [r for r in ("group", "attempt", "retry_after", "processed_at") if getattr(shape, r)]
     if shape.lease:
         roles.append("locked_until")
+    if shape.dedupe_key:
+        roles.append("dedupe_key")
     q: dict[str, Any] = {
         "table": table,
         "form": shape.form,

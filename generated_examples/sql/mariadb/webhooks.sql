@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:a39845798881b45502567236cd57e0f656b47d9124e7bf8f9c817f79468aab1c
+-- seal: sha256:8b25c8af9641ed412b84475279cad234ec9a5d6414a7e5ae76f8fdb48a437c57
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -17,8 +17,8 @@ CREATE TABLE IF NOT EXISTS `webhooks_queue` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
-  `dedupe_key` VARCHAR(191) NULL,
-  `qgen_pending_key` VARCHAR(191) AS (CASE WHEN `processed_at` IS NULL THEN `dedupe_key` END) STORED,
+  `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL THEN `dedupe_key` END) STORED,
   INDEX `webhooks_queue_claim` (`processed_at`, `id`),
   UNIQUE INDEX `webhooks_queue_dedupe` (`qgen_pending_key`)
 ) ENGINE = InnoDB;
@@ -28,15 +28,18 @@ CREATE TABLE IF NOT EXISTS `webhooks_dead` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
-  `dedupe_key` VARCHAR(191) NULL
+  `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
 ) ENGINE = InnoDB;
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
--- kinds: writes reads
+-- kinds: reads writes reads
+SELECT 1 AS locked
+FROM DUAL
+WHERE CASE WHEN %(dedupe_key)s IS NULL THEN 1 ELSE GET_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue:', %(dedupe_key)s), 256), 40)), 10) END = 1;
 INSERT IGNORE INTO `webhooks_queue` (`payload`, `retry_after`, `dedupe_key`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(dedupe_key)s);
-SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id;
+SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id, CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue:', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: enqueue_existing
 -- Reads the id of the pending message (not processed, not dead) that holds dedupe_key: the one a duplicate enqueue returns.
@@ -44,6 +47,11 @@ SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id;
 SELECT `id` AS id
 FROM `webhooks_queue`
 WHERE `qgen_pending_key` = %(dedupe_key)s;
+
+-- name: enqueue_unlock
+-- Releases the key's named lock after an enqueue failed between taking and releasing it (the lock is the session's: a rollback keeps it).
+-- kinds: reads
+SELECT CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue:', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:2c81a5be304cc1e9a819cfb7dd82814371cad1f5b9644cbc0f5eab3566c9e016
+-- seal: sha256:13be6514bdefd091c286e56a04c1c3764902587a2f313d5a36dfba5a318cec93
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -17,8 +17,8 @@ CREATE TABLE IF NOT EXISTS `invoices_queue` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
-  `invoice_key` VARCHAR(191) NULL,
-  `qgen_pending_key` VARCHAR(191) AS (CASE WHEN `processed_at` IS NULL THEN `invoice_key` END) STORED,
+  `invoice_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL THEN `invoice_key` END) STORED,
   INDEX `invoices_queue_claim` (`processed_at`, `id`),
   UNIQUE INDEX `invoices_queue_dedupe` (`qgen_pending_key`)
 ) ENGINE = InnoDB;
@@ -28,15 +28,18 @@ CREATE TABLE IF NOT EXISTS `invoices_dead` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
-  `invoice_key` VARCHAR(191) NULL
+  `invoice_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
 ) ENGINE = InnoDB;
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
--- kinds: writes reads
+-- kinds: reads writes reads
+SELECT 1 AS locked
+FROM DUAL
+WHERE CASE WHEN %(dedupe_key)s IS NULL THEN 1 ELSE GET_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.invoices_queue:', %(dedupe_key)s), 256), 40)), 10) END = 1;
 INSERT IGNORE INTO `invoices_queue` (`payload`, `retry_after`, `invoice_key`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(dedupe_key)s);
-SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id;
+SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id, CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.invoices_queue:', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: enqueue_existing
 -- Reads the id of the pending message (not processed, not dead) that holds dedupe_key: the one a duplicate enqueue returns.
@@ -44,6 +47,11 @@ SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id;
 SELECT `id` AS id
 FROM `invoices_queue`
 WHERE `qgen_pending_key` = %(dedupe_key)s;
+
+-- name: enqueue_unlock
+-- Releases the key's named lock after an enqueue failed between taking and releasing it (the lock is the session's: a rollback keeps it).
+-- kinds: reads
+SELECT CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.invoices_queue:', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:d2133bda69a7eb922ba6bcdbe3aed4cc05a169b96d6bafc62034658013fcf4b2
+-- seal: sha256:b3cd0d0533dc898124a93ad6e17febe5ca56efef6289d8c1d03a69a2b05918f8
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -22,18 +22,21 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
   `locked_until` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
   `enqueued_at` DATETIME(6) NULL,
-  `dedupe_key` VARCHAR(191) NULL,
-  `qgen_pending_key` VARCHAR(191) AS (CASE WHEN `processed_at` IS NULL AND `queue` <> 'orders_dead' THEN `dedupe_key` END) STORED,
+  `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL AND `queue` <> 'orders_dead' THEN `dedupe_key` END) STORED,
   INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`),
   UNIQUE INDEX `orders_queue_dedupe` (`queue`, `qgen_pending_key`)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
 -- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds in its group adds nothing and returns no new id (enqueue_existing reads the pending one).
--- kinds: writes reads
+-- kinds: reads writes reads
+SELECT 1 AS locked
+FROM DUAL
+WHERE CASE WHEN %(dedupe_key)s IS NULL THEN 1 ELSE GET_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.orders_queue:', %(group)s, ':', %(dedupe_key)s), 256), 40)), 10) END = 1;
 INSERT IGNORE INTO `orders_queue` (`body`, `queue`, `retry_after`, `enqueued_at`, `dedupe_key`)
 VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, UTC_TIMESTAMP(6), %(dedupe_key)s);
-SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id;
+SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id, CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.orders_queue:', %(group)s, ':', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: enqueue_existing
 -- Reads the id of the pending message (not processed, not dead) that holds dedupe_key in group: the one a duplicate enqueue returns.
@@ -42,6 +45,11 @@ SELECT `id` AS id
 FROM `orders_queue`
 WHERE `queue` = %(group)s
   AND `qgen_pending_key` = %(dedupe_key)s;
+
+-- name: enqueue_unlock
+-- Releases the key's named lock after an enqueue failed between taking and releasing it (the lock is the session's: a rollback keeps it).
+-- kinds: reads
+SELECT CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.orders_queue:', %(group)s, ':', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: claim
 -- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.

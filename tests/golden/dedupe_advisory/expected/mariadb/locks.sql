@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:e94e18c5480a3e335ce05e8fbd905e2e350877f5b8e31670f9b08e47b34bc89f
+-- seal: sha256:061d82a339e6b6b01df543bc6bbb7219754b14be9f1e5ffd4a4b95b783d26235
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -15,18 +15,21 @@ CREATE TABLE IF NOT EXISTS `locks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
   `processed_at` DATETIME(6) NULL,
-  `dedupe_key` VARCHAR(191) NULL,
-  `qgen_pending_key` VARCHAR(191) AS (CASE WHEN `processed_at` IS NULL THEN `dedupe_key` END) STORED,
+  `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL THEN `dedupe_key` END) STORED,
   INDEX `locks_claim` (`processed_at`, `id`),
   UNIQUE INDEX `locks_dedupe` (`qgen_pending_key`)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
 -- Adds one message; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
--- kinds: writes reads
+-- kinds: reads writes reads
+SELECT 1 AS locked
+FROM DUAL
+WHERE CASE WHEN %(dedupe_key)s IS NULL THEN 1 ELSE GET_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.locks:', %(dedupe_key)s), 256), 40)), 10) END = 1;
 INSERT IGNORE INTO `locks` (`payload`, `dedupe_key`)
 VALUES (%(payload)s, %(dedupe_key)s);
-SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id;
+SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id, CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.locks:', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: enqueue_existing
 -- Reads the id of the pending message (not processed, not dead) that holds dedupe_key: the one a duplicate enqueue returns.
@@ -34,6 +37,11 @@ SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id;
 SELECT `id` AS id
 FROM `locks`
 WHERE `qgen_pending_key` = %(dedupe_key)s;
+
+-- name: enqueue_unlock
+-- Releases the key's named lock after an enqueue failed between taking and releasing it (the lock is the session's: a rollback keeps it).
+-- kinds: reads
+SELECT CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.locks:', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: claim
 -- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.

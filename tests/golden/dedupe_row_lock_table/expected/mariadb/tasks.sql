@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
--- seal: sha256:cf05dc846bc6065febf11384d13fd4d4268289b7c8cc29b5b4bbba97cd47e76e
+-- seal: sha256:c13d0fcef4643362b8376bb990623724613aad98d35ec6a4fb5ee3e98aa3e0ad
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS `tasks` (
   `payload` JSON NOT NULL,
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
-  `dkey` VARCHAR(191) NULL,
+  `dkey` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   UNIQUE INDEX `tasks_dedupe` (`dkey`)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `tasks_dead` (
@@ -24,15 +24,18 @@ CREATE TABLE IF NOT EXISTS `tasks_dead` (
   `payload` JSON NOT NULL,
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
-  `dkey` VARCHAR(191) NULL
+  `dkey` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
 ) ENGINE = InnoDB;
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
--- kinds: writes reads
+-- kinds: reads writes reads
+SELECT 1 AS locked
+FROM DUAL
+WHERE CASE WHEN %(dedupe_key)s IS NULL THEN 1 ELSE GET_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.tasks:', %(dedupe_key)s), 256), 40)), 10) END = 1;
 INSERT IGNORE INTO `tasks` (`payload`, `retry_after`, `dkey`)
 VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(dedupe_key)s);
-SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id;
+SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id, CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.tasks:', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: enqueue_existing
 -- Reads the id of the pending message (not processed, not dead) that holds dedupe_key: the one a duplicate enqueue returns.
@@ -40,6 +43,11 @@ SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id;
 SELECT `id` AS id
 FROM `tasks`
 WHERE `dkey` = %(dedupe_key)s;
+
+-- name: enqueue_unlock
+-- Releases the key's named lock after an enqueue failed between taking and releasing it (the lock is the session's: a rollback keeps it).
+-- kinds: reads
+SELECT CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.tasks:', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: claim
 -- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
