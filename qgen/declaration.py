@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.dialects import DIALECTS, FORMS
+from runtime.dialects import DIALECTS, FORMS, PENDING_KEY
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 #: a group column holds at most this many characters (MySQL's indexed VARCHAR(191))
@@ -31,8 +31,6 @@ QUEUE_COLUMNS = (
     "enqueued_at",
     "dedupe_key",
 )
-#: MySQL and MariaDB: the generated column that holds dedupe_key while the row is pending
-PENDING_KEY = "qgen_pending_key"
 OUTBOX_COLUMNS = ("id", "payload", "topic", "key", "created_at", "processed_at")
 QUEUE_OUTCOMES = ("ack", "drop", "retry", "retry_after", "dead_letter")
 OUTBOX_OUTCOMES = ("mark",)

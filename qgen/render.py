@@ -15,14 +15,13 @@ import jinja2
 
 from qgen.declaration import (
     OUTBOX_COLUMNS,
-    PENDING_KEY,
     QUEUE_COLUMNS,
     OutboxDeclaration,
     QueueDeclaration,
     Sql,
     Unit,
 )
-from runtime.dialects import DIALECTS, Dialect
+from runtime.dialects import DIALECTS, PENDING_KEY, Dialect
 from runtime.rendered import Block, Header, Kind, Statement, split_statements, write_file
 from runtime.sqltext import to_driver
 

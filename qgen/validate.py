@@ -10,8 +10,8 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from qgen.declaration import PENDING_KEY, DeclarationError, QueueDeclaration, Unit
-from runtime.dialects import Dialect
+from qgen.declaration import DeclarationError, QueueDeclaration, Unit
+from runtime.dialects import PENDING_KEY, Dialect
 from runtime.rendered import Kind
 from runtime.sqltext import driver_params, to_named
 

@@ -71,6 +71,9 @@ class Dialect:
 
 
 FORMS = ("row_lock", "lease", "advisory")
+#: engines without partial indexes: the generated column that holds dedupe_key while the row
+#: is pending (NULL otherwise), under the unique index
+PENDING_KEY = "qgen_pending_key"
 
 DIALECTS: dict[str, Dialect] = {
     "postgres": Dialect(

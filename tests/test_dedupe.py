@@ -224,3 +224,26 @@ def test_keys_compare_byte_for_byte_on_every_engine(engine):
             await qt.drop()
 
     run(go())
+
+
+@pytest.mark.parametrize("variant", ["kept-deadgroup", "deleted-deadtable"])
+def test_verify_finds_the_dedupe_index_and_misses_it_when_dropped(engine, variant):
+    from runtime.verify import verify
+
+    async def go():
+        cols, dead = (
+            (COLS, "group") if variant == "kept-deadgroup" else (COLS[:2] + COLS[3:], "table")
+        )
+        qt = await make_queue(engine, "lease", columns=cols, dead=dead)
+        try:
+            async with await runtime.connect(qt.url) as db:
+                assert [str(f) for f in await verify(db, qt.queue)] == []
+                index = qt.q(f"{qt.table}_dedupe")
+                on = "" if engine.name in ("sqlite", "postgres") else f" ON {qt.q(qt.table)}"
+                await db.execute(f"DROP INDEX {index}{on}")
+                (finding,) = await verify(db, qt.queue)
+                assert "no unique" in str(finding) and "dedupe_key" in str(finding)
+        finally:
+            await qt.drop()
+
+    run(go())
