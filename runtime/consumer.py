@@ -87,6 +87,12 @@ class Consumer:
     only checks for None. The handler and settlement log lines carry ``queue``,
     ``message_id``, ``attempt``, ``outcome`` and ``duration_s`` as record fields
     (``extra=``); each settlement is logged at DEBUG with them.
+
+    ``retry_policy`` (``runtime.ExponentialBackoff(...)`` or any ``runtime.RetryPolicy``)
+    turns a retry (``retry()``, a handler that raised, timed out or returned no outcome)
+    into ``retry_after(policy.delay(attempt))``; the cap and the dead letter still apply,
+    and an explicit ``retry_after(x)`` keeps its delay. A queue without a ``retry_after``
+    statement refuses it here (ConfigurationError).
     """
 
     def __init__(
