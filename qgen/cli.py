@@ -358,6 +358,23 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cancel(args: argparse.Namespace) -> int:
+    url, (queue,) = _loaded(args, [args.queue])
+
+    async def work(conn: Any) -> bool:
+        return await queue.cancel(conn, args.id)
+
+    if _on_db(url, work):
+        print(f"queue '{queue.name}': message {args.id} cancelled")
+        return 0
+    print(
+        f"qgen cancel: queue '{queue.name}': message {args.id} not cancelled: a consumer holds "
+        "it now, or it is already finished, dead or unknown",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -517,6 +534,18 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch", type=int, default=1000, help="rows per statement (1000)")
     p.set_defaults(fn=cmd_prune)
+
+    p = sub.add_parser(
+        "cancel",
+        help="finish a pending message that no consumer holds, as ack would",
+        description="Finish message ID of QUEUE as ack would (delete it, or mark it processed) "
+        "if it is pending and not in flight. Exit 1 when it was not cancelled (a consumer "
+        "holds it, or it is finished, dead or unknown).",
+    )
+    p.add_argument("queue", metavar="QUEUE", help="the queue")
+    p.add_argument("id", type=int, metavar="ID", help="the message id")
+    on_db(p)
+    p.set_defaults(fn=cmd_cancel)
     return ap
 
 

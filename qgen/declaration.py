@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.dialects import DIALECTS, FORMS
+from runtime.dialects import DIALECTS, FORMS, PENDING_KEY
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 #: a group column holds at most this many characters (MySQL's indexed VARCHAR(191))
@@ -31,6 +31,7 @@ QUEUE_COLUMNS = (
     "enqueued_at",
     "priority",
     "fifo_key",
+    "dedupe_key",
 )
 OUTBOX_COLUMNS = ("id", "payload", "topic", "key", "created_at", "processed_at")
 QUEUE_OUTCOMES = ("ack", "drop", "retry", "retry_after", "dead_letter")
@@ -676,6 +677,8 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         default_group = r.group(where, "default_group", default_group)
 
     other_columns = _other_columns(r, where, q.get("other_columns", []), columns)
+    if "dedupe_key" in columns:
+        _check_pending_key(r, where, columns, other_columns)
     statements, custom = _own_sql(r, where, q, QUEUE_OUTCOMES, dialects)
     if "dead_letter" in statements and dead_letter is None:
         raise r.fail(
@@ -698,6 +701,20 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         custom=custom,
         other_columns=other_columns,
     )
+
+
+def _check_pending_key(
+    r: _Reader, where: str, columns: Mapping[str, str], others: tuple[str, ...]
+) -> None:
+    """dedupe_key's generated column (MySQL, MariaDB) takes a name no other column may have."""
+    for role, col in [*columns.items(), *(("other", o) for o in others)]:
+        if col.casefold() == PENDING_KEY:
+            raise r.fail(
+                where,
+                f"columns.{role}" if role != "other" else "other_columns",
+                f"{_show(col)} is the name of dedupe_key's generated column",
+                "name the column otherwise",
+            )
 
 
 def _other_columns(r: _Reader, where: str, raw: Any, columns: Mapping[str, str]) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from qgen.declaration import (
     Sql,
     Unit,
 )
-from runtime.dialects import DIALECTS, Dialect
+from runtime.dialects import DIALECTS, PENDING_KEY, Dialect
 from runtime.rendered import Block, Header, Kind, Statement, split_statements, write_file
 from runtime.sqltext import to_driver
 
@@ -134,6 +134,17 @@ def context(unit: Unit, dialect: Dialect) -> dict:
         if not dialect.partial_index and unit.has("processed_at"):
             fifo_columns.append(c["processed_at"])
         fifo_columns.append(c["id"])
+    dedupe = q(_short_name(f"{bare}_dedupe"))
+
+    def pending(alias: str = "") -> list[str]:
+        """What keeps a row's dedupe key taken: not processed, not in the dead-letter group."""
+        out = []
+        if unit.has("processed_at"):
+            out.append(f"{alias}{c['processed_at']} IS NULL")
+        if dead and dead.group is not None:
+            out.append(f"{alias}{c['group']} <> {dialect.quote_text(dead.group)}")
+        return out
+
     return {
         "d": dialect,
         "q": unit,
@@ -162,6 +173,12 @@ def context(unit: Unit, dialect: Dialect) -> dict:
         "fifo_index_ref": f"{q(schema)}.{fifo}" if schema else fifo,
         "fifo_columns": fifo_columns,
         "channel": channel(unit, dialect),
+        #: dedupe_key: one pending row per key (per group), held by a unique index
+        "dedupe_index": dedupe,
+        "dedupe_index_ref": f"{q(schema)}.{dedupe}" if schema else dedupe,
+        "dedupe_columns": [c[k] for k in ("group", "dedupe_key") if k in c],
+        "pending": pending,
+        "pending_key": q(PENDING_KEY),
     }
 
 

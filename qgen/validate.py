@@ -11,7 +11,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from qgen.declaration import DeclarationError, QueueDeclaration, Unit
-from runtime.dialects import Dialect
+from runtime.dialects import PENDING_KEY, Dialect
 from runtime.rendered import Kind
 from runtime.sqltext import driver_params, to_named
 
@@ -153,6 +153,8 @@ def column_problem(tree: exp.Expression, allowed: set[str], tables: set[str]) ->
     for col in tree.find_all(exp.Column):
         if col.table and col.table not in ours:
             continue  # qualified by another table or its alias: not ours to know
+        if isinstance(col.parent, exp.CollateColumnConstraint):
+            continue  # COLLATE utf8mb4_bin names a collation, read as a column
         scope = col.find_ancestor(exp.Select)
         if scope is not None and not ({t.name for t in scope.find_all(exp.Table)} & tables):
             continue  # a subquery that reads only other tables
@@ -218,6 +220,8 @@ def validate_statements(
         if unit.dead_letter and unit.dead_letter.table:
             tables.add(unit.dead_letter.table.rpartition(".")[2])
         allowed_cols |= set(unit.other_columns)
+        if unit.has("dedupe_key"):
+            allowed_cols.add(PENDING_KEY)
     kinds: dict[str, tuple[Kind, ...]] = {}
     for name, sqls in statements.items():
         origin = origins.get(name, "template")

@@ -24,6 +24,7 @@ from runtime.errors import (
     InvalidArgument,
     LeaseLost,
     PayloadError,
+    RedriveRefused,
     RenderedFileError,
     ServerTooOld,
     UnknownCustomEvent,
@@ -31,8 +32,10 @@ from runtime.errors import (
 from runtime.metrics import Metrics
 from runtime.outcomes import (
     MAX_DELAY_S,
+    ExponentialBackoff,
     Outcome,
     OutcomeKind,
+    RetryPolicy,
     ack,
     custom,
     drop,
@@ -40,7 +43,7 @@ from runtime.outcomes import (
     retry_after,
 )
 from runtime.payloads import Decoder, Encoder
-from runtime.queue import Queue
+from runtime.queue import Enqueued, Queue
 from runtime.rendered import read_rendered
 
 
@@ -70,6 +73,8 @@ __all__ = [
     "Ctx",
     "DatabaseError",
     "DialectMismatch",
+    "Enqueued",
+    "ExponentialBackoff",
     "InvalidArgument",
     "LeaseLost",
     "Message",
@@ -78,7 +83,9 @@ __all__ = [
     "OutcomeKind",
     "PayloadError",
     "Queue",
+    "RedriveRefused",
     "RenderedFileError",
+    "RetryPolicy",
     "ServerTooOld",
     "UnknownCustomEvent",
     "ack",

@@ -26,7 +26,7 @@ from runtime.errors import (
 )
 from runtime.forms import Upkeep, form_for
 from runtime.metrics import Metrics, call, fields
-from runtime.outcomes import Outcome, retry
+from runtime.outcomes import Outcome, RetryPolicy, retry, with_policy
 from runtime.payloads import decode_payload
 from runtime.queue import Queue, check_dialect
 from runtime.rendered import StatementName as S
@@ -104,6 +104,12 @@ class Consumer:
     only checks for None. The handler and settlement log lines carry ``queue``,
     ``message_id``, ``attempt``, ``outcome`` and ``duration_s`` as record fields
     (``extra=``); each settlement is logged at DEBUG with them.
+
+    ``retry_policy`` (``runtime.ExponentialBackoff(...)`` or any ``runtime.RetryPolicy``)
+    turns a retry (``retry()``, a handler that raised, timed out or returned no outcome)
+    into ``retry_after(policy.delay(attempt))``; the cap and the dead letter still apply,
+    and an explicit ``retry_after(x)`` keeps its delay. A queue without a ``retry_after``
+    statement refuses it here (ConfigurationError).
     """
 
     def __init__(
@@ -123,6 +129,7 @@ class Consumer:
         outage_timeout: float = 60.0,
         max_reconnect_interval: float = 5.0,
         metrics: Metrics | None = None,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         if concurrency < 1 or batch < 1:
             raise InvalidArgument("concurrency and batch must be at least 1")
@@ -137,6 +144,14 @@ class Consumer:
                 "transactional=True needs an async handler (ctx.db is an async connection): "
                 "make the handler `async def`, or consume without transactional=True"
             )
+        if retry_policy is not None and not queue.rendered.get(S.RETRY_AFTER):
+            raise ConfigurationError(
+                f"queue '{queue.name}' has no retry_after column, so a retry_policy cannot "
+                "delay a retry: declare columns.retry_after and render again, or consume "
+                "without retry_policy"
+            )
+        #: turns retry() (and a handler that raised) into retry_after(delay by attempt)
+        self.retry_policy = retry_policy
         #: opens the workers' connections: runtime.connect(url), or the service's own opener
         self.open = opener(db)
         self.queue = queue
@@ -602,7 +617,7 @@ class Consumer:
             await self.form.give_back(conn, d)
             raise
         try:
-            return decide(self.queue, d, outcome)
+            return decide(self.queue, d, with_policy(outcome, d.attempt, self.retry_policy))
         except UnknownCustomEvent as exc:
             log.error(
                 "%s: taken as retry()",
@@ -610,7 +625,7 @@ class Consumer:
                 extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
             )
             self.counts.add("unknown_custom")
-            return decide(self.queue, d, retry())
+            return decide(self.queue, d, with_policy(retry(), d.attempt, self.retry_policy))
 
     def _undecodable(self, d: Delivery, exc: PayloadError) -> Decision:
         """A stored payload the decoder refuses: never handled; to the dead letter at once, or

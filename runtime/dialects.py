@@ -47,6 +47,10 @@ class Dialect:
     folds_unquoted: bool = False
     #: LISTEN/NOTIFY: the enqueue notifies a channel at commit and idle consumers listen
     listen_notify: bool = False
+    #: a backslash in a string literal escapes (MySQL and MariaDB without NO_BACKSLASH_ESCAPES)
+    backslash_escapes: bool = False
+    #: the most bytes a TEXT column keeps (MySQL and MariaDB's TEXT; None: no limit that matters)
+    text_bytes: int | None = None
 
     def quote_ident(self, name: str) -> str:
         """Quote an already-validated identifier, e.g. ``quote_ident("order")`` → ``"order"``."""
@@ -57,12 +61,21 @@ class Dialect:
         """A table, schema-qualified or not: ``quote_table("app.jobs")`` → ``"app"."jobs"``."""
         return ".".join(self.quote_ident(part) for part in name.split("."))
 
+    def quote_text(self, text: str) -> str:
+        """A string literal for DDL, where nothing binds: ``quote_text("it's")`` → ``'it''s'``."""
+        if self.backslash_escapes:
+            text = text.replace("\\", "\\\\")
+        return "'" + text.replace("'", "''") + "'"
+
     def placeholder(self, name: str) -> str:
         """The driver's spelling of a named parameter: ``%(id)s`` or ``:id``."""
         return f"%({name})s" if self.paramstyle == "pyformat" else f":{name}"
 
 
 FORMS = ("row_lock", "lease", "advisory")
+#: engines without partial indexes: the generated column that holds dedupe_key while the row
+#: is pending (NULL otherwise), under the unique index
+PENDING_KEY = "qgen_pending_key"
 
 DIALECTS: dict[str, Dialect] = {
     "postgres": Dialect(
@@ -105,6 +118,8 @@ DIALECTS: dict[str, Dialect] = {
         data_modifying_cte=False,
         partial_index=False,
         server_advisory=True,
+        backslash_escapes=True,
+        text_bytes=65_535,
     ),
     "mariadb": Dialect(
         name="mariadb",
@@ -123,6 +138,8 @@ DIALECTS: dict[str, Dialect] = {
         data_modifying_cte=False,
         partial_index=False,
         server_advisory=True,
+        backslash_escapes=True,
+        text_bytes=65_535,
     ),
     "sqlite": Dialect(
         name="sqlite",

@@ -47,4 +47,16 @@ class PayloadError(BrokerError):
 
 class DatabaseError(BrokerError):
     """The database refused a statement (a lock wait, a constraint, SQLite busy past its
-    timeout…); the driver's own exception is kept as ``__cause__``."""
+    timeout…); the driver's own exception is kept as ``__cause__``. ``deadlock``: the server
+    chose this transaction as a deadlock's victim and rolled it back whole."""
+
+    deadlock: bool = False
+
+
+class RedriveRefused(BrokerError):
+    """A redrive would send back a message whose dedupe_key a pending message holds (or two
+    dead messages of one key): nothing was sent back; ``ids`` are the refused ones."""
+
+    def __init__(self, message: str, ids: list[int]) -> None:
+        super().__init__(message)
+        self.ids = ids

@@ -1,7 +1,8 @@
 """Operating a queue: stats, the dead letter (list, show, redrive, purge) and prune.
 
 Each function runs one rendered statement (``stats``, ``dead_list``/``dead_list_newest``,
-``dead_show``, ``redrive``/``redrive_all``, ``purge_dead``/``purge_dead_all``, ``prune``) on
+``dead_show``, ``redrive``/``redrive_all``, ``purge_dead``/``purge_dead_all``, ``prune``,
+``cancel``) on
 the connection it is given; ``runtime.Queue`` exposes them as methods and ``qgen stats``,
 ``qgen dead`` and ``qgen prune`` call them.
 """
@@ -9,12 +10,13 @@ the connection it is given; ``runtime.Queue`` exposes them as methods and ``qgen
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from runtime.adapters import adapt
-from runtime.errors import ConfigurationError, InvalidArgument
+from runtime.errors import ConfigurationError, InvalidArgument, RedriveRefused
 from runtime.outcomes import delay_seconds
 from runtime.payloads import decode_payload
 from runtime.rendered import StatementName as S
@@ -22,6 +24,8 @@ from runtime.steps import run_step
 
 if TYPE_CHECKING:
     from runtime.queue import Queue
+
+log = logging.getLogger("runtime")
 
 #: the keys of ``queue.stats``, in the order ``qgen stats`` prints them
 STATS_KEYS = ("ready", "delayed", "in_flight", "dead", "processed", "oldest_ready_s")
@@ -119,14 +123,31 @@ async def redrive(
             f"queue '{queue.name}' has no default_group: say which group the messages go "
             "back to (redrive(db, ids, group=…) or --group)"
         )
-    if ids is None:
-        result = await _run(queue, db, S.REDRIVE_ALL, params)
-    else:
+    if ids is not None:
         wanted = _ids(ids)
         if not wanted:
             return 0
-        result = await _run(queue, db, S.REDRIVE, {**params, "ids": json.dumps(wanted)})
+        params["ids"] = json.dumps(wanted)
+    if "dedupe_key" in queue.columns:
+        await _refuse_taken_keys(queue, db, params)
+    name = S.REDRIVE_ALL if ids is None else S.REDRIVE
+    result = await _run(queue, db, name, params)
     return result.rowcount or 0
+
+
+async def _refuse_taken_keys(queue: Queue, db: Any, params: dict[str, Any]) -> None:
+    """A dead message goes back only if its dedupe_key is free: refuse the whole redrive
+    otherwise (a key taken in between still fails on the unique index, nothing moved)."""
+    name = S.REDRIVE_BLOCKED if "ids" in params else S.REDRIVE_BLOCKED_ALL
+    blocked = [int(r["id"]) for r in (await _run(queue, db, name, params)).rows]
+    if blocked:
+        shown = ", ".join(map(str, blocked[:20])) + (" …" if len(blocked) > 20 else "")
+        raise RedriveRefused(
+            f"queue '{queue.name}': nothing sent back; dead messages {shown} hold a dedupe_key "
+            "that a pending message holds (or an older dead message sent back with them): "
+            "redrive the others by id, purge these, or wait for the pending message to finish",
+            blocked,
+        )
 
 
 async def purge_dead(queue: Queue, db: Any, ids: Iterable[int] | None = None) -> int:
@@ -165,3 +186,36 @@ async def prune(
         total += deleted
         if deleted < batch:
             return total
+
+
+async def cancel(queue: Queue, db: Any, id: int) -> bool:
+    """Finish a message that is not in flight, as ack would (see ``Queue.cancel``)."""
+    from runtime.forms.advisory import AdvisoryForm
+
+    try:
+        message = int(id)
+    except (TypeError, ValueError):
+        raise ValueError(f"id must be a message id (a whole number), not {id!r}") from None
+    if queue.form == "advisory" and not queue.dialect.server_advisory:
+        # the keys live in the consumers' process: those of this one are known
+        held = {(table, row) for _, table, row in AdvisoryForm._process_keys}
+        if (queue.table, message) in held:
+            return False
+    params = {"id": message, "dead_group": queue.dead_group}
+    try:
+        result = await _run(queue, db, S.CANCEL, params)
+    except BaseException:
+        await _unlock_quietly(queue, db, message)
+        raise
+    return (result.rowcount or 0) > 0
+
+
+async def _unlock_quietly(queue: Queue, db: Any, message: int) -> None:
+    """A cancel that failed between taking a session-wide key (GET_LOCK) and releasing it
+    gives the key back, as best it can (the connection may be gone)."""
+    if len(queue.rendered.require(S.CANCEL)) < 2 or not queue.rendered.get(S.UNLOCK):
+        return
+    try:
+        await _run(queue, db, S.UNLOCK, {"ids": json.dumps([message])})
+    except Exception:  # the cancel's own error is the one to raise
+        log.debug("queue %s: could not release the key of message %s", queue.name, message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -12,14 +13,44 @@ from runtime import wake
 from runtime.adapters import Adapted, adapt, run_sync
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
-from runtime.errors import ConfigurationError, DialectMismatch, PayloadError
+from runtime.errors import ConfigurationError, DatabaseError, DialectMismatch, PayloadError
 from runtime.outcomes import delay_seconds
 from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
 from runtime.rendered import RenderedFile
 from runtime.rendered import StatementName as S
 from runtime.steps import run_step
 
-__all__ = ["Queue", "check_dialect", "decode_payload", "delay_seconds", "encode_payload"]
+__all__ = [
+    "Enqueued",
+    "Queue",
+    "check_dialect",
+    "decode_payload",
+    "delay_seconds",
+    "encode_payload",
+]
+
+#: a duplicate enqueue whose pending message finishes before its id is read tries again
+_DEDUPE_TRIES = 5
+#: the longest group and dedupe_key (MySQL's indexed VARCHAR(191))
+_GROUP_MAX = 191
+
+
+class Enqueued(int):
+    """The id enqueue returns: an ``int``, whose ``duplicate`` is True when a pending message
+    already held the dedupe_key and the id is that message's (nothing was added)."""
+
+    duplicate: bool
+
+    def __new__(cls, id: int, duplicate: bool = False) -> Enqueued:
+        self = super().__new__(cls, id)
+        self.duplicate = duplicate
+        return self
+
+    def __repr__(self) -> str:
+        return f"Enqueued({int(self)}, duplicate={self.duplicate})"
+
+    def __str__(self) -> str:
+        return str(int(self))
 
 
 def check_dialect(rendered: RenderedFile, conn: Connection | Adapted) -> None:
@@ -121,6 +152,7 @@ class Queue:
         values: Mapping[str, Any] | None = None,
         priority: int | None = None,
         fifo_key: str | None = None,
+        dedupe_key: str | None = None,
     ) -> dict[str, Any]:
         cols = self.columns
         if group is not None and "group" not in cols:
@@ -163,6 +195,14 @@ class Queue:
             params[f"value_{col}"] = (values or {}).get(col)
         if self.rendered.header.channel is not None:
             params["channel"] = self.rendered.header.channel
+        if "dedupe_key" in cols:
+            params["dedupe_key"] = _dedupe_key(dedupe_key)
+            self._fits(params)
+        elif dedupe_key is not None:
+            raise ConfigurationError(
+                f"queue '{self.name}' has no dedupe_key column: enqueue without dedupe_key=, "
+                "or declare columns.dedupe_key and render again"
+            )
         return params
 
     def _wake(self, conn: Connection | Adapted) -> None:
@@ -171,18 +211,77 @@ class Queue:
         if not self.dialect.listen_notify:
             wake.enqueued(self.table, conn.url if isinstance(conn, Connection) else None)
 
+    def _fits(self, params: dict[str, Any]) -> None:
+        """A dedupe enqueue on MySQL and MariaDB is an INSERT IGNORE, which would cut a value
+        too long for its column instead of failing: refuse such a value first."""
+        group = params["group"]
+        if group is not None and len(group) > _GROUP_MAX:
+            raise ValueError(f"group must be at most {_GROUP_MAX} characters, not {len(group)}")
+        limit = self.dialect.text_bytes
+        for name, value in params.items():
+            if limit and name.startswith("value_") and isinstance(value, str | bytes):
+                size = len(value.encode() if isinstance(value, str) else value)
+                if size > limit:
+                    raise ValueError(
+                        f"values[{name.removeprefix('value_')!r}] is {size} bytes; its TEXT "
+                        f"column on {self.dialect.name} keeps at most {limit}"
+                    )
+
+    async def _enqueue(self, conn: Any, params: dict[str, Any]) -> Enqueued:
+        """Run the enqueue step; a key a pending message holds gives that message's id.
+
+        A keyed enqueue that InnoDB picks as a deadlock's victim (a consumer finishing the
+        pending message of that key at the same moment) is tried again on the runtime's own
+        connection outside a transaction; in the caller's transaction, that transaction was
+        rolled back whole: the DatabaseError (``.deadlock``) goes to the caller."""
+        own = not conn.in_transaction
+        for n in range(_DEDUPE_TRIES):
+            try:
+                result = await run_step(conn, self.rendered.require(S.ENQUEUE), params)
+            except BaseException as exc:
+                await self._unlock_key(conn, params)
+                deadlock = isinstance(exc, DatabaseError) and exc.deadlock
+                if not (deadlock and own and params.get("dedupe_key")) or n == _DEDUPE_TRIES - 1:
+                    raise
+                continue
+            new = result.rows[0]["id"] if result.rows else None
+            if new or params.get("dedupe_key") is None:
+                return Enqueued(int(new))
+            found = await run_step(conn, self.rendered.require(S.ENQUEUE_EXISTING), params)
+            if found.rows:
+                return Enqueued(int(found.rows[0]["id"]), duplicate=True)
+        raise DatabaseError(
+            f"queue '{self.name}': dedupe_key {params['dedupe_key']!r} kept colliding with "
+            f"messages that finished before their id was read ({_DEDUPE_TRIES} tries)"
+        )
+
+    async def _unlock_key(self, conn: Any, params: dict[str, Any]) -> None:
+        """MySQL and MariaDB: give back the key's named lock a failed enqueue may still hold
+        (a rollback keeps it); as best it can, the enqueue's own error is the one to raise."""
+        unlock = self.rendered.get(S.ENQUEUE_UNLOCK)
+        if not unlock or conn.closed:
+            return
+        with contextlib.suppress(Exception):
+            await run_step(conn, unlock, params)
+
     async def enqueue(
         self,
         db: Any,
         payload: Any,
         delay: float | timedelta | None = None,
         group: str | None = None,
-        values: Mapping[str, Any] | None = None,
         priority: int | None = None,
         fifo_key: str | None = None,
-    ) -> int:
+        dedupe_key: str | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> Enqueued:
         """Add one message on ``db``, inside its open transaction if there is one; returns the
         new message's id. ``await queue.enqueue(db, {"order": 7}, delay=30)``
+
+        ``dedupe_key`` (a queue with a dedupe_key column): when a pending message (not
+        processed, not dead) already holds the key, nothing is added and its id comes back,
+        with ``.duplicate`` True (``Enqueued`` is an ``int``). Once that message finishes the
+        key is free again.
 
         ``db`` is the runtime's connection or the service's own (psycopg 3, aiosqlite,
         SQLAlchemy AsyncConnection or AsyncSession): the statement runs on it as it is, and
@@ -201,13 +300,12 @@ class Queue:
         poll on)."""
         conn = adapt(db)
         check_dialect(self.rendered, conn)
-        result = await run_step(
-            conn,  # type: ignore[arg-type]
-            self.rendered.require(S.ENQUEUE),
-            self._enqueue_params(payload, delay, group, values, priority, fifo_key),
+        id_ = await self._enqueue(
+            conn,
+            self._enqueue_params(payload, delay, group, values, priority, fifo_key, dedupe_key),
         )
         self._wake(conn)
-        return int(result.rows[0]["id"])
+        return id_
 
     async def enqueue_many(
         self,
@@ -215,29 +313,57 @@ class Queue:
         payloads: Iterable[Any],
         delay: float | timedelta | None = None,
         group: str | None = None,
-        values: Mapping[str, Any] | None = None,
         priority: int | None = None,
         fifo_key: str | None = None,
-    ) -> int:
+        dedupe_keys: Iterable[str | None] | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> Any:
         """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``
         (``priority`` and ``fifo_key`` apply to every item; items of one key keep their order)
 
         Every payload is checked first: one that cannot be stored raises PayloadError and
         nothing of the batch is written. Consumers wake as for ``enqueue`` (PostgreSQL folds
-        a transaction's notifications into one)."""
+        a transaction's notifications into one). With ``dedupe_keys`` (one key or None per
+        payload) it returns the list of ``Enqueued`` ids instead, in order: ``[i for i in ids
+        if i.duplicate]`` are the ones a pending message already held; the batch runs in one
+        transaction (the caller's if one is open)."""
         conn = adapt(db)
         check_dialect(self.rendered, conn)
-        insert = self.rendered.require(S.ENQUEUE)[0]  # the INSERT; ids are not read back here
+        items = list(payloads)
+        keys = list(dedupe_keys) if dedupe_keys is not None else [None] * len(items)
+        if len(keys) != len(items):
+            raise ValueError(
+                f"dedupe_keys has {len(keys)} keys for {len(items)} payloads: give one per payload"
+            )
         params = []
-        for i, p in enumerate(payloads):
+        for i, (p, key) in enumerate(zip(items, keys, strict=True)):
             try:
-                params.append(self._enqueue_params(p, delay, group, values, priority, fifo_key))
+                params.append(
+                    self._enqueue_params(p, delay, group, values, priority, fifo_key, key)
+                )
             except PayloadError as exc:
                 raise PayloadError(f"item {i} of the batch: {exc}") from None
+        if dedupe_keys is not None:
+            return await self._enqueue_each(conn, params)
+        insert = self.rendered.require(S.ENQUEUE)[0]  # the INSERT; ids are not read back here
         if params:
             await conn.executemany(insert, params)
             self._wake(conn)
         return len(params)
+
+    async def _enqueue_each(self, conn: Any, params: list[dict[str, Any]]) -> list[Enqueued]:
+        own_tx = not conn.in_transaction
+        if own_tx:
+            await conn.begin()
+        try:
+            out = [await self._enqueue(conn, p) for p in params]
+            if own_tx:
+                await conn.commit()
+            return out
+        except BaseException:
+            if own_tx and not conn.closed:
+                await conn.rollback()
+            raise
 
     # ----------------------------------------------------------------- operating
 
@@ -301,6 +427,15 @@ class Queue:
 
         return await operate.prune(self, db, older_than_s, batch, group)
 
+    async def cancel(self, db: Any, id: int) -> bool:
+        """Finish message ``id`` as ack would (delete it, or mark it processed) if it is
+        pending (ready or delayed) and not in flight; True if it did. False: a consumer holds
+        it now (a lease in the future, a claim's row lock, an advisory key), or it is already
+        finished, dead, or unknown. It never goes to the dead letter. ``await queue.cancel(db, 42)``"""
+        from runtime import operate
+
+        return await operate.cancel(self, db, id)
+
     @property
     def sync(self) -> SyncQueue:
         """The same enqueue for blocking code and a blocking connection (psycopg, sqlite3,
@@ -322,14 +457,22 @@ class SyncQueue:
         payload: Any,
         delay: float | timedelta | None = None,
         group: str | None = None,
-        values: Mapping[str, Any] | None = None,
         priority: int | None = None,
         fifo_key: str | None = None,
-    ) -> int:
-        """``queue.sync.enqueue(conn, payload, …)`` → the new message's id."""
+        dedupe_key: str | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> Enqueued:
+        """``queue.sync.enqueue(conn, payload, …)`` → the new message's id (see enqueue)."""
         return run_sync(
             self.queue.enqueue(
-                adapt(conn, sync=True), payload, delay, group, values, priority, fifo_key
+                adapt(conn, sync=True),
+                payload,
+                delay,
+                group,
+                priority=priority,
+                fifo_key=fifo_key,
+                dedupe_key=dedupe_key,
+                values=values,
             )
         )
 
@@ -339,13 +482,38 @@ class SyncQueue:
         payloads: Iterable[Any],
         delay: float | timedelta | None = None,
         group: str | None = None,
-        values: Mapping[str, Any] | None = None,
         priority: int | None = None,
         fifo_key: str | None = None,
-    ) -> int:
-        """``queue.sync.enqueue_many(conn, payloads, …)`` → how many."""
+        dedupe_keys: Iterable[str | None] | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """``queue.sync.enqueue_many(conn, payloads, …)`` → how many (the ids with dedupe_keys)."""
         return run_sync(
             self.queue.enqueue_many(
-                adapt(conn, sync=True), payloads, delay, group, values, priority, fifo_key
+                adapt(conn, sync=True),
+                payloads,
+                delay,
+                group,
+                priority=priority,
+                fifo_key=fifo_key,
+                dedupe_keys=dedupe_keys,
+                values=values,
             )
         )
+
+    def cancel(self, conn: Any, id: int) -> bool:
+        """``queue.sync.cancel(conn, 42)`` → True if it finished the message (see cancel)."""
+        return run_sync(self.queue.cancel(adapt(conn, sync=True), id))
+
+
+def _dedupe_key(key: Any) -> str | None:
+    if key is None:
+        return None
+    # MySQL and MariaDB compare text ignoring trailing spaces (PAD SPACE), even in binary
+    # collations: "k " would be "k" there, so no key ends with a space
+    if not isinstance(key, str) or not key or len(key) > _GROUP_MAX or key.endswith(" "):
+        raise ValueError(
+            f"dedupe_key must be text of 1 to {_GROUP_MAX} characters not ending with a "
+            f"space, not {key!r:.60}"
+        )
+    return key

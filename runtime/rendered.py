@@ -70,6 +70,8 @@ class StatementName(StrEnum):
 
     SCHEMA = "schema"
     ENQUEUE = "enqueue"
+    ENQUEUE_EXISTING = "enqueue_existing"
+    ENQUEUE_UNLOCK = "enqueue_unlock"
     CLAIM = "claim"
     LOCK = "lock"
     TAKE = "take"
@@ -100,8 +102,11 @@ class StatementName(StrEnum):
     DEAD_SHOW = "dead_show"
     REDRIVE = "redrive"
     REDRIVE_ALL = "redrive_all"
+    REDRIVE_BLOCKED = "redrive_blocked"
+    REDRIVE_BLOCKED_ALL = "redrive_blocked_all"
     PURGE_DEAD = "purge_dead"
     PURGE_DEAD_ALL = "purge_dead_all"
+    CANCEL = "cancel"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.dialects import PENDING_KEY
 from runtime.drivers.base import Connection
 from runtime.errors import ConfigurationError
 from runtime.queue import Queue
@@ -24,6 +25,7 @@ ROLE_TYPES: dict[str, dict[str, str]] = {
         "id": r"bigint|integer",
         "payload": r"jsonb|json|text",
         "group": r"text|character varying.*",
+        "dedupe_key": r"text|character varying.*",
         "attempt": r"integer|bigint|smallint",
         "time": r"timestamp with time zone",
     },
@@ -32,6 +34,7 @@ ROLE_TYPES: dict[str, dict[str, str]] = {
         "id": r"(big)?int.*",
         "payload": r"json|(long|medium)?text",
         "group": r"varchar.*|char.*",
+        "dedupe_key": r"varchar.*",
         "attempt": r"(big|small|tiny|medium)?int.*",
         "time": r"datetime\(6\)",
     },
@@ -40,6 +43,7 @@ ROLE_TYPES: dict[str, dict[str, str]] = {
         "id": r"integer",
         "payload": r"text|json|",
         "group": r"text|varchar.*|",
+        "dedupe_key": r"text|varchar.*|",
         "attempt": r"int.*",
         "time": r"(?!.*(int|real|floa|doub)).*",
     },
@@ -163,6 +167,8 @@ async def verify(conn: Connection, queue: Queue) -> list[Finding]:
                 )
             )
     found += await _index_findings(conn, queue)
+    if "dedupe_key" in queue.columns:
+        found += await _dedupe_index_findings(conn, queue)
     dead = queue.rendered.header.dead_table
     if dead is not None:
         dead_cols = await describe(conn, queue, dead)
@@ -219,3 +225,27 @@ async def _index_findings(conn: Connection, queue: Queue) -> list[Finding]:
                 )
             )
     return found
+
+
+async def _dedupe_index_findings(conn: Connection, queue: Queue) -> list[Finding]:
+    """dedupe_key holds only under the schema's unique index over (group, key): partial over
+    the pending rows where the engine has partial indexes, else over the generated column
+    (the ``indexes`` statement lists columns, not uniqueness: its name and columns are read)."""
+    c = queue.columns
+    pending = "processed_at" in c or queue.rendered.header.dead_group is not None
+    key = c["dedupe_key"] if queue.dialect.partial_index or not pending else PENDING_KEY
+    want = ([c["group"]] if "group" in c else []) + [key]
+    partial = queue.dialect.partial_index and pending
+    rows = (await run_step(conn, queue.rendered.require("indexes"), _split(queue.table))).rows
+    for r in rows:
+        if str(r["columns"] or "").split(",") == want and (r["partial"] or not partial):
+            return []
+    return [
+        Finding(
+            queue.table,
+            f"no unique {'partial ' if partial else ''}index on ({', '.join(want)}): "
+            "two pending messages could hold one dedupe_key",
+            "run the file's schema statements (its CREATE UNIQUE INDEX, or on MySQL and "
+            "MariaDB the generated column and its UNIQUE INDEX)",
+        )
+    ]

@@ -204,6 +204,22 @@ BAD: list[tuple[str, str, str, str, str]] = [
         "use letters, digits and underscores",
     ),
     (
+        "dedupe-generated-column-name",
+        """
+        [queues.orders]
+        table = "orders_queue"
+        other_columns = ["QGEN_PENDING_KEY"]
+        [queues.orders.columns]
+        id = "id"
+        payload = "payload"
+        locked_until = "locked_until"
+        dedupe_key = "dedupe_key"
+        """,
+        "other_columns",
+        "dedupe_key's generated column",
+        "name the column otherwise",
+    ),
+    (
         "misspelt-max_attempt",
         """
         [queues.orders]

@@ -80,6 +80,8 @@ def params_for(dialect: str) -> dict[str, Any]:
         "fifo_key": "k",
         # the channel the PostgreSQL enqueue notifies
         "channel": "qgen.t",
+        # dedupe_key: the one committed row holds it, so enqueue meets a duplicate
+        "dedupe_key": "k",
     }
 
 

@@ -92,32 +92,42 @@ STEPS = {
     ("lease_group_deadletter", "jobs"): (
         "schema enqueue listen next_due claim extend ack drop retry retry_after ack_many "
         "drop_many retry_many retry_after_many dead_letter_many dead_letter release unclaim "
-        f"columns indexes {DEAD} prune"
+        f"columns indexes {DEAD} prune cancel"
     ),
     (
         "row_lock_table_deadletter",
         "mail",
     ): (
         "schema enqueue listen next_due claim ack drop retry retry_after ack_many drop_many "
-        f"retry_many retry_after_many dead_letter columns indexes {DEAD}"
+        f"retry_many retry_after_many dead_letter columns indexes {DEAD} cancel"
     ),
     ("advisory_minimal", "hooks"): (
-        "schema enqueue listen claim lock take ack drop ack_many drop_many unlock columns indexes stats"
+        "schema enqueue listen claim lock take ack drop ack_many drop_many unlock columns indexes stats "
+        "cancel"
     ),
     (
         "no_attempt_no_retry_after",
         "leased",
     ): (
         "schema enqueue listen claim extend ack drop retry ack_many drop_many retry_many release "
-        "unclaim columns indexes stats"
+        "unclaim columns indexes stats cancel"
     ),
     ("no_attempt_no_retry_after", "locked"): (
-        "schema enqueue listen claim ack drop ack_many drop_many columns indexes stats prune"
+        "schema enqueue listen claim ack drop ack_many drop_many columns indexes stats prune cancel"
     ),
     ("override_and_custom", "tasks"): (
         "schema enqueue listen next_due claim extend ack drop retry retry_after ack_many "
         "retry_many dead_letter_many dead_letter "
-        f"release unclaim columns indexes {DEAD} custom.bump custom.park"
+        f"release unclaim columns indexes {DEAD} cancel custom.bump custom.park"
+    ),
+    # dedupe_key: enqueue_existing after enqueue (and enqueue_unlock on MySQL and MariaDB);
+    # redrive refuses a dead message whose key is taken
+    ("dedupe_lease_group", "jobs"): (
+        "schema enqueue enqueue_existing listen next_due claim extend ack drop retry retry_after "
+        "ack_many drop_many retry_many retry_after_many dead_letter_many dead_letter release "
+        "unclaim columns indexes "
+        "stats dead_list dead_list_newest dead_show redrive redrive_blocked "
+        "redrive_blocked_all redrive_all purge_dead purge_dead_all prune cancel"
     ),
 }
 
@@ -132,5 +142,8 @@ def test_golden_steps(case: str, queue: str) -> None:
             want = [n for n in want if n not in ("lock", "unlock")]  # keys held in-process
         if dialect != "postgres":
             want = [n for n in want if n != "listen"]  # LISTEN/NOTIFY on PostgreSQL only
+        if dialect in ("mysql", "mariadb") and "enqueue_existing" in want:
+            # a failed keyed enqueue gives back the key's named lock (the session's own)
+            want.insert(want.index("enqueue_existing") + 1, "enqueue_unlock")
         assert names == want, (dialect, names)
         assert all(f.statements[n] for n in names), "every step holds SQL"

@@ -17,6 +17,9 @@ them in; the test then checks:
   the handler never ran two messages of one key at once, and ran each key's messages in id
   order, all deliveries of one before the first of the next (its dead head included).
 
+A second test races enqueuers of a few dedupe keys against consumers: never two pending rows
+of one key.
+
 ``QGEN_MODEL_SEED`` overrides the seed; a failure names the seed it ran with.
 """
 
@@ -27,6 +30,7 @@ import itertools
 import json
 import logging
 import os
+import random
 import subprocess
 import sys
 from collections import Counter
@@ -451,3 +455,121 @@ def _check_fifo(log: list[dict[str, Any]]) -> None:
                     f"while {before['id']} (attempt {before['attempt']}) was in its handler"
                 )
     assert not wrong, f"{len(wrong)} FIFO violations, the first ones:\n" + "\n".join(wrong[:20])
+
+
+# ---------------------------------------------------------------- dedupe_key under contention
+
+DEDUPE_SHAPES = [
+    Shape(
+        "lease",
+        attempt=True,
+        retry_after=True,
+        processed_at=True,
+        dead_letter="table",
+        max_attempts=2,
+        dedupe_key=True,
+    ),
+    Shape(
+        "row_lock",
+        attempt=True,
+        retry_after=True,
+        processed_at=True,
+        group=True,
+        dead_letter="group",
+        max_attempts=2,
+        dedupe_key=True,
+    ),
+    Shape("advisory", attempt=True, retry_after=True, dedupe_key=True),
+]
+KEYS = [f"k{i}" for i in range(6)]
+
+
+@pytest.mark.parametrize("shape", DEDUPE_SHAPES, ids=[s.form for s in DEDUPE_SHAPES])
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_enqueuers_and_consumers_never_leave_two_pending_rows_of_one_key(
+    engine_name: str, shape: Shape, tmp_path: Path
+) -> None:
+    """Four enqueuers repeat six keys while two Consumers ack, retry and dead-letter them: a
+    watcher never finds two pending rows of one key, every id an enqueue returned is a row of
+    its key, and each key has exactly as many rows as enqueues that were not duplicates."""
+    engine = engine_for(engine_name, tmp_path)
+    run(_dedupe_scenario(engine, shape, int(os.environ.get("QGEN_MODEL_SEED", 5))))
+
+
+async def _dedupe_scenario(engine: Engine, shape: Shape, seed: int) -> None:
+    table, dead_table = unique_table("mk"), unique_table("mkd")
+    queue = render_queue(shape, engine.dialect_name, table, dead_table)
+    q = queue.dialect.quote_ident
+    col = {role: q(name) for role, name in queue.columns.items()}
+    pending = [f"{col['processed_at']} IS NULL"] if shape.processed_at else []
+    if shape.dead_letter == "group":
+        pending.append(f"{col['group']} <> '{DEAD_GROUP}'")
+    where = f" WHERE {' AND '.join(pending)}" if pending else ""
+    doubles = (
+        f"SELECT {col['dedupe_key']} AS k, COUNT(*) AS n FROM {q(table)}{where} "
+        f"GROUP BY {col['dedupe_key']} HAVING COUNT(*) > 1"
+    )
+    db = await runtime.connect(engine.url)
+    returned: list[tuple[str, runtime.Enqueued]] = []
+    seen_doubles: list[dict[str, Any]] = []
+    done = asyncio.Event()
+
+    async def handle(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
+        await asyncio.sleep(0)
+        roll = random.Random(f"{seed}:{message.id}:{ctx.attempt}").random()
+        return runtime.ack() if roll < 0.6 else runtime.retry()
+
+    async def enqueuer(i: int) -> None:
+        rng = random.Random(f"{seed}:enqueuer:{i}")
+        async with await runtime.connect(engine.url) as conn:
+            for n in range(60):
+                key = rng.choice(KEYS)
+                returned.append((key, await queue.enqueue(conn, {"n": n, "i": i}, dedupe_key=key)))
+                await asyncio.sleep(0)
+
+    async def watcher() -> None:
+        async with await runtime.connect(engine.url) as conn:
+            while not done.is_set():
+                seen_doubles.extend(await conn.fetchall(doubles))
+                await asyncio.sleep(0.005)
+
+    async def consume(c: runtime.Consumer) -> None:
+        while not done.is_set():
+            await c.drain()
+            await asyncio.sleep(0.01)
+        await c.drain()
+
+    try:
+        for sql in queue.rendered.require("schema"):
+            await db.execute(sql)
+        consumers = [runtime.Consumer(engine.url, queue, handle, concurrency=3) for _ in range(2)]
+        quiet = _Expected()
+        logging.getLogger("runtime").addFilter(quiet)
+        try:
+            tasks = [asyncio.create_task(consume(c)) for c in consumers]
+            tasks.append(asyncio.create_task(watcher()))
+            await asyncio.gather(*(enqueuer(i) for i in range(4)))
+            done.set()
+            await asyncio.gather(*tasks)
+        finally:
+            logging.getLogger("runtime").removeFilter(quiet)
+        assert not seen_doubles, f"two pending rows of one key: {seen_doubles[:5]}"
+        tables = [table] + ([dead_table] if shape.dead_letter == "table" else [])
+        rows = []
+        for t in tables:
+            rows += await db.fetchall(
+                f"SELECT {col['id']} AS id, {col['dedupe_key']} AS k FROM {q(t)}"
+            )
+        key_of = {int(r["id"]): r["k"] for r in rows}
+        wrong = [(k, int(i)) for k, i in returned if key_of.get(int(i), k) != k]
+        assert not wrong, f"ids returned for another key's row: {wrong[:5]}"
+        if shape.processed_at or shape.dead_letter:
+            new = Counter(k for k, i in returned if not i.duplicate)
+            assert Counter(key_of.values()) == new, (Counter(key_of.values()), new)
+            assert all(int(i) in key_of for _, i in returned), "a returned id has no row"
+        assert sum(1 for _, i in returned if i.duplicate) > 0, "no enqueue met a pending key"
+        assert not (await db.fetchall(doubles))
+    finally:
+        for name in (table, dead_table):
+            await db.execute(f"DROP TABLE IF EXISTS {q(name)}")
+        await db.close()

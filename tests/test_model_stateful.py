@@ -5,7 +5,7 @@ none, max_attempts 1..3, renamed columns, transactional or not), renders its dec
 qgen from the templates as they are on disk now, creates the table on the engine (once per
 shape and test: later examples find it emptied, tests/model/session.py), and then runs
 enqueues, claims, settlements, give-backs, lease extensions and expiries, commits and
-rollbacks through the runtime's own form objects (the code the Consumer loops over). After every step the whole table, its dead-letter table and the handler's
+rollbacks, dedupe-keyed enqueues and cancels through the runtime's own form objects (the code the Consumer loops over). After every step the whole table, its dead-letter table and the handler's
 committed writes are read back with plain SQL and compared with tests/model/outcome_model.py.
 A failure prints the shrunk sequence of steps (``state.settle(delivery=deliveries_0, ...)``).
 
@@ -74,6 +74,8 @@ PRIORITIES = st.sampled_from([None, 0, 1, 5, -2])
 FIFO_KEYS = st.sampled_from([None, "a", "b", "a"])
 #: payload texts: quotes, a percent sign (pyformat drivers) and non-ASCII must survive every step
 TEXTS = ["", "a", "it's 100%", 'say "hi"', "zürich ✓"]
+#: dedupe keys: few, so that enqueues meet pending ones; a quote and non-ASCII among them
+KEYS = ["a", "it's", "ü"]
 
 
 @st.composite
@@ -90,6 +92,7 @@ def table_shapes(draw: st.DrawFn, form: str) -> Shape:
         max_attempts=draw(st.integers(1, 3)) if dead_letter else None,
         priority=draw(st.booleans()),
         fifo_key=draw(st.booleans()),
+        dedupe_key=draw(st.booleans()),
     )
 
 
@@ -198,8 +201,9 @@ class QueueMachine(RuleBasedStateMachine):
         delay: str | None,
         priority: int | None = None,
         fifo_key: str | None = None,
+        key: str | None = None,
     ) -> int:
-        """Enqueue on the runtime and the model; the ordering roles where the table has them."""
+        """Enqueue on the runtime and the model; the optional roles where the table has them."""
         assert self.shape is not None
         priority = priority if self.shape.priority else None
         fifo_key = fifo_key if self.shape.fifo_key else None
@@ -207,14 +211,23 @@ class QueueMachine(RuleBasedStateMachine):
         delay_s = {None: None, "due": 0, "future": FUTURE_S}[delay]
         returned = self.run(
             self.queue.enqueue(
-                self.db, payload, delay=delay_s, group=group, priority=priority, fifo_key=fifo_key
+                self.db,
+                payload,
+                delay=delay_s,
+                group=group,
+                priority=priority,
+                fifo_key=fifo_key,
+                dedupe_key=key,
             )
         )
         row_id = self.model.enqueue(
-            payload, group=group, delay=delay, priority=priority, fifo_key=fifo_key
+            payload, group=group, delay=delay, priority=priority, fifo_key=fifo_key, key=key
         )
-        if returned is not None:
-            assert returned == row_id, f"enqueue returned id {returned}, the model says {row_id}"
+        assert returned == row_id, f"enqueue returned id {returned}, the model says {row_id}"
+        assert returned.duplicate == self.model.duplicate, (
+            f"enqueue of key {key!r}: duplicate={returned.duplicate}, the model says "
+            f"{self.model.duplicate}"
+        )
         return row_id
 
     @precondition(outside_writes_allowed)
@@ -236,6 +249,26 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(target=rows, text=st.sampled_from(TEXTS), priority=PRIORITIES, key=FIFO_KEYS)
     def enqueue_other_group(self, text: str, priority: int | None, key: str | None) -> int:
         return self._enqueue(text, OTHER_GROUP, None, priority, key)
+
+    def can_enqueue_keyed(self) -> bool:
+        """A key enqueue checks the unique index, which waits for an open row-lock batch that
+        changed the row holding the key: only between batches."""
+        return (
+            self.outside_writes_allowed() and self.shape.dedupe_key and not self.model.batches_open
+        )
+
+    @precondition(can_enqueue_keyed)
+    @rule(
+        target=rows,
+        text=st.sampled_from(TEXTS),
+        key=st.sampled_from(KEYS),
+        other_group=st.booleans(),
+        delay=st.sampled_from([None, "future"]),
+    )
+    def enqueue_keyed(self, text: str, key: str, other_group: bool, delay: str | None) -> int:
+        """A key a pending row holds returns that row's id; a finished or dead one's is free."""
+        group = OTHER_GROUP if other_group and self.shape.group else None
+        return self._enqueue(text, group, delay if self.shape.retry_after else None, key=key)
 
     def can_update_rows(self) -> bool:
         """Whether the test's own UPDATE of a row no batch claimed would go through now.
@@ -259,6 +292,14 @@ class QueueMachine(RuleBasedStateMachine):
             return
         self.run(self._set_past("retry_after", row))
         self.model.make_due(row)
+
+    @precondition(lambda self: self.can_update_rows())
+    @rule(row=rows)
+    def cancel(self, row: int) -> None:
+        """queue.cancel: a pending row no delivery holds finishes as ack would; else False."""
+        got = self.run(self.queue.cancel(self.db, row))
+        want = self.model.cancel(row)
+        assert got is want, f"cancel(row {row}) returned {got}, the model says {want}"
 
     async def _set_past(self, role: str, row: int) -> None:
         sql = (
@@ -412,6 +453,8 @@ class QueueMachine(RuleBasedStateMachine):
         for role in ("priority", "fifo_key"):
             if role in cols:
                 select.append(f"{self.col(role)} AS {self.q('qgen_' + role)}")
+        if "dedupe_key" in cols:
+            select.append(f"{self.col('dedupe_key')} AS dkey")
         found = await (await self.session.conn("db")).fetchall(
             f"SELECT {', '.join(select)} FROM {self.q(table)} ORDER BY {self.col('id')}"
         )
@@ -426,6 +469,7 @@ class QueueMachine(RuleBasedStateMachine):
                 bool(r["processed"]) if "processed" in r else None,
                 int(r["qgen_priority"]) if "qgen_priority" in r else None,
                 r.get("qgen_fifo_key"),
+                r.get("dkey"),
             )
             for r in found
         ]
@@ -444,6 +488,7 @@ def _expected(rows: dict[int, Row]) -> list[tuple]:
             r.processed,
             r.priority,
             r.fifo_key,
+            r.key,
         )
         for _, r in sorted(rows.items())
     ]
@@ -459,6 +504,7 @@ _FIELDS = (
     "processed",
     "priority",
     "fifo_key",
+    "key",
 )
 
 

@@ -124,3 +124,20 @@ def test_bad_input_is_one_line_and_exit_2(project, argv, says) -> None:
     cfg, url, _ = project
     code, out, err = qgen(*argv, "--config", str(cfg), "--db", url)
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (code, out, err)
+
+
+def test_cancel_from_the_command_line(project) -> None:
+    cfg, url, queue = project
+    c = ["--config", str(cfg), "--db", url]
+
+    async def enqueue() -> int:
+        async with await runtime.connect(url) as conn:
+            return await queue.enqueue(conn, {"n": 1})
+
+    mid = run(enqueue())
+    code, out, err = qgen("cancel", "jobs", str(mid), *c)
+    assert (code, out.strip(), err) == (0, f"queue 'jobs': message {mid} cancelled", "")
+    code, out, err = qgen("cancel", "jobs", str(mid), *c)
+    assert code == 1 and out == "" and "not cancelled" in err and len(err.splitlines()) == 1
+    code, _, err = qgen("cancel", "nope", "1", *c)
+    assert code == 2 and len(err.splitlines()) == 1

@@ -100,9 +100,11 @@ def first_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def database_error(exc: BaseException) -> DatabaseError:
+def database_error(exc: BaseException, deadlock: bool = False) -> DatabaseError:
     """A driver's error as the runtime's DatabaseError (raise it ``from exc``)."""
-    return DatabaseError(f"{type(exc).__name__}: {first_line(exc)}")
+    error = DatabaseError(f"{type(exc).__name__}: {first_line(exc)}")
+    error.deadlock = deadlock
+    return error
 
 
 class Connection(abc.ABC):

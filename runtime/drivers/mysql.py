@@ -53,6 +53,10 @@ _SESSION_SETUP = (
 )
 
 
+#: ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back
+_DEADLOCK = 1213
+
+
 class MySQLConnection(Connection):
     """A PyMySQL connection driven from asyncio through its own one-thread executor."""
 
@@ -81,7 +85,7 @@ class MySQLConnection(Connection):
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
             if isinstance(exc, self._err.MySQLError):
-                raise database_error(exc) from exc
+                raise database_error(exc, deadlock=exc.args[:1] == (_DEADLOCK,)) from exc
             raise
 
     # ------------------------------------------------------------ statements

@@ -39,6 +39,12 @@ The rules, as SPEC.md gives them:
   claim's group) has a smaller id, as the claiming connection sees the table (another
   worker's open row-lock batch shows its rows as they were). Finished rows (deleted,
   processed, dead) never block; NULL keys never block nor are blocked.
+* dedupe_key: an enqueue whose key a pending row holds (not processed, not in the dead-letter
+  group; in its group) adds nothing and returns that row's id; finished or dead, the key is
+  free again. The refused insert still takes the next id (a sequence, AUTOINCREMENT and
+  AUTO_INCREMENT all hand it out before the conflict): ids skip one per duplicate.
+* cancel: a pending row no delivery holds (no lease held, no key held, in no open row-lock
+  batch) finishes as ack finishes it; anything else is left as it is (False).
 
 Example::
 
@@ -78,6 +84,7 @@ class Shape:
     #: the ordering roles: a priority column, a fifo_key column
     priority: bool = False
     fifo_key: bool = False
+    dedupe_key: bool = False
 
     def __post_init__(self) -> None:
         assert self.form in FORMS, self.form
@@ -106,6 +113,8 @@ class Row:
     holder: int | None = None
     priority: int | None = None
     fifo_key: str | None = None
+    #: the dedupe_key column (None: NULL, or no such column)
+    key: str | None = None
 
 
 @dataclass
@@ -170,6 +179,8 @@ class OutcomeModel:
         self._keys: dict[int, Delivery] = {}
         #: advisory: the last claim found ready rows but every key was held
         self.contended = False
+        #: the last enqueue found its key held and returned the pending row's id
+        self.duplicate = False
 
     # ------------------------------------------------------------------ reading
 
@@ -237,6 +248,14 @@ class OutcomeModel:
 
     # ------------------------------------------------------------------ enqueue
 
+    def pending_with(self, key: str, group: str | None = None) -> Row | None:
+        """The pending row that holds ``key`` (in ``group``, where the table has groups)."""
+        want = (group or DEFAULT_GROUP) if self.shape.group else None
+        for row in self.rows.values():
+            if row.key == key and not row.processed and row.group == want != DEAD_GROUP:
+                return row
+        return None
+
     def enqueue(
         self,
         payload: Any,
@@ -244,13 +263,21 @@ class OutcomeModel:
         delay: str | None = None,
         priority: int | None = None,
         fifo_key: str | None = None,
+        key: str | None = None,
     ) -> int:
-        """A new row: attempt 1, due at once (delay None or "due") or later ("future")."""
+        """A new row: attempt 1, due at once (delay None or "due") or later ("future"). With a
+        ``key`` a pending row holds: nothing added, that row's id (see ``duplicate``)."""
         s = self.shape
         assert group is None or s.group
         assert delay is None or s.retry_after
         assert priority is None or s.priority
         assert fifo_key is None or s.fifo_key
+        assert key is None or s.dedupe_key
+        held = self.pending_with(key, group) if key is not None else None
+        self.duplicate = held is not None
+        if held is not None:
+            self._next_id += 1  # the refused insert took an id from the sequence all the same
+            return held.id
         row = Row(
             id=self._next_id,
             payload=payload,
@@ -261,10 +288,21 @@ class OutcomeModel:
             processed=False if s.processed_at else None,
             priority=(priority or 0) if s.priority else None,
             fifo_key=fifo_key,
+            key=key,
         )
         self.rows[row.id] = row
         self._next_id += 1
         return row.id
+
+    def cancel(self, row_id: int) -> bool:
+        """Finish a pending row that no delivery holds, as ack does; False: left as it is."""
+        row = self.rows.get(row_id)
+        if row is None or row.processed or row.group == DEAD_GROUP:
+            return False
+        if row.lease == "held" or row_id in self._keys or self.locked_by_batch(row_id):
+            return False
+        self._apply(row, "ack", "due")
+        return True
 
     # ------------------------------------------------------------------ claims
 

@@ -40,6 +40,7 @@ PLAIN_NAMES = {
     "processed_at": "processed_at",
     "priority": "priority",
     "fifo_key": "fifo_key",
+    "dedupe_key": "dedupe_key",
 }
 RENAMED = {
     "id": "msg_id",
@@ -51,6 +52,7 @@ RENAMED = {
     "processed_at": "done_at",
     "priority": "urgency",
     "fifo_key": "ordering_key",
+    "dedupe_key": "uniq",
 }
 
 
@@ -67,6 +69,8 @@ def declaration(
     ]
     if shape.lease:
         roles.append("locked_until")
+    if shape.dedupe_key:
+        roles.append("dedupe_key")
     q: dict[str, Any] = {
         "table": table,
         "form": shape.form,

@@ -166,3 +166,36 @@ def test_priority_and_fifo_key_within_a_key_id_order_wins() -> None:
     m.enqueue({}, priority=9, fifo_key="a")
     m.enqueue({}, priority=5, fifo_key="b")
     assert [d.id for d in m.claim(0, 5)] == [3, 1]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_pending_key_returns_its_row_until_the_row_finishes_or_dies(form: str) -> None:
+    m = OutcomeModel(
+        Shape(form, attempt=True, group=True, dead_letter="group", max_attempts=1, dedupe_key=True)
+    )
+    first = m.enqueue({"n": 1}, key="k")
+    assert m.enqueue({"n": 2}, key="k") == first and m.duplicate
+    other_group = m.enqueue({"n": 3}, group="other", key="k")
+    assert other_group != first and not m.duplicate
+    d = deliver(m)
+    assert m.settle(d, "retry").label == "dead_letter"  # at the cap: the key is free
+    if form == "row_lock":
+        m.end_batch(0)
+    again = m.enqueue({"n": 4}, key="k")
+    assert again not in (first, other_group) and not m.duplicate
+    assert again == first + 3  # ids 1, (2 refused), 3, then 4: a refused insert takes an id
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_cancel_finishes_what_no_delivery_holds(form: str) -> None:
+    m = OutcomeModel(Shape(form, processed_at=True))
+    held_id, free_id = m.enqueue({"n": 1}), m.enqueue({"n": 2})
+    d = m.claim(0, 1)[0]
+    assert d.id == held_id
+    assert m.cancel(held_id) is False and m.rows[held_id].processed is False
+    assert m.cancel(free_id) is True and m.rows[free_id].processed is True
+    assert m.cancel(free_id) is False and m.cancel(99) is False
+    m.settle(d, "retry")
+    if form == "row_lock":
+        m.end_batch(0)
+    assert m.cancel(held_id) is True

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:ac4c63d815b08faaf1f9381514874eae8a4084da772ae975c324cd315b3e3545
+-- seal: sha256:286e05a863713246ee36d5ad0e0a21d9fc9b5a02f60beb4f714f0a3ee6f10454
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -87,3 +87,13 @@ SELECT (
   FROM `audit_queue`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `audit_queue`
+WHERE `id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `audit_queue`
+WHERE `id` = %(id)s;

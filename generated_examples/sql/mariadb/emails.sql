@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:3d2560da2b441f3fbb67313bac05cc222c3beeb126a28caa0bca10857dd3a7d6
+-- seal: sha256:888314fcaf03378a6ab99ea26009e6e21668e9ec1b1c26f4c843e4273fc105d1
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -254,3 +254,9 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `emails_dead`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `emails_queue`
+WHERE `id` = %(id)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

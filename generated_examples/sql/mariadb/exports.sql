@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:271ce87c90c077abd000b6806d065e03a5ed3cad4c8a6a44ddcac097b9cb0b47
+-- seal: sha256:970a23c35efb65eb3c447f83cda06fb2fa868ed3c0468a384bc66805b43344d3
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -225,3 +225,13 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `exports_queue`
 WHERE `lane` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s), 0) = 1;
+DELETE FROM `exports_queue`
+WHERE `id` = %(id)s AND `lane` <> %(dead_group)s;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s)) AS unlocked;

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:36477e5f8c75c17eb5671ac258769bb8bc541d8055a3d0faba6dab6673f7d5e4
+-- seal: sha256:a7d964ac09bb5f89a743e4487814d50400eaa6a5e5c857ce702d43be05c3eb61
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -146,3 +146,9 @@ SELECT (
   FROM `pings`
   WHERE `leased_until` >= UTC_TIMESTAMP(6)
 ) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `pings`
+WHERE `ping_id` = %(id)s AND (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6));

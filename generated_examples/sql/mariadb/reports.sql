@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:a9e0257ceb8b97ec079e1ca70f23a764b9293afca8f5aa0c68a24965409f460c
+-- seal: sha256:887b61dd3ccb066bc3c83018ef49e9e783969b04d95af22e38cf8c232a207d0f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -213,6 +213,16 @@ WHERE `grp` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `reports_queue`
 WHERE `grp` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `reports_queue`
+WHERE `id` = %(id)s AND `grp` <> %(dead_group)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `reports_queue`
+WHERE `id` = %(id)s;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

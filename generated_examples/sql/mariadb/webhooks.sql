@@ -3,13 +3,13 @@
 -- dialect: "mariadb"
 -- form: "advisory"
 -- table: "webhooks_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:2ad93d48e4f50c0d9c1b7d874c954a5df247790ac422a3b34444ba420ca05ef1
+-- seal: sha256:ef201b626eef57351fd11dcb61ed3dab08d32661388f7d9fbb1ece66af17ead9
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+-- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
 -- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `webhooks_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -17,22 +17,41 @@ CREATE TABLE IF NOT EXISTS `webhooks_queue` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
-  INDEX `webhooks_queue_claim` (`processed_at`, `id`)
+  `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL THEN `dedupe_key` END) STORED,
+  INDEX `webhooks_queue_claim` (`processed_at`, `id`),
+  UNIQUE INDEX `webhooks_queue_dedupe` (`qgen_pending_key`)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `webhooks_dead` (
   `id` BIGINT NOT NULL PRIMARY KEY,
   `payload` JSON NOT NULL,
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
-  `processed_at` DATETIME(6) NULL
+  `processed_at` DATETIME(6) NULL,
+  `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
 ) ENGINE = InnoDB;
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes reads
-INSERT INTO `webhooks_queue` (`payload`, `retry_after`)
-VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
-SELECT LAST_INSERT_ID() AS id;
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
+-- kinds: reads writes reads
+SELECT 1 AS locked
+FROM DUAL
+WHERE CASE WHEN %(dedupe_key)s IS NULL THEN 1 ELSE GET_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue:', %(dedupe_key)s), 256), 40)), 10) END = 1;
+INSERT IGNORE INTO `webhooks_queue` (`payload`, `retry_after`, `dedupe_key`)
+VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(dedupe_key)s);
+SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id, CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue:', %(dedupe_key)s), 256), 40))) END AS unlocked;
+
+-- name: enqueue_existing
+-- Reads the id of the pending message (not processed, not dead) that holds dedupe_key: the one a duplicate enqueue returns.
+-- kinds: reads
+SELECT `id` AS id
+FROM `webhooks_queue`
+WHERE `qgen_pending_key` = %(dedupe_key)s;
+
+-- name: enqueue_unlock
+-- Releases the key's named lock after an enqueue failed between taking and releasing it (the lock is the session's: a rollback keeps it).
+-- kinds: reads
+SELECT CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue:', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: next_due
 -- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
@@ -126,8 +145,8 @@ SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND;
 -- name: dead_letter
 -- At the cap: moves the row into webhooks_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
-INSERT INTO `webhooks_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
-SELECT `id`, `payload`, `attempt`, `retry_after`, `processed_at`
+INSERT INTO `webhooks_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`)
+SELECT `id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`
 FROM `webhooks_queue`
 WHERE `id` = %(id)s;
 DELETE FROM `webhooks_queue`
@@ -213,18 +232,56 @@ WHERE `id` = %(id)s;
 -- name: redrive
 -- Sends the dead messages ids (a JSON array) back to webhooks_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
 -- kinds: writes writes
-INSERT INTO `webhooks_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
-SELECT `id`, `payload`, 1, NULL, `processed_at`
+INSERT INTO `webhooks_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`)
+SELECT `id`, `payload`, 1, NULL, `processed_at`, `dedupe_key`
 FROM `webhooks_dead`
 WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
 DELETE FROM `webhooks_dead`
 WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
 
+-- name: redrive_blocked
+-- The dead messages ids whose dedupe_key a pending message holds, or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d.`id` AS id
+FROM `webhooks_dead` AS d
+WHERE d.`dedupe_key` IS NOT NULL
+  AND d.`id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j)
+  AND (EXISTS (
+    SELECT 1
+    FROM `webhooks_queue` AS p
+    WHERE p.`qgen_pending_key` = d.`dedupe_key`
+  ) OR EXISTS (
+    SELECT 1
+    FROM `webhooks_dead` AS o
+    WHERE o.`dedupe_key` = d.`dedupe_key`
+      AND o.`id` < d.`id`
+      AND o.`id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j)
+  ))
+ORDER BY d.`id`;
+
+-- name: redrive_blocked_all
+-- The dead messages whose dedupe_key a pending message holds, or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d.`id` AS id
+FROM `webhooks_dead` AS d
+WHERE d.`dedupe_key` IS NOT NULL
+  AND (EXISTS (
+    SELECT 1
+    FROM `webhooks_queue` AS p
+    WHERE p.`qgen_pending_key` = d.`dedupe_key`
+  ) OR EXISTS (
+    SELECT 1
+    FROM `webhooks_dead` AS o
+    WHERE o.`dedupe_key` = d.`dedupe_key`
+      AND o.`id` < d.`id`
+  ))
+ORDER BY d.`id`;
+
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes writes
-INSERT INTO `webhooks_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
-SELECT `id`, `payload`, 1, NULL, `processed_at`
+INSERT INTO `webhooks_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`)
+SELECT `id`, `payload`, 1, NULL, `processed_at`, `dedupe_key`
 FROM `webhooks_dead`;
 DELETE FROM `webhooks_dead`;
 
@@ -246,3 +303,14 @@ DELETE FROM `webhooks_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', %(id)s), 0) = 1;
+UPDATE `webhooks_queue`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s AND `processed_at` IS NULL;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', %(id)s)) AS unlocked;

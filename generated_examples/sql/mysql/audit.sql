@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:b49c98b157c90f803bff423d3a4ce9c27680f360046e4ca7328c4cf4d86a0e29
+-- seal: sha256:284dfe78b2dc4d6af691935f6711831ced7d8ddfac3b38e65577c5ae85782b45
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -87,3 +87,13 @@ SELECT (
   FROM `audit_queue`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `audit_queue`
+WHERE `id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `audit_queue`
+WHERE `id` = %(id)s;

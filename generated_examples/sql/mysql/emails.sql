@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:3b1970d46740c410b59677004cee477cb027e993005eb6622aafa6d7861550eb
+-- seal: sha256:8a899a87eef051386bf48b740bb21cb6f80d045dbf7c28ceab4fc61e3bd8ec11
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -254,3 +254,9 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `emails_dead`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `emails_queue`
+WHERE `id` = %(id)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

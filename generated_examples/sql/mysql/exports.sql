@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:52e8b9aa9066a4ea79cc893f7256b176f42f386574a9c3a2929b1f28103819c6
+-- seal: sha256:2e5ad8640a27f2f7d15981dab7364b44fd84f3718b1706e60444058a25066f1b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -225,3 +225,13 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `exports_queue`
 WHERE `lane` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s), 0) = 1;
+DELETE FROM `exports_queue`
+WHERE `id` = %(id)s AND `lane` <> %(dead_group)s;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s)) AS unlocked;

@@ -3,13 +3,13 @@
 -- dialect: "mysql"
 -- form: "row_lock"
 -- table: "invoices_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:99585c7bcb895566d598f6fd91fafc524e00462cf6c3bfdeac643c44481f87b4
+-- seal: sha256:dffa60a0b97b5cb2d3397cbb412ddcf48eeea59476d93bf34c83195a134258d3
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, if missing.
+-- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
 -- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `invoices_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -17,22 +17,41 @@ CREATE TABLE IF NOT EXISTS `invoices_queue` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
-  INDEX `invoices_queue_claim` (`processed_at`, `id`)
+  `invoice_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL THEN `invoice_key` END) STORED,
+  INDEX `invoices_queue_claim` (`processed_at`, `id`),
+  UNIQUE INDEX `invoices_queue_dedupe` (`qgen_pending_key`)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `invoices_dead` (
   `id` BIGINT NOT NULL PRIMARY KEY,
   `payload` JSON NOT NULL,
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
-  `processed_at` DATETIME(6) NULL
+  `processed_at` DATETIME(6) NULL,
+  `invoice_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
 ) ENGINE = InnoDB;
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes reads
-INSERT INTO `invoices_queue` (`payload`, `retry_after`)
-VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND);
-SELECT LAST_INSERT_ID() AS id;
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
+-- kinds: reads writes reads
+SELECT 1 AS locked
+FROM DUAL
+WHERE CASE WHEN %(dedupe_key)s IS NULL THEN 1 ELSE GET_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.invoices_queue:', %(dedupe_key)s), 256), 40)), 10) END = 1;
+INSERT IGNORE INTO `invoices_queue` (`payload`, `retry_after`, `invoice_key`)
+VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(dedupe_key)s);
+SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id, CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.invoices_queue:', %(dedupe_key)s), 256), 40))) END AS unlocked;
+
+-- name: enqueue_existing
+-- Reads the id of the pending message (not processed, not dead) that holds dedupe_key: the one a duplicate enqueue returns.
+-- kinds: reads
+SELECT `id` AS id
+FROM `invoices_queue`
+WHERE `qgen_pending_key` = %(dedupe_key)s;
+
+-- name: enqueue_unlock
+-- Releases the key's named lock after an enqueue failed between taking and releasing it (the lock is the session's: a rollback keeps it).
+-- kinds: reads
+SELECT CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.invoices_queue:', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: next_due
 -- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
@@ -118,8 +137,8 @@ SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = 
 -- name: dead_letter
 -- At the cap: moves the row into invoices_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
-INSERT INTO `invoices_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
-SELECT `id`, `payload`, `attempt` + 1, `retry_after`, `processed_at`
+INSERT INTO `invoices_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`)
+SELECT `id`, `payload`, `attempt` + 1, `retry_after`, `processed_at`, `invoice_key`
 FROM `invoices_queue`
 WHERE `id` = %(id)s;
 DELETE FROM `invoices_queue`
@@ -192,18 +211,56 @@ WHERE `id` = %(id)s;
 -- name: redrive
 -- Sends the dead messages ids (a JSON array) back to invoices_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
 -- kinds: writes writes
-INSERT INTO `invoices_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
-SELECT `id`, `payload`, 1, NULL, `processed_at`
+INSERT INTO `invoices_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`)
+SELECT `id`, `payload`, 1, NULL, `processed_at`, `invoice_key`
 FROM `invoices_dead`
 WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
 DELETE FROM `invoices_dead`
 WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
 
+-- name: redrive_blocked
+-- The dead messages ids whose dedupe_key a pending message holds, or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d.`id` AS id
+FROM `invoices_dead` AS d
+WHERE d.`invoice_key` IS NOT NULL
+  AND d.`id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j)
+  AND (EXISTS (
+    SELECT 1
+    FROM `invoices_queue` AS p
+    WHERE p.`qgen_pending_key` = d.`invoice_key`
+  ) OR EXISTS (
+    SELECT 1
+    FROM `invoices_dead` AS o
+    WHERE o.`invoice_key` = d.`invoice_key`
+      AND o.`id` < d.`id`
+      AND o.`id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j)
+  ))
+ORDER BY d.`id`;
+
+-- name: redrive_blocked_all
+-- The dead messages whose dedupe_key a pending message holds, or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d.`id` AS id
+FROM `invoices_dead` AS d
+WHERE d.`invoice_key` IS NOT NULL
+  AND (EXISTS (
+    SELECT 1
+    FROM `invoices_queue` AS p
+    WHERE p.`qgen_pending_key` = d.`invoice_key`
+  ) OR EXISTS (
+    SELECT 1
+    FROM `invoices_dead` AS o
+    WHERE o.`invoice_key` = d.`invoice_key`
+      AND o.`id` < d.`id`
+  ))
+ORDER BY d.`id`;
+
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes writes
-INSERT INTO `invoices_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`)
-SELECT `id`, `payload`, 1, NULL, `processed_at`
+INSERT INTO `invoices_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`)
+SELECT `id`, `payload`, 1, NULL, `processed_at`, `invoice_key`
 FROM `invoices_dead`;
 DELETE FROM `invoices_dead`;
 
@@ -225,3 +282,14 @@ DELETE FROM `invoices_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `invoices_queue`
+WHERE `id` = %(id)s AND `processed_at` IS NULL
+FOR UPDATE SKIP LOCKED;
+UPDATE `invoices_queue`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;

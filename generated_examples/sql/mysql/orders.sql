@@ -3,15 +3,15 @@
 -- dialect: "mysql"
 -- form: "lease"
 -- table: "orders_queue"
--- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at"}
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 5
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:38ca017db2f8928733d3887f2c1cb35d7b5080b4354a8b1dcf41c78c7087f3bd
+-- seal: sha256:8f5cdecacaeb4a1b1cde84a7bd9510c0aab2598eb80975cec4f069e1778e6064
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
+-- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
 -- kinds: writes
 CREATE TABLE IF NOT EXISTS `orders_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -22,15 +22,34 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
   `locked_until` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
   `enqueued_at` DATETIME(6) NULL,
-  INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`)
+  `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL AND `queue` <> 'orders_dead' THEN `dedupe_key` END) STORED,
+  INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`),
+  UNIQUE INDEX `orders_queue_dedupe` (`queue`, `qgen_pending_key`)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
--- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now.
--- kinds: writes reads
-INSERT INTO `orders_queue` (`body`, `queue`, `retry_after`, `enqueued_at`)
-VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, UTC_TIMESTAMP(6));
-SELECT LAST_INSERT_ID() AS id;
+-- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds in its group adds nothing and returns no new id (enqueue_existing reads the pending one).
+-- kinds: reads writes reads
+SELECT 1 AS locked
+FROM DUAL
+WHERE CASE WHEN %(dedupe_key)s IS NULL THEN 1 ELSE GET_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.orders_queue:', %(group)s, ':', %(dedupe_key)s), 256), 40)), 10) END = 1;
+INSERT IGNORE INTO `orders_queue` (`body`, `queue`, `retry_after`, `enqueued_at`, `dedupe_key`)
+VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, UTC_TIMESTAMP(6), %(dedupe_key)s);
+SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id, CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.orders_queue:', %(group)s, ':', %(dedupe_key)s), 256), 40))) END AS unlocked;
+
+-- name: enqueue_existing
+-- Reads the id of the pending message (not processed, not dead) that holds dedupe_key in group: the one a duplicate enqueue returns.
+-- kinds: reads
+SELECT `id` AS id
+FROM `orders_queue`
+WHERE `queue` = %(group)s
+  AND `qgen_pending_key` = %(dedupe_key)s;
+
+-- name: enqueue_unlock
+-- Releases the key's named lock after an enqueue failed between taking and releasing it (the lock is the session's: a rollback keeps it).
+-- kinds: reads
+SELECT CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.orders_queue:', %(group)s, ':', %(dedupe_key)s), 256), 40))) END AS unlocked;
 
 -- name: next_due
 -- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
@@ -264,6 +283,54 @@ SET `queue` = %(group)s, `attempt` = 1, `retry_after` = NULL, `locked_until` = N
 WHERE `queue` = %(dead_group)s
   AND `processed_at` IS NULL;
 
+-- name: redrive_blocked
+-- The dead messages ids whose dedupe_key a pending message holds in the live group (group), or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d.`id` AS id
+FROM `orders_queue` AS d
+WHERE d.`queue` = %(dead_group)s
+  AND d.`processed_at` IS NULL
+  AND d.`dedupe_key` IS NOT NULL
+  AND d.`id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j)
+  AND (EXISTS (
+    SELECT 1
+    FROM `orders_queue` AS p
+    WHERE p.`queue` = %(group)s
+      AND p.`qgen_pending_key` = d.`dedupe_key`
+  ) OR EXISTS (
+    SELECT 1
+    FROM `orders_queue` AS o
+    WHERE o.`queue` = %(dead_group)s
+      AND o.`processed_at` IS NULL
+      AND o.`dedupe_key` = d.`dedupe_key`
+      AND o.`id` < d.`id`
+      AND o.`id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j)
+  ))
+ORDER BY d.`id`;
+
+-- name: redrive_blocked_all
+-- The dead messages whose dedupe_key a pending message holds in the live group (group), or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d.`id` AS id
+FROM `orders_queue` AS d
+WHERE d.`queue` = %(dead_group)s
+  AND d.`processed_at` IS NULL
+  AND d.`dedupe_key` IS NOT NULL
+  AND (EXISTS (
+    SELECT 1
+    FROM `orders_queue` AS p
+    WHERE p.`queue` = %(group)s
+      AND p.`qgen_pending_key` = d.`dedupe_key`
+  ) OR EXISTS (
+    SELECT 1
+    FROM `orders_queue` AS o
+    WHERE o.`queue` = %(dead_group)s
+      AND o.`processed_at` IS NULL
+      AND o.`dedupe_key` = d.`dedupe_key`
+      AND o.`id` < d.`id`
+  ))
+ORDER BY d.`id`;
+
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes
@@ -296,6 +363,13 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE `orders_queue`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `processed_at` IS NULL AND `queue` <> %(dead_group)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.

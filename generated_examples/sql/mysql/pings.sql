@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:0d3be594956a5f9ca319a4302076e47b2c1ba39d63d7899d52be33e0a51f18ae
+-- seal: sha256:e8b5e0ef92da3f48cd9b5b02f8fca71603857b7d32fd158cf7ab8c9e2a3e511b
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -146,3 +146,9 @@ SELECT (
   FROM `pings`
   WHERE `leased_until` >= UTC_TIMESTAMP(6)
 ) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `pings`
+WHERE `ping_id` = %(id)s AND (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6));

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:ce4ae8ac96a1c09a2fe0ce3045749c03574982767adb10198a4c824125d071db
+-- seal: sha256:98f036b7fa748a12f88852536f353883e64b558e755c8b81e502273653f2e813
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -213,6 +213,16 @@ WHERE `grp` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `reports_queue`
 WHERE `grp` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `reports_queue`
+WHERE `id` = %(id)s AND `grp` <> %(dead_group)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `reports_queue`
+WHERE `id` = %(id)s;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

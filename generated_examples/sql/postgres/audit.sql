@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.audit_queue"
--- seal: sha256:79b2e559f64cc13bc9f4f993a11540168536d1e67a16beac82bdb0803cdef053
+-- seal: sha256:a5db156ab9a792fabe8e21bffb5b3b04579ff8c231b129fbc10689d3e7b36336
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -97,3 +97,9 @@ SELECT (
   FROM "audit_queue"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "audit_queue"
+WHERE "id" = %(id)s AND "id" IN (SELECT "id" FROM "audit_queue" WHERE "id" = %(id)s FOR UPDATE SKIP LOCKED);

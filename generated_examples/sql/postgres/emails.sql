@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
 -- channel: "qgen.emails_queue"
--- seal: sha256:dbc8c53f14eee5c3fa0c6c0384d905bf9bad331b526832fa7e43ea54adb13530
+-- seal: sha256:f52e7c181c0c0c5db0f4680eb5612189b9f18e48ef4fbefd7876663886065d39
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -263,3 +263,9 @@ WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAS
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "emails_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "emails_queue"
+WHERE "id" = %(id)s AND ("locked_until" IS NULL OR "locked_until" < now());

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
--- seal: sha256:7e24586b0434cbc3f431563839ce35bc5c6b339102e431b09f22ce7e7d1982ad
+-- seal: sha256:59033e49d0aee472aa4438fd552690c0ed309dd495e9a329e3cff3b7c57c6493
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -252,3 +252,9 @@ WHERE "lane" = %(dead_group)s
 -- kinds: writes
 DELETE FROM "exports_queue"
 WHERE "lane" = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "id" = %(id)s AND "lane" <> %(dead_group)s AND pg_try_advisory_xact_lock(hashtextextended('qgen:exports_queue:' || CAST(%(id)s AS TEXT), 0));

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 10
 -- channel: "qgen.pings"
--- seal: sha256:e8f0c34ae1e8f0ba53d181573bfa418db438e34b4b3eb2ec66708eb1a2591fc4
+-- seal: sha256:3fcb96bc027f69526f00b007fa53aaeeab8a4eeb3142c19dff0e751faf818ea5
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -151,3 +151,9 @@ SELECT (
   FROM "pings"
   WHERE "leased_until" >= now()
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "pings"
+WHERE "ping_id" = %(id)s AND ("leased_until" IS NULL OR "leased_until" < now());

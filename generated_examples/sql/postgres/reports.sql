@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
--- seal: sha256:e9e97102f8041631ebeb2cf17a9ede3c6de8aab09465fe3967e6bcf26a92e623
+-- seal: sha256:79086c78f51c3557d427e231db4020198adbb1c60a034c698cad4e48c111c47d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -220,6 +220,12 @@ WHERE "grp" = %(dead_group)s
 -- kinds: writes
 DELETE FROM "reports_queue"
 WHERE "grp" = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" = %(id)s AND "grp" <> %(dead_group)s AND "id" IN (SELECT "id" FROM "reports_queue" WHERE "id" = %(id)s FOR UPDATE SKIP LOCKED);
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

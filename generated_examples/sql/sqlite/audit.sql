@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:19abd124e29e52aeccff200c729d2bf0228fdafba7ad5ed0be9dc09b51d4884a
+-- seal: sha256:e3ffad26b18e4f92cb4aa446bccd6574f9d05d40b150e2aa7485e0ce67ca87f4
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -80,3 +80,9 @@ SELECT (
   FROM "audit_queue"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "audit_queue"
+WHERE "id" = :id;

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:7947d23d4193e8205bf8c7fe689c9bc11859b8b7331f37a58c59b3c7d28cce8d
+-- seal: sha256:e70de3bef57ac9dcbbe5b0d21692fdd99b478906f3c2684b8d9e899cbb880ef8
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -234,3 +234,9 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "emails_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "emails_queue"
+WHERE "id" = :id AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'));

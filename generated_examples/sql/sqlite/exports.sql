@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:7d64671d897601981dab02085b7942fe693150e2ff5fac923d3387e4d0e750ec
+-- seal: sha256:b93d2025f6ce4d4ff310c856c6ed11f7cb9770812ae5c490ff060f90638fe723
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -197,3 +197,9 @@ WHERE "lane" = :dead_group
 -- kinds: writes
 DELETE FROM "exports_queue"
 WHERE "lane" = :dead_group;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "exports_queue"
+WHERE "id" = :id AND "lane" <> :dead_group;

@@ -3,38 +3,50 @@
 -- dialect: "sqlite"
 -- form: "row_lock"
 -- table: "invoices_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:3c041c9b7ccf7637b2f62de602689d9e66222adbd6a47e86ba2d2a5da9f70ba2
+-- seal: sha256:ab8bb9e4cdc38910b4796feffe021922ab95f28ad0838791d9dfd4eb29ea3063
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
--- kinds: writes writes writes writes
+-- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "invoices_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
-  "processed_at" TEXT
+  "processed_at" TEXT,
+  "invoice_key" TEXT
 );
 CREATE INDEX IF NOT EXISTS "invoices_queue_claim" ON "invoices_queue" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "invoices_queue_processed" ON "invoices_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS "invoices_queue_dedupe" ON "invoices_queue" ("invoice_key") WHERE "processed_at" IS NULL;
 CREATE TABLE IF NOT EXISTS "invoices_dead" (
   "id" INTEGER PRIMARY KEY,
   "payload" TEXT NOT NULL,
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
-  "processed_at" TEXT
+  "processed_at" TEXT,
+  "invoice_key" TEXT
 );
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
 -- kinds: writes-returning
-INSERT INTO "invoices_queue" ("payload", "retry_after")
-VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
+INSERT INTO "invoices_queue" ("payload", "retry_after", "invoice_key")
+VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), :dedupe_key)
+ON CONFLICT ("invoice_key") WHERE "processed_at" IS NULL DO NOTHING
 RETURNING "id" AS id;
+
+-- name: enqueue_existing
+-- Reads the id of the pending message (not processed, not dead) that holds dedupe_key: the one a duplicate enqueue returns.
+-- kinds: reads
+SELECT "id" AS id
+FROM "invoices_queue"
+WHERE "invoice_key" = :dedupe_key
+  AND "processed_at" IS NULL;
 
 -- name: next_due
 -- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
@@ -113,8 +125,8 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- name: dead_letter
 -- At the cap: moves the row into invoices_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
-INSERT INTO "invoices_dead" ("id", "payload", "attempt", "retry_after", "processed_at")
-SELECT "id", "payload", "attempt" + 1, "retry_after", "processed_at"
+INSERT INTO "invoices_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key")
+SELECT "id", "payload", "attempt" + 1, "retry_after", "processed_at", "invoice_key"
 FROM "invoices_queue"
 WHERE "id" = :id;
 DELETE FROM "invoices_queue"
@@ -186,18 +198,58 @@ WHERE "id" = :id;
 -- name: redrive
 -- Sends the dead messages ids (a JSON array) back to invoices_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
 -- kinds: writes writes
-INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at")
-SELECT "id", "payload", 1, NULL, "processed_at"
+INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key")
+SELECT "id", "payload", 1, NULL, "processed_at", "invoice_key"
 FROM "invoices_dead"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 DELETE FROM "invoices_dead"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
+-- name: redrive_blocked
+-- The dead messages ids whose dedupe_key a pending message holds, or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d."id" AS id
+FROM "invoices_dead" AS d
+WHERE d."invoice_key" IS NOT NULL
+  AND d."id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  AND (EXISTS (
+    SELECT 1
+    FROM "invoices_queue" AS p
+    WHERE p."invoice_key" = d."invoice_key"
+  AND p."processed_at" IS NULL
+  ) OR EXISTS (
+    SELECT 1
+    FROM "invoices_dead" AS o
+    WHERE o."invoice_key" = d."invoice_key"
+      AND o."id" < d."id"
+      AND o."id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  ))
+ORDER BY d."id";
+
+-- name: redrive_blocked_all
+-- The dead messages whose dedupe_key a pending message holds, or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d."id" AS id
+FROM "invoices_dead" AS d
+WHERE d."invoice_key" IS NOT NULL
+  AND (EXISTS (
+    SELECT 1
+    FROM "invoices_queue" AS p
+    WHERE p."invoice_key" = d."invoice_key"
+  AND p."processed_at" IS NULL
+  ) OR EXISTS (
+    SELECT 1
+    FROM "invoices_dead" AS o
+    WHERE o."invoice_key" = d."invoice_key"
+      AND o."id" < d."id"
+  ))
+ORDER BY d."id";
+
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes writes
-INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at")
-SELECT "id", "payload", 1, NULL, "processed_at"
+INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key")
+SELECT "id", "payload", 1, NULL, "processed_at", "invoice_key"
 FROM "invoices_dead";
 DELETE FROM "invoices_dead";
 
@@ -223,3 +275,10 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id AND "processed_at" IS NULL;

@@ -3,16 +3,16 @@
 -- dialect: "sqlite"
 -- form: "lease"
 -- table: "orders_queue"
--- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at"}
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 5
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:dc1dad47208c8c23ad714bf9a54b96512af8ca930c8d28fe5c06d042e6eb9afd
+-- seal: sha256:19e45b49322c595c8f4eb58ebe50d72fba9e0bf100fc00926fd44e56fb9a5adf
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
--- kinds: writes writes writes
+-- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "orders_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "body" TEXT NOT NULL,
@@ -21,17 +21,30 @@ CREATE TABLE IF NOT EXISTS "orders_queue" (
   "retry_after" TEXT,
   "locked_until" TEXT,
   "processed_at" TEXT,
-  "enqueued_at" TEXT
+  "enqueued_at" TEXT,
+  "dedupe_key" TEXT
 );
 CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS "orders_queue_dedupe" ON "orders_queue" ("queue", "dedupe_key") WHERE "processed_at" IS NULL AND "queue" <> 'orders_dead';
 
 -- name: enqueue
--- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds in its group adds nothing and returns no new id (enqueue_existing reads the pending one).
 -- kinds: writes-returning
-INSERT INTO "orders_queue" ("body", "queue", "retry_after", "enqueued_at")
-VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), strftime('%Y-%m-%d %H:%M:%f', 'now'))
+INSERT INTO "orders_queue" ("body", "queue", "retry_after", "enqueued_at", "dedupe_key")
+VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), strftime('%Y-%m-%d %H:%M:%f', 'now'), :dedupe_key)
+ON CONFLICT ("queue", "dedupe_key") WHERE "processed_at" IS NULL AND "queue" <> 'orders_dead' DO NOTHING
 RETURNING "id" AS id;
+
+-- name: enqueue_existing
+-- Reads the id of the pending message (not processed, not dead) that holds dedupe_key in group: the one a duplicate enqueue returns.
+-- kinds: reads
+SELECT "id" AS id
+FROM "orders_queue"
+WHERE "queue" = :group
+  AND "dedupe_key" = :dedupe_key
+  AND "processed_at" IS NULL
+  AND "queue" <> 'orders_dead';
 
 -- name: next_due
 -- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
@@ -245,6 +258,58 @@ WHERE "queue" = :dead_group
   AND "processed_at" IS NULL
   AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
+-- name: redrive_blocked
+-- The dead messages ids whose dedupe_key a pending message holds in the live group (group), or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d."id" AS id
+FROM "orders_queue" AS d
+WHERE d."queue" = :dead_group
+  AND d."processed_at" IS NULL
+  AND d."dedupe_key" IS NOT NULL
+  AND d."id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  AND (EXISTS (
+    SELECT 1
+    FROM "orders_queue" AS p
+    WHERE p."queue" = :group
+      AND p."dedupe_key" = d."dedupe_key"
+  AND p."processed_at" IS NULL
+  AND p."queue" <> 'orders_dead'
+  ) OR EXISTS (
+    SELECT 1
+    FROM "orders_queue" AS o
+    WHERE o."queue" = :dead_group
+      AND o."processed_at" IS NULL
+      AND o."dedupe_key" = d."dedupe_key"
+      AND o."id" < d."id"
+      AND o."id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  ))
+ORDER BY d."id";
+
+-- name: redrive_blocked_all
+-- The dead messages whose dedupe_key a pending message holds in the live group (group), or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d."id" AS id
+FROM "orders_queue" AS d
+WHERE d."queue" = :dead_group
+  AND d."processed_at" IS NULL
+  AND d."dedupe_key" IS NOT NULL
+  AND (EXISTS (
+    SELECT 1
+    FROM "orders_queue" AS p
+    WHERE p."queue" = :group
+      AND p."dedupe_key" = d."dedupe_key"
+  AND p."processed_at" IS NULL
+  AND p."queue" <> 'orders_dead'
+  ) OR EXISTS (
+    SELECT 1
+    FROM "orders_queue" AS o
+    WHERE o."queue" = :dead_group
+      AND o."processed_at" IS NULL
+      AND o."dedupe_key" = d."dedupe_key"
+      AND o."id" < d."id"
+  ))
+ORDER BY d."id";
+
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes
@@ -280,6 +345,13 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "processed_at" IS NULL AND "queue" <> :dead_group AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
 -- name: custom.park
 -- The service's own event 'park', run in place of the outcome's own statement.

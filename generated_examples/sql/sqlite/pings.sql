@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:787d4a8945d49e1f97dc76819642b2706904e6cdd61c73709090b40eaa2f5980
+-- seal: sha256:f84625769b3b35d558ced24c5d7ec9bc579c9da1286b2a2f605d828e34e3e838
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -130,3 +130,9 @@ SELECT (
   FROM "pings"
   WHERE "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "pings"
+WHERE "ping_id" = :id AND ("leased_until" IS NULL OR "leased_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'));

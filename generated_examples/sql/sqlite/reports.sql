@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:8c7874d52f8ae74f3ca3ca88a0ce0e74d4b80e5eedca9ddda1d1f314a122454d
+-- seal: sha256:d0c08b221d9f1d51e558ede62698d90a2c7a7265ca7ba4ad7a728201a355e373
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -203,6 +203,12 @@ WHERE "grp" = :dead_group
 -- kinds: writes
 DELETE FROM "reports_queue"
 WHERE "grp" = :dead_group;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" = :id AND "grp" <> :dead_group;
 
 -- name: custom.defer
 -- The service's own event 'defer', run in place of the outcome's own statement.

@@ -3,38 +3,50 @@
 -- dialect: "sqlite"
 -- form: "advisory"
 -- table: "webhooks_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:b58cb6b5ee7bc76bbbf1ef28b458ba5109d13ea28f11025a6136ab53a97bd6d4
+-- seal: sha256:4c9816f901c0156588ac51821ba453f89eebfe2397254444a5a7d23a68584e95
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
--- kinds: writes writes writes writes
+-- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "webhooks_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
-  "processed_at" TEXT
+  "processed_at" TEXT,
+  "dedupe_key" TEXT
 );
 CREATE INDEX IF NOT EXISTS "webhooks_queue_claim" ON "webhooks_queue" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "webhooks_queue_processed" ON "webhooks_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS "webhooks_queue_dedupe" ON "webhooks_queue" ("dedupe_key") WHERE "processed_at" IS NULL;
 CREATE TABLE IF NOT EXISTS "webhooks_dead" (
   "id" INTEGER PRIMARY KEY,
   "payload" TEXT NOT NULL,
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
-  "processed_at" TEXT
+  "processed_at" TEXT,
+  "dedupe_key" TEXT
 );
 
 -- name: enqueue
--- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
 -- kinds: writes-returning
-INSERT INTO "webhooks_queue" ("payload", "retry_after")
-VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'))
+INSERT INTO "webhooks_queue" ("payload", "retry_after", "dedupe_key")
+VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), :dedupe_key)
+ON CONFLICT ("dedupe_key") WHERE "processed_at" IS NULL DO NOTHING
 RETURNING "id" AS id;
+
+-- name: enqueue_existing
+-- Reads the id of the pending message (not processed, not dead) that holds dedupe_key: the one a duplicate enqueue returns.
+-- kinds: reads
+SELECT "id" AS id
+FROM "webhooks_queue"
+WHERE "dedupe_key" = :dedupe_key
+  AND "processed_at" IS NULL;
 
 -- name: next_due
 -- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
@@ -109,8 +121,8 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- name: dead_letter
 -- At the cap: moves the row into webhooks_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
-INSERT INTO "webhooks_dead" ("id", "payload", "attempt", "retry_after", "processed_at")
-SELECT "id", "payload", "attempt", "retry_after", "processed_at"
+INSERT INTO "webhooks_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key")
+SELECT "id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key"
 FROM "webhooks_queue"
 WHERE "id" = :id;
 DELETE FROM "webhooks_queue"
@@ -189,18 +201,58 @@ WHERE "id" = :id;
 -- name: redrive
 -- Sends the dead messages ids (a JSON array) back to webhooks_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
 -- kinds: writes writes
-INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at")
-SELECT "id", "payload", 1, NULL, "processed_at"
+INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key")
+SELECT "id", "payload", 1, NULL, "processed_at", "dedupe_key"
 FROM "webhooks_dead"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 DELETE FROM "webhooks_dead"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
+-- name: redrive_blocked
+-- The dead messages ids whose dedupe_key a pending message holds, or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d."id" AS id
+FROM "webhooks_dead" AS d
+WHERE d."dedupe_key" IS NOT NULL
+  AND d."id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  AND (EXISTS (
+    SELECT 1
+    FROM "webhooks_queue" AS p
+    WHERE p."dedupe_key" = d."dedupe_key"
+  AND p."processed_at" IS NULL
+  ) OR EXISTS (
+    SELECT 1
+    FROM "webhooks_dead" AS o
+    WHERE o."dedupe_key" = d."dedupe_key"
+      AND o."id" < d."id"
+      AND o."id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  ))
+ORDER BY d."id";
+
+-- name: redrive_blocked_all
+-- The dead messages whose dedupe_key a pending message holds, or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d."id" AS id
+FROM "webhooks_dead" AS d
+WHERE d."dedupe_key" IS NOT NULL
+  AND (EXISTS (
+    SELECT 1
+    FROM "webhooks_queue" AS p
+    WHERE p."dedupe_key" = d."dedupe_key"
+  AND p."processed_at" IS NULL
+  ) OR EXISTS (
+    SELECT 1
+    FROM "webhooks_dead" AS o
+    WHERE o."dedupe_key" = d."dedupe_key"
+      AND o."id" < d."id"
+  ))
+ORDER BY d."id";
+
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes writes
-INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at")
-SELECT "id", "payload", 1, NULL, "processed_at"
+INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key")
+SELECT "id", "payload", 1, NULL, "processed_at", "dedupe_key"
 FROM "webhooks_dead";
 DELETE FROM "webhooks_dead";
 
@@ -226,3 +278,10 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id AND "processed_at" IS NULL;

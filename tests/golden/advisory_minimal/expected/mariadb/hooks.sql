@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:b1c187f41062ec6822af605118d9c33ebdbf146bd39905d869e0c6c1b09efc08
+-- seal: sha256:899850f9930aa68cd4e3ea134db512e90e3c32c4bb74dbc9ecb4e5af2add7d41
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -112,3 +112,13 @@ SELECT (
   FROM `hooks`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', %(id)s), 0) = 1;
+DELETE FROM `hooks`
+WHERE `id` = %(id)s;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', %(id)s)) AS unlocked;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:1f9909e1c6d7971ac1ea8aa08814c130ae6ffebbf10037f687c9483082066cd5
+-- seal: sha256:cc7268ad5a862eaf173e0e1180ff10abff628f337d3802ace06b803280cb6714
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -112,3 +112,13 @@ SELECT (
   FROM `hooks`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', %(id)s), 0) = 1;
+DELETE FROM `hooks`
+WHERE `id` = %(id)s;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', %(id)s)) AS unlocked;

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.hooks"
--- seal: sha256:30bfbbf33b112e20153fe2ab5ea5cdedb6ba7ab63a196417fe7cab0259d0390e
+-- seal: sha256:6e87ee722eaa386b90a4a9c7446f6e789ffbd1e943ca6ebb33367dcbd57a230b
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -140,3 +140,9 @@ SELECT (
       AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
   )
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "hooks"
+WHERE "id" = %(id)s AND pg_try_advisory_xact_lock(hashtextextended('qgen:hooks:' || CAST(%(id)s AS TEXT), 0));

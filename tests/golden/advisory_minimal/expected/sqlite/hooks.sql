@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:69d29519a0ed1f8e78d2d3fb8e5165d9c505c0ee27c304962182e590bdddeeae
+-- seal: sha256:df3f625b32093fca610219f4cf2f24a48517dc63d3ca96ade283d54f31963093
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -87,3 +87,9 @@ SELECT (
   FROM "hooks"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "hooks"
+WHERE "id" = :id;

@@ -9,7 +9,7 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
--- seal: sha256:5ab1148e89a927256a85e951a6f844014b3d473245de9a0ef9caa584e90f63ec
+-- seal: sha256:2690be2669a9309c1d73b4bf42574ac93f766737570035467615f768e52d8075
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -303,3 +303,10 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "jobs"
+SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+WHERE "id" = %(id)s AND "processed_at" IS NULL AND "queue" <> %(dead_group)s AND ("locked_until" IS NULL OR "locked_until" < now());

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:6f6e02add9ed9c9387183e9a1ab5bd86e8190c4bdce308bb9bc806b526e6251c
+-- seal: sha256:d1adbdd0be43a42ab5bdf8d88be80d62c0c7a0097237967096d6823430159641
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -146,3 +146,9 @@ SELECT (
   FROM `leased`
   WHERE `locked_until` >= UTC_TIMESTAMP(6)
 ) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `leased`
+WHERE `id` = %(id)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:8c3bda68099ad9157e11ff45ef3b71684bd1d9fbe498e96f8327649da473c9a5
+-- seal: sha256:0d269a2194bbf1ab83ec571db95bae1b495992381ec4bd00fd2926d09bcd59a0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -105,3 +105,14 @@ DELETE FROM `locked`
 WHERE `done_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `done_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `locked`
+WHERE `id` = %(id)s AND `done_at` IS NULL
+FOR UPDATE SKIP LOCKED;
+UPDATE `locked`
+SET `done_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:3d7a703ce1f637adeeaf3c2020e53f3781e7bf297c375c9116521fc348b42dae
+-- seal: sha256:3b666323bc5153121d52a0cdc15185ef2e93084fc0c6fc877dae0a65f08194be
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -146,3 +146,9 @@ SELECT (
   FROM `leased`
   WHERE `locked_until` >= UTC_TIMESTAMP(6)
 ) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `leased`
+WHERE `id` = %(id)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

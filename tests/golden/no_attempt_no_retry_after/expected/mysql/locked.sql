@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:dea87e74653145784b7039dfd9fdb687a6dd54b1cd3b46a960a49e60b8bd67a2
+-- seal: sha256:9aae498fdf860cab470c721c2ebbcb641fe6e575950901b10ec19505d9b1764c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -105,3 +105,14 @@ DELETE FROM `locked`
 WHERE `done_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `done_at`, `id`
 LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `locked`
+WHERE `id` = %(id)s AND `done_at` IS NULL
+FOR UPDATE SKIP LOCKED;
+UPDATE `locked`
+SET `done_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- channel: "qgen.leased"
--- seal: sha256:f0c9024c07e1fabb67bc54ffae25a436a1cdab6ea4660c4ebc9328e53cafa223
+-- seal: sha256:5056f9096f13e86bdcfd66eb7ecfa1a2442c7abc283a8d8f0fdf13abed26cbc3
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -151,3 +151,9 @@ SELECT (
   FROM "leased"
   WHERE "locked_until" >= now()
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "leased"
+WHERE "id" = %(id)s AND ("locked_until" IS NULL OR "locked_until" < now());

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.locked"
--- seal: sha256:d34ba913f1b015d9dda32aef171f7b52b5a9d367da62400d635f7f925c5c3832
+-- seal: sha256:75360c5d137fc6abba7afa6e37f56e4b36b93a95c63a4ee13993dfa40807cc18
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -121,3 +121,10 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "done_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "locked"
+SET "done_at" = clock_timestamp()
+WHERE "id" = %(id)s AND "done_at" IS NULL AND "id" IN (SELECT "id" FROM "locked" WHERE "id" = %(id)s FOR UPDATE SKIP LOCKED);

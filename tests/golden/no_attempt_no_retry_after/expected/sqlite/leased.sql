@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:5ae22d25efa1bf0a3f204e91f41e9704f7a0f26da8df4ffba05c239f283ecbf7
+-- seal: sha256:8a318138f2b1d4bed000f3bff4e2838794532bb6d3d05dcc84038b0e1efb6983
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -130,3 +130,9 @@ SELECT (
   FROM "leased"
   WHERE "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "leased"
+WHERE "id" = :id AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'));

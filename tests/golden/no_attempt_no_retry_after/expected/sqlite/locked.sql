@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:0329073df10ed39063c5ecd3faf72398a1d27f73b7418b6b6f9ab2a0e6e64f22
+-- seal: sha256:ba2a97e0568a8ece689a1d823169fa45f4339b0449ba4a3ce188e44ec821c35a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -104,3 +104,10 @@ WHERE "id" IN (
   ORDER BY "done_at", "id"
   LIMIT :batch
 );
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "locked"
+SET "done_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id AND "done_at" IS NULL;

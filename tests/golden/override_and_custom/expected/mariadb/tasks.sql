@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:1d8dae7c9e13d34bc8523db960efa9c1bd7a4d27669a2d2dd9ea20a6c1add34d
+-- seal: sha256:f2329aae76ecd77a4e3b975f72bbe3996f0a4a03fe071597aa858b8cb18eba5d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -243,6 +243,12 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `tasks`
 WHERE `lane` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `tasks`
+WHERE `id` = %(id)s AND `lane` <> %(dead_group)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

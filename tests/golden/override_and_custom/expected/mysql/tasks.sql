@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:8a5d22675fc4e26609f73e92a721bbc415503b59c887b9bb568a0301d94bc709
+-- seal: sha256:0ae3234aad6acc3324a26b6aaa052399a4d1863c30349f5e8564dec1b188a6f1
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -243,6 +243,12 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `tasks`
 WHERE `lane` = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `tasks`
+WHERE `id` = %(id)s AND `lane` <> %(dead_group)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
--- seal: sha256:4344ae52933b2d7a397ba490a87a30f59dce43191e615d80932e40dc1b3db7f4
+-- seal: sha256:525aef647f8d00f91502cfb3c238520299f7f538e187978b26bc798f35dce989
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -246,6 +246,12 @@ WHERE "lane" = %(dead_group)s
 -- kinds: writes
 DELETE FROM "tasks"
 WHERE "lane" = %(dead_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "id" = %(id)s AND "lane" <> %(dead_group)s AND ("locked_until" IS NULL OR "locked_until" < now());
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

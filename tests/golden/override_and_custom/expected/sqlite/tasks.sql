@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:0a9ac67d74efcf498b281f51030ec52aea2643e88f3b5cf344f12488363ecf56
+-- seal: sha256:52cc5c79336392cc7bfe19175495d3bc02fe5616f4238a6c76797d6c552f3268
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -225,6 +225,12 @@ WHERE "lane" = :dead_group
 -- kinds: writes
 DELETE FROM "tasks"
 WHERE "lane" = :dead_group;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "id" = :id AND "lane" <> :dead_group AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
 -- name: custom.bump
 -- The service's own event 'bump', run in place of the outcome's own statement.

@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ledger"
 -- channel: "qgen.ledger"
--- seal: sha256:a87c87f1d682117541d817c336d4543d288fa06e1d8f0c6730f44ce706396644
+-- seal: sha256:3cae101a20ce1ece726b3f3d35d449f65d2608d96dacc1170a6fa7abc5f4c7f7
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -314,3 +314,10 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "ledger"
+SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+WHERE "id" = %(id)s AND "processed_at" IS NULL AND "queue" <> %(dead_group)s AND ("locked_until" IS NULL OR "locked_until" < now());

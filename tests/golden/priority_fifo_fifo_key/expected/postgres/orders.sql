@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.orders"
--- seal: sha256:e18116ff4c7ba05a61d5e712ae2d3ab2d8a2cf6cce72266061923e133e1f7f1a
+-- seal: sha256:460328b7a48611daa7ac375a2cbaceba2f70e7f2008be82ff13abaf97e150c6e
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -147,3 +147,9 @@ SELECT (
   FROM "orders"
   WHERE "retry_after" > now()
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "orders"
+WHERE "id" = %(id)s AND "id" IN (SELECT "id" FROM "orders" WHERE "id" = %(id)s FOR UPDATE SKIP LOCKED);

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
 -- channel: "qgen.sessions"
--- seal: sha256:d2b03f1ee3f00cf8ddfba2ab4534320349fbcdfbb5ee62697caaaa729b062f8f
+-- seal: sha256:634035899b4942db34aab6f79720614e0f3520eb7a4ee37284b77d1d13236ff6
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
@@ -267,3 +267,9 @@ WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAS
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "sessions_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "sessions"
+WHERE "id" = %(id)s AND pg_try_advisory_xact_lock(hashtextextended('qgen:sessions:' || CAST(%(id)s AS TEXT), 0));

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:03377658b5c1437b5dee9001c028b5b1dd54f5382a9a758e3c14e2a269ec23fd
+-- seal: sha256:064e10daa97fa52aa97bbb22b9efb068d58b4ea52635d75c47e45db07420484f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -125,3 +125,13 @@ SELECT (
   FROM `keyed`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.keyed'), 256), 24), ':', %(id)s), 0) = 1;
+DELETE FROM `keyed`
+WHERE `id` = %(id)s;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.keyed'), 256), 24), ':', %(id)s)) AS unlocked;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:19db83e8e052e1d286356d0ab355b474fa4a5b89802a2251464665832c4e1d69
+-- seal: sha256:8348874e812b7e2f5b5219d49e6fbd1048a93e7d5d3aa09fff47eef13dbeaf63
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -132,3 +132,13 @@ SELECT (
   FROM `urgent`
   WHERE `retry_after` > UTC_TIMESTAMP(6)
 ) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `urgent`
+WHERE `id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `urgent`
+WHERE `id` = %(id)s;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:e2924077855cdf98801ff5f0ab338738aa8c161c7150b48a09e2d01435678324
+-- seal: sha256:2aa9e1ef75bbc979e62e1b6d7c2b6d62df32c65e67da31fcf5371d499a2ff554
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -125,3 +125,13 @@ SELECT (
   FROM `keyed`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes reads
+SELECT %(id)s AS id
+FROM DUAL
+WHERE GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.keyed'), 256), 24), ':', %(id)s), 0) = 1;
+DELETE FROM `keyed`
+WHERE `id` = %(id)s;
+SELECT RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.keyed'), 256), 24), ':', %(id)s)) AS unlocked;

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:e38c9f0cab503463bf41a4cc79b4aaf197cd8f08474d14c871d6eace5b078b35
+-- seal: sha256:4b8d0880a67b898a64dee3b64830dd743275a7218f6a2556d6ce883f721ef2e3
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -132,3 +132,13 @@ SELECT (
   FROM `urgent`
   WHERE `retry_after` > UTC_TIMESTAMP(6)
 ) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `urgent`
+WHERE `id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `urgent`
+WHERE `id` = %(id)s;

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.keyed"
--- seal: sha256:1c660885947365acbe891bc2ac05a664e9adf7f0d1bc5f59d7a698c26510231e
+-- seal: sha256:dcad1953ecbaf62c50b9fa4aefaabbe67a8dff9c1c76e2acbe3c6bb830bb62b1
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -151,3 +151,9 @@ SELECT (
       AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
   )
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "keyed"
+WHERE "id" = %(id)s AND pg_try_advisory_xact_lock(hashtextextended('qgen:keyed:' || CAST(%(id)s AS TEXT), 0));

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.urgent"
--- seal: sha256:5a67187d2b0550bcce0c7bdf16f60942a8a350b6d5897aa5a8aebfa287689582
+-- seal: sha256:f5ff5835f8b325d93f5a8c0eab1d1916caed10d3b53830cc27497c4ba4887017
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -141,3 +141,9 @@ SELECT (
   FROM "urgent"
   WHERE "retry_after" > now()
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "urgent"
+WHERE "id" = %(id)s AND "id" IN (SELECT "id" FROM "urgent" WHERE "id" = %(id)s FOR UPDATE SKIP LOCKED);

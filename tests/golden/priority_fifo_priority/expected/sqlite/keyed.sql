@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:95fc7319ca4e63acf8dcf7d8d5c396db52c34e5e99eb3bb43226c05760c97de5
+-- seal: sha256:bd7f36cec36acd84879941a642bb565c3c1482f48c0d2fd7664f348524e1a667
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -98,3 +98,9 @@ SELECT (
   FROM "keyed"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "keyed"
+WHERE "id" = :id;

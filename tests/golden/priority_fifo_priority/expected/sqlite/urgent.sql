@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:c56711879d52bd28edebe2b6e19e6cfbcd36cc9c91a2468cb8fb3eada84c05c7
+-- seal: sha256:c99f6487b4bc775a024da614bf33278f539a6f822ec2cf7dd34c2d661030d686
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -124,3 +124,9 @@ SELECT (
   FROM "urgent"
   WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "urgent"
+WHERE "id" = :id;

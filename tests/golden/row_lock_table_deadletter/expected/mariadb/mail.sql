@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:f13a54230bb2b7a7e7cd51288260dae31e1fee61e5648a89e0b7a90461e559ed
+-- seal: sha256:ddb2d99388f79fdf6b2bb53cb400e04e6a9aad8cb7a79d613ca6276a8234d088
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -203,3 +203,13 @@ WHERE `mail_id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qg
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `mail_dead`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `mail_id` AS id
+FROM `mail_queue`
+WHERE `mail_id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `mail_queue`
+WHERE `mail_id` = %(id)s;

@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:49ec7609b5bc493c68df7b660b5b9c3654aa27e7738050a8341b8413c74d1341
+-- seal: sha256:af42c7ed1b82ecc1a2622ac24d3c8ff59ab694c170f8fd5d7052c758a3310e6d
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -203,3 +203,13 @@ WHERE `mail_id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qg
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `mail_dead`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `mail_id` AS id
+FROM `mail_queue`
+WHERE `mail_id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `mail_queue`
+WHERE `mail_id` = %(id)s;

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- channel: "qgen.mail_queue"
--- seal: sha256:1d233944da1898887797a75d27ddd36a503e67164c0fb7823f335c1e05d571e0
+-- seal: sha256:320646152a1a955369bf63ebb77fe3b2d196e9bcf4fe1c1f74bfe883d97cfbef
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -219,3 +219,9 @@ WHERE "mail_id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_tex
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "mail_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "mail_queue"
+WHERE "mail_id" = %(id)s AND "mail_id" IN (SELECT "mail_id" FROM "mail_queue" WHERE "mail_id" = %(id)s FOR UPDATE SKIP LOCKED);

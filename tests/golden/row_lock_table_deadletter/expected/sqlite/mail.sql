@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:ffc6fbf3d11737d1c7c59ac66a38e77ab03fd1074916c9b7d66cf1ef93a60c63
+-- seal: sha256:daaa8bae58915de621616f22353932069865590f29d7c35e29a78209711c76e9
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -195,3 +195,9 @@ WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "mail_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "mail_queue"
+WHERE "mail_id" = :id;

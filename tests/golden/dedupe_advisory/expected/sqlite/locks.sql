@@ -1,0 +1,132 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "locks"
+-- dialect: "sqlite"
+-- form: "advisory"
+-- table: "locks"
+-- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
+-- max_attempts: null
+-- dead_letter: null
+-- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
+-- seal: sha256:1d77e81ecb7ab4557d270e4aa33c47c2fae728647a3a8785fab37966cc101f29
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes writes
+CREATE TABLE IF NOT EXISTS "locks" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "processed_at" TEXT,
+  "dedupe_key" TEXT
+);
+CREATE INDEX IF NOT EXISTS "locks_claim" ON "locks" ("id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "locks_processed" ON "locks" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS "locks_dedupe" ON "locks" ("dedupe_key") WHERE "processed_at" IS NULL;
+
+-- name: enqueue
+-- Adds one message; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
+-- kinds: writes-returning
+INSERT INTO "locks" ("payload", "dedupe_key")
+VALUES (:payload, :dedupe_key)
+ON CONFLICT ("dedupe_key") WHERE "processed_at" IS NULL DO NOTHING
+RETURNING "id" AS id;
+
+-- name: enqueue_existing
+-- Reads the id of the pending message (not processed, not dead) that holds dedupe_key: the one a duplicate enqueue returns.
+-- kinds: reads
+SELECT "id" AS id
+FROM "locks"
+WHERE "dedupe_key" = :dedupe_key
+  AND "processed_at" IS NULL;
+
+-- name: claim
+-- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.
+-- kinds: reads
+SELECT "id" AS id
+FROM "locks"
+WHERE "processed_at" IS NULL
+ORDER BY "id"
+LIMIT :scan;
+
+-- name: take
+-- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable; a row not returned was settled since the claim (unlock it).
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "locks"
+WHERE "processed_at" IS NULL
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: ack
+-- Finishes the row: marks it processed.
+-- kinds: writes
+UPDATE "locks"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+UPDATE "locks"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): marks them processed; then unlock.
+-- kinds: writes
+UPDATE "locks"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+UPDATE "locks"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "locks"
+  WHERE "processed_at" IS NULL
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
+  SELECT COUNT(*)
+  FROM "locks"
+  WHERE "processed_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "locks"
+WHERE "id" IN (
+  SELECT "id"
+  FROM "locks"
+  WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
+  ORDER BY "processed_at", "id"
+  LIMIT :batch
+);
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "locks"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id AND "processed_at" IS NULL;

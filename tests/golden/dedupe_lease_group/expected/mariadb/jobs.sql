@@ -1,0 +1,375 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "jobs"
+-- dialect: "mariadb"
+-- form: "lease"
+-- table: "jobs"
+-- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
+-- max_attempts: 3
+-- dead_letter: {"group": "jobs_dead"}
+-- lease_s: 15
+-- default_group: "jobs"
+-- seal: sha256:a4c960a2f6f5235adfb3967445c3bf1696a826c339f1899cc1987455f0828e95
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
+-- kinds: writes
+CREATE TABLE IF NOT EXISTS `jobs` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `queue` VARCHAR(191) NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `locked_until` DATETIME(6) NULL,
+  `processed_at` DATETIME(6) NULL,
+  `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL AND `queue` <> 'jobs_dead' THEN `dedupe_key` END) STORED,
+  INDEX `jobs_claim` (`queue`, `processed_at`, `id`),
+  UNIQUE INDEX `jobs_dedupe` (`queue`, `qgen_pending_key`)
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds in its group adds nothing and returns no new id (enqueue_existing reads the pending one).
+-- kinds: reads writes reads
+SELECT 1 AS locked
+FROM DUAL
+WHERE CASE WHEN %(dedupe_key)s IS NULL THEN 1 ELSE GET_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.jobs:', %(group)s, ':', %(dedupe_key)s), 256), 40)), 10) END = 1;
+INSERT IGNORE INTO `jobs` (`payload`, `queue`, `retry_after`, `dedupe_key`)
+VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(dedupe_key)s);
+SELECT CASE WHEN ROW_COUNT() = 1 THEN LAST_INSERT_ID() END AS id, CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.jobs:', %(group)s, ':', %(dedupe_key)s), 256), 40))) END AS unlocked;
+
+-- name: enqueue_existing
+-- Reads the id of the pending message (not processed, not dead) that holds dedupe_key in group: the one a duplicate enqueue returns.
+-- kinds: reads
+SELECT `id` AS id
+FROM `jobs`
+WHERE `queue` = %(group)s
+  AND `qgen_pending_key` = %(dedupe_key)s;
+
+-- name: enqueue_unlock
+-- Releases the key's named lock after an enqueue failed between taking and releasing it (the lock is the session's: a rollback keeps it).
+-- kinds: reads
+SELECT CASE WHEN %(dedupe_key)s IS NULL THEN NULL ELSE RELEASE_LOCK(CONCAT('qgen-key:', LEFT(SHA2(CONCAT(DATABASE(), '.jobs:', %(group)s, ':', %(dedupe_key)s), 256), 40))) END AS unlocked;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `jobs`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: claim
+-- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.
+-- kinds: reads reads writes
+SELECT `id` AS id
+FROM `jobs`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+ORDER BY `id`
+LIMIT %(scan)s;
+SELECT `jobs`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id
+SET `jobs`.`locked_until` = %(token)s, `jobs`.`attempt` = `jobs`.`attempt` + 1;
+
+-- name: extend
+-- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+-- kinds: reads writes
+SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
+UPDATE `jobs`
+SET `locked_until` = %(new_token)s
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+-- kinds: writes
+UPDATE `jobs`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+UPDATE `jobs`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: retry
+-- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- kinds: writes
+UPDATE `jobs`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now and clears its lease.
+-- kinds: writes
+UPDATE `jobs`
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: marks them processed; the ids it finished (a pair missing lost its lease).
+-- kinds: reads writes
+SELECT `jobs`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: reads writes
+SELECT `jobs`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: reads writes
+SELECT `jobs`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+SET `locked_until` = NULL;
+
+-- name: retry_after_many
+-- Returns the rows of pairs that still hold their token delay_s seconds from now and clears their lease; the ids it touched.
+-- kinds: reads writes
+SELECT `jobs`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL;
+
+-- name: dead_letter_many
+-- At the cap: sets the group of the rows of pairs that still hold their token to the dead-letter group and clears their lease; the ids it moved.
+-- kinds: reads writes
+SELECT `jobs`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id AND `jobs`.`locked_until` = j.qgen_token
+SET `queue` = %(dead_group)s, `locked_until` = NULL;
+
+-- name: dead_letter
+-- At the cap: sets the row's group to the dead-letter group, lease cleared.
+-- kinds: writes
+UPDATE `jobs`
+SET `queue` = %(dead_group)s, `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE `jobs`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE `jobs`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT COLUMN_NAME AS name, COLUMN_TYPE AS type, IS_NULLABLE = 'YES' AS nullable, COLUMN_DEFAULT AS `default`, EXTRA LIKE '%%auto_increment%%' AS `generated`
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+ORDER BY ORDINAL_POSITION;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT INDEX_NAME AS name, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') AS columns, 0 AS partial
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+GROUP BY INDEX_NAME
+ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `jobs`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `jobs`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND `retry_after` > UTC_TIMESTAMP(6)
+) AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `jobs`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND `locked_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, (
+  SELECT COUNT(*)
+  FROM `jobs`
+  WHERE `queue` = %(dead_group)s
+    AND `processed_at` IS NULL
+) AS `dead`, (
+  SELECT COUNT(*)
+  FROM `jobs`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NOT NULL
+) AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`
+FROM `jobs`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`
+FROM `jobs`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` < %(after_id)s
+ORDER BY `id` DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`
+FROM `jobs`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay, no lease).
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id
+SET `queue` = %(group)s, `attempt` = 1, `retry_after` = NULL, `locked_until` = NULL
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: redrive_blocked
+-- The dead messages ids whose dedupe_key a pending message holds in the live group (group), or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d.`id` AS id
+FROM `jobs` AS d
+WHERE d.`queue` = %(dead_group)s
+  AND d.`processed_at` IS NULL
+  AND d.`dedupe_key` IS NOT NULL
+  AND d.`id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j)
+  AND (EXISTS (
+    SELECT 1
+    FROM `jobs` AS p
+    WHERE p.`queue` = %(group)s
+      AND p.`qgen_pending_key` = d.`dedupe_key`
+  ) OR EXISTS (
+    SELECT 1
+    FROM `jobs` AS o
+    WHERE o.`queue` = %(dead_group)s
+      AND o.`processed_at` IS NULL
+      AND o.`dedupe_key` = d.`dedupe_key`
+      AND o.`id` < d.`id`
+      AND o.`id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j)
+  ))
+ORDER BY d.`id`;
+
+-- name: redrive_blocked_all
+-- The dead messages whose dedupe_key a pending message holds in the live group (group), or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d.`id` AS id
+FROM `jobs` AS d
+WHERE d.`queue` = %(dead_group)s
+  AND d.`processed_at` IS NULL
+  AND d.`dedupe_key` IS NOT NULL
+  AND (EXISTS (
+    SELECT 1
+    FROM `jobs` AS p
+    WHERE p.`queue` = %(group)s
+      AND p.`qgen_pending_key` = d.`dedupe_key`
+  ) OR EXISTS (
+    SELECT 1
+    FROM `jobs` AS o
+    WHERE o.`queue` = %(dead_group)s
+      AND o.`processed_at` IS NULL
+      AND o.`dedupe_key` = d.`dedupe_key`
+      AND o.`id` < d.`id`
+  ))
+ORDER BY d.`id`;
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE `jobs`
+SET `queue` = %(group)s, `attempt` = 1, `retry_after` = NULL, `locked_until` = NULL
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE `jobs`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `jobs` FORCE INDEX (PRIMARY) ON `jobs`.`id` = j.qgen_id
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM `jobs`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM `jobs`
+WHERE `queue` = %(group)s
+  AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
+ORDER BY `processed_at`, `id`
+LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE `jobs`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `processed_at` IS NULL AND `queue` <> %(dead_group)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

@@ -1,0 +1,252 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "tasks"
+-- dialect: "sqlite"
+-- form: "row_lock"
+-- table: "tasks"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
+-- max_attempts: 3
+-- dead_letter: {"table": "tasks_dead"}
+-- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
+-- seal: sha256:9b856c143f195644105f6ce3650f85946d792c70b1b17897a576e3265c48def0
+
+-- name: schema
+-- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes
+CREATE TABLE IF NOT EXISTS "tasks" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT,
+  "dkey" TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS "tasks_dedupe" ON "tasks" ("dkey");
+CREATE TABLE IF NOT EXISTS "tasks_dead" (
+  "id" INTEGER PRIMARY KEY,
+  "payload" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT,
+  "dkey" TEXT
+);
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
+-- kinds: writes-returning
+INSERT INTO "tasks" ("payload", "retry_after", "dkey")
+VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), :dedupe_key)
+ON CONFLICT ("dkey") DO NOTHING
+RETURNING "id" AS id;
+
+-- name: enqueue_existing
+-- Reads the id of the pending message (not processed, not dead) that holds dedupe_key: the one a duplicate enqueue returns.
+-- kinds: reads
+SELECT "id" AS id
+FROM "tasks"
+WHERE "dkey" = :dedupe_key;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "tasks"
+WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- name: claim
+-- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "tasks"
+WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: ack
+-- Finishes the row: deletes it.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "id" = :id;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "id" = :id;
+
+-- name: retry
+-- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- kinds: writes
+UPDATE "tasks"
+SET "attempt" = "attempt" + 1
+WHERE "id" = :id;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now, counting the attempt.
+-- kinds: writes
+UPDATE "tasks"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+WHERE "id" = :id;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE "tasks"
+SET "attempt" = "attempt" + 1
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- kinds: writes
+UPDATE "tasks"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: dead_letter
+-- At the cap: moves the row into tasks_dead, payload and count kept (a copy, then a delete, in one transaction).
+-- kinds: writes writes
+INSERT INTO "tasks_dead" ("id", "payload", "attempt", "retry_after", "dkey")
+SELECT "id", "payload", "attempt" + 1, "retry_after", "dkey"
+FROM "tasks"
+WHERE "id" = :id;
+DELETE FROM "tasks"
+WHERE "id" = :id;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "tasks"
+  WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "tasks"
+  WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", NULL AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "tasks_dead"
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "tasks_dead"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "tasks_dead"
+WHERE "id" < :after_id
+ORDER BY "id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "tasks_dead"
+WHERE "id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to tasks as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
+-- kinds: writes writes
+INSERT INTO "tasks" ("id", "payload", "attempt", "retry_after", "dkey")
+SELECT "id", "payload", 1, NULL, "dkey"
+FROM "tasks_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+DELETE FROM "tasks_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_blocked
+-- The dead messages ids whose dedupe_key a pending message holds, or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d."id" AS id
+FROM "tasks_dead" AS d
+WHERE d."dkey" IS NOT NULL
+  AND d."id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  AND (EXISTS (
+    SELECT 1
+    FROM "tasks" AS p
+    WHERE p."dkey" = d."dkey"
+  ) OR EXISTS (
+    SELECT 1
+    FROM "tasks_dead" AS o
+    WHERE o."dkey" = d."dkey"
+      AND o."id" < d."id"
+      AND o."id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  ))
+ORDER BY d."id";
+
+-- name: redrive_blocked_all
+-- The dead messages whose dedupe_key a pending message holds, or an older dead message sent back with them: redrive refuses them.
+-- kinds: reads
+SELECT d."id" AS id
+FROM "tasks_dead" AS d
+WHERE d."dkey" IS NOT NULL
+  AND (EXISTS (
+    SELECT 1
+    FROM "tasks" AS p
+    WHERE p."dkey" = d."dkey"
+  ) OR EXISTS (
+    SELECT 1
+    FROM "tasks_dead" AS o
+    WHERE o."dkey" = d."dkey"
+      AND o."id" < d."id"
+  ))
+ORDER BY d."id";
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes writes
+INSERT INTO "tasks" ("id", "payload", "attempt", "retry_after", "dkey")
+SELECT "id", "payload", 1, NULL, "dkey"
+FROM "tasks_dead";
+DELETE FROM "tasks_dead";
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "tasks_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "tasks_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "tasks"
+WHERE "id" = :id;
