@@ -16,7 +16,7 @@ from runtime.drivers.base import Connection
 from runtime.errors import ConfigurationError, DatabaseError, DialectMismatch, PayloadError
 from runtime.outcomes import delay_seconds
 from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
-from runtime.rendered import RenderedFile
+from runtime.rendered import Kind, RenderedFile
 from runtime.rendered import StatementName as S
 from runtime.steps import run_step
 
@@ -345,7 +345,9 @@ class Queue:
                 raise PayloadError(f"item {i} of the batch: {exc}") from None
         if dedupe_keys is not None:
             return await self._enqueue_each(conn, params)
-        insert = self.rendered.require(S.ENQUEUE)[0]  # the INSERT; ids are not read back here
+        # the step's INSERT (MySQL reads the id, a keyed one takes a lock, in statements of
+        # their own around it); ids are not read back here
+        insert = next(st for st in self.rendered.require(S.ENQUEUE) if st.kind is not Kind.READS)
         if params:
             await conn.executemany(insert, params)
             self._wake(conn)

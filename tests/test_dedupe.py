@@ -64,6 +64,23 @@ def test_a_pending_key_returns_the_existing_id_until_its_message_finishes(
     run(go())
 
 
+def test_enqueue_many_without_keys_adds_every_message_to_a_dedupe_queue(engine):
+    """A queue with a dedupe_key column still takes unkeyed batches: every message is added."""
+
+    async def go():
+        qt = await make_queue(engine, "lease", columns=COLS, dead="group", max_attempts=2)
+        try:
+            async with await runtime.connect(qt.url) as db:
+                assert await qt.queue.enqueue_many(db, [{"n": i} for i in range(3)]) == 3
+                ids = await qt.queue.enqueue_many(db, [{"n": 3}, {"n": 4}], dedupe_keys=["k", "k"])
+            assert [r["payload"] for r in await qt.rows()] == [{"n": i} for i in range(4)]
+            assert ids[1] == ids[0] and ids[1].duplicate
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 @pytest.mark.parametrize("dead", ["group", "table"])
 def test_a_dead_lettered_message_frees_its_key_and_redrive_refuses_a_taken_one(engine, dead):
     async def go():
