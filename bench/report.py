@@ -260,7 +260,7 @@ def print_report(
         "Drain throughput, messages/s (connections opened inside the timing). raw: the same "
         "rendered SQL in a plain loop on the bare driver, asyncio like the runtime; sync: "
         "PyMySQL / sqlite3 on one thread per worker, no event loop; runtime/raw: median of "
-        "the per-repeat ratios (! below 0.8):"
+        f"the per-repeat ratios (! below {RATIO_TARGET}):"
     )
     print(throughput_table(results))
     for r in results:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from bench.counting import Tally
 
-RATIO_TARGET = 0.8
+RATIO_TARGET = 0.85
 #: after a failed drain, how long the consumer's other workers get to finish their batches
 STRAGGLER_WAIT_S = 2.0
 SQLITE_FACTOR = 4
