@@ -195,7 +195,7 @@ async def cancel(queue: Queue, db: Any, id: int) -> bool:
     try:
         message = int(id)
     except (TypeError, ValueError):
-        raise ValueError(f"id must be a message id (a whole number), not {id!r}") from None
+        raise InvalidArgument(f"id must be a message id (a whole number), not {id!r}") from None
     if queue.form == "advisory" and not queue.dialect.server_advisory:
         # the keys live in the consumers' process: those of this one are known
         held = {(table, row) for _, table, row in AdvisoryForm._process_keys}

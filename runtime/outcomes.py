@@ -127,13 +127,15 @@ class ExponentialBackoff:
             and 0 <= self.jitter <= 1
         )
         if not ok:
-            raise ValueError(
+            raise InvalidArgument(
                 "ExponentialBackoff needs base > 0, factor >= 1 and 0 <= jitter <= 1 (got "
                 f"base={self.base!r}, factor={self.factor!r}, jitter={self.jitter!r})"
             )
         self.cap = delay_seconds(self.cap, "ExponentialBackoff's cap")
         if self.cap < self.base:
-            raise ValueError(f"ExponentialBackoff needs cap >= base (got {self.cap} < {self.base})")
+            raise InvalidArgument(
+                f"ExponentialBackoff needs cap >= base (got {self.cap} < {self.base})"
+            )
 
     def delay(self, attempt: int | None) -> float:
         steps = max(1, attempt or 1) - 1

@@ -13,7 +13,13 @@ from runtime import wake
 from runtime.adapters import Adapted, adapt, run_sync
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
-from runtime.errors import ConfigurationError, DatabaseError, DialectMismatch, PayloadError
+from runtime.errors import (
+    ConfigurationError,
+    DatabaseError,
+    DialectMismatch,
+    InvalidArgument,
+    PayloadError,
+)
 from runtime.outcomes import delay_seconds
 from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
 from runtime.rendered import Kind, RenderedFile
@@ -74,7 +80,7 @@ def _priority(queue: str, priority: Any) -> int | None:
         return None
     low, high = PRIORITY_RANGE
     if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
-        raise ValueError(
+        raise InvalidArgument(
             f"queue '{queue}': priority {priority!r} is not a whole number from {low} to {high}"
         )
     return priority
@@ -89,7 +95,7 @@ def _fifo_key(queue: str, key: Any) -> str | None:
     if key is None:
         return None
     if not isinstance(key, str) or not 1 <= len(key) <= FIFO_KEY_MAX:
-        raise ValueError(
+        raise InvalidArgument(
             f"queue '{queue}': fifo_key {key!r} is not a string of 1 to {FIFO_KEY_MAX} characters"
         )
     return key
@@ -216,13 +222,15 @@ class Queue:
         too long for its column instead of failing: refuse such a value first."""
         group = params["group"]
         if group is not None and len(group) > _GROUP_MAX:
-            raise ValueError(f"group must be at most {_GROUP_MAX} characters, not {len(group)}")
+            raise InvalidArgument(
+                f"group must be at most {_GROUP_MAX} characters, not {len(group)}"
+            )
         limit = self.dialect.text_bytes
         for name, value in params.items():
             if limit and name.startswith("value_") and isinstance(value, str | bytes):
                 size = len(value.encode() if isinstance(value, str) else value)
                 if size > limit:
-                    raise ValueError(
+                    raise InvalidArgument(
                         f"values[{name.removeprefix('value_')!r}] is {size} bytes; its TEXT "
                         f"column on {self.dialect.name} keeps at most {limit}"
                     )
@@ -332,7 +340,7 @@ class Queue:
         items = list(payloads)
         keys = list(dedupe_keys) if dedupe_keys is not None else [None] * len(items)
         if len(keys) != len(items):
-            raise ValueError(
+            raise InvalidArgument(
                 f"dedupe_keys has {len(keys)} keys for {len(items)} payloads: give one per payload"
             )
         params = []
@@ -514,7 +522,7 @@ def _dedupe_key(key: Any) -> str | None:
     # MySQL and MariaDB compare text ignoring trailing spaces (PAD SPACE), even in binary
     # collations: "k " would be "k" there, so no key ends with a space
     if not isinstance(key, str) or not key or len(key) > _GROUP_MAX or key.endswith(" "):
-        raise ValueError(
+        raise InvalidArgument(
             f"dedupe_key must be text of 1 to {_GROUP_MAX} characters not ending with a "
             f"space, not {key!r:.60}"
         )
