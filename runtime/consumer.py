@@ -617,7 +617,7 @@ class Consumer:
             await self.form.give_back(conn, d)
             raise
         try:
-            return decide(self.queue, d, with_policy(outcome, d.attempt, self.retry_policy))
+            return self._decide(d, outcome)
         except UnknownCustomEvent as exc:
             log.error(
                 "%s: taken as retry()",
@@ -625,7 +625,11 @@ class Consumer:
                 extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
             )
             self.counts.add("unknown_custom")
-            return decide(self.queue, d, with_policy(retry(), d.attempt, self.retry_policy))
+            return self._decide(d, retry())
+
+    def _decide(self, d: Delivery, outcome: Outcome) -> Decision:
+        """The statement that settles ``outcome``, a retry delayed by the retry policy."""
+        return decide(self.queue, d, with_policy(outcome, d.attempt, self.retry_policy))
 
     def _undecodable(self, d: Delivery, exc: PayloadError) -> Decision:
         """A stored payload the decoder refuses: never handled; to the dead letter at once, or
@@ -642,4 +646,4 @@ class Consumer:
             ),
         )
         self.counts.add("undecodable")
-        return decision or decide(self.queue, d, retry())
+        return decision or self._decide(d, retry())

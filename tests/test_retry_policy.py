@@ -3,6 +3,7 @@ by attempt), in the row, on every engine and form; the cap and the dead letter s
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -118,3 +119,29 @@ def test_exponential_backoff_grows_by_attempt_within_cap_and_jitter():
     ):
         with pytest.raises(ValueError):
             runtime.ExponentialBackoff(**bad)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_row_that_cannot_be_decoded_waits_as_the_policy_says_without_a_dead_letter(engine, form):
+    """Undecodable with no dead letter is a failure like any other: the policy delays it."""
+
+    def refuse(obj):
+        raise ValueError("not ours")
+
+    async def go():
+        qt = await make_queue(engine, form)
+        queue = runtime.Queue(qt.queue.rendered, decoder=refuse)
+        policy = runtime.ExponentialBackoff(base=500, cap=500)
+        consumer = runtime.Consumer(
+            qt.url, queue, lambda m, c: runtime.ack(), concurrency=1, retry_policy=policy
+        )
+        try:
+            await qt.enqueue({"n": 1})
+            # an undelayed retry would be claimed again at once, and drain() would never end
+            counts = await asyncio.wait_for(consumer.drain(), 30)
+            assert counts["undecodable"] == 1 and counts["retry_after"] == 1
+            assert 490 <= await _delay_left(qt) <= 500.5
+        finally:
+            await qt.drop()
+
+    run(go())
