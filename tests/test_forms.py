@@ -657,3 +657,62 @@ def test_an_advisory_group_settles_its_rows_by_outcome_and_no_other(engine):
             await qt.drop()
 
     run(go())
+
+
+@pytest.mark.parametrize("transactional", [False, True], ids=["grouped", "transactional"])
+def test_a_row_lock_batch_keeps_overrides_with_comments_custom_events_and_the_cap(
+    engine, transactional
+):
+    """A row-lock batch settles by outcome at its end: acks in one statement, while a declared
+    override (its SQL carrying a comment), a custom event and a move to the dead letter each
+    run their own statement, in the same transaction."""
+    statements = {
+        "drop": "-- poison: keep the row, marked\n"
+        "UPDATE {t} SET attempt = 42, processed_at = {now} WHERE id = :id"
+    }
+    custom = {
+        "bump": "UPDATE {t} SET attempt = 7, grp = 'parked' /* out of the queue */ WHERE id = :id"
+    }
+    outcomes = {
+        0: runtime.ack(),
+        1: runtime.drop(),
+        2: runtime.custom("bump"),
+        3: runtime.retry(),  # back at once; delivery 2 of max_attempts 2: to the dead letter
+        4: runtime.ack(),
+        5: runtime.retry_after(3600),
+    }
+
+    async def go():
+        qt = await make_queue(
+            engine, "row_lock", dead="group", max_attempts=2, statements=statements, custom=custom
+        )
+        try:
+            await qt.enqueue(*({"n": n} for n in outcomes))
+
+            async def handle(message, ctx):
+                return outcomes[message.payload["n"]]
+
+            consumer = runtime.Consumer(
+                qt.url, qt.queue, handle, batch=6, concurrency=1, transactional=transactional
+            )
+            counts = await asyncio.wait_for(consumer.drain(), 60)  # a row left ready: no end
+            assert counts.outcomes == {
+                "ack": 2,
+                "drop": 1,
+                "custom.bump": 1,
+                "retry": 1,
+                "dead_letter": 1,
+                "retry_after": 1,
+            }
+            rows = {r["payload"]["n"]: r for r in await qt.rows()}
+            for n in (0, 4):
+                assert rows[n]["processed_at"] is not None
+            assert rows[1]["attempt"] == 42 and rows[1]["processed_at"] is not None
+            assert rows[2]["attempt"] == 7 and rows[2]["processed_at"] is None
+            assert rows[2]["group"] == "parked"
+            assert rows[5]["retry_after_future"] == 1 and rows[5]["processed_at"] is None
+            assert [r["payload"] for r in await qt.dead_rows()] == [{"n": 3}]
+        finally:
+            await qt.drop()
+
+    run(go())
