@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import socket
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
@@ -38,12 +40,18 @@ from runtime.errors import ConfigurationError, ConnectionLost
 if TYPE_CHECKING:
     import psycopg
 
+log = logging.getLogger("runtime")
+
 # Server-sent errors that end the session: admin_shutdown, crash_shutdown, cannot_connect_now.
 # (Class 08, connection_exception, is matched by prefix.) And read_only_sql_transaction: the
 # server reached is (or became) a standby, or a primary demoted to read-only; the session can
 # never write again, so it is dropped like a lost one and the next connection (libpq's
 # target_session_attrs=read-write, the default here) finds the writable host.
-_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "25006"})
+_READ_ONLY = "25006"
+_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03", _READ_ONLY})
+#: seconds between two warnings that the server of one URL is read-only
+READ_ONLY_WARNING_EVERY = 60.0
+_read_only_warned: dict[str, float] = {}
 # Connection parameters libpq gets unless the URL (or the caller's keyword arguments) sets
 # them. libpq waits forever for an unreachable host unless told otherwise (connect_timeout,
 # seconds, per host); only a writable server will do for a queue (target_session_attrs,
@@ -305,9 +313,27 @@ class PostgresConnection(Connection):
             return True
         sqlstate = getattr(exc, "sqlstate", None)
         if sqlstate and (sqlstate.startswith("08") or sqlstate in _LOST_SQLSTATES):
+            if sqlstate == _READ_ONLY:
+                _warn_read_only(self.url, exc)
             return True
         # A raw socket error that psycopg did not wrap.
         return isinstance(exc, OSError)
+
+
+def _warn_read_only(url: str, exc: BaseException) -> None:
+    """One WARNING per URL and READ_ONLY_WARNING_EVERY seconds: the server reached is read-only
+    (reconnecting finds a writable one only if the URL lets libpq skip read-only servers)."""
+    now = time.monotonic()
+    if now - _read_only_warned.get(url, -READ_ONLY_WARNING_EVERY) < READ_ONLY_WARNING_EVERY:
+        return
+    _read_only_warned[url] = now
+    log.warning(
+        "the server at %s is read-only (%s): a standby or a demoted primary; dropping the "
+        "connection and reconnecting (target_session_attrs=read-write, the default, skips "
+        "read-only servers)",
+        url,
+        first_line(exc),
+    )
 
 
 def connect_error(url: str, exc: BaseException) -> ConfigurationError | ConnectionLost:
