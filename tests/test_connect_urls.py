@@ -4,6 +4,7 @@ turns read-only: parsed without a network where that is enough, then on the real
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import uuid
@@ -12,6 +13,8 @@ from urllib.parse import urlsplit
 import pytest
 from engines import Engine, engine_params, run
 from queues import make_queue
+from test_operate_cli import project as project_fixture  # noqa: F401 (a fixture)
+from test_operate_cli import qgen
 
 import runtime
 from runtime.connect import connect, split_hosts
@@ -289,3 +292,20 @@ def test_consumer_reconnects_from_a_read_only_server(engine: Engine, form: str, 
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert [m for m in warned if "is read-only" in m and "read-only transaction" in m], warned
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+# ------------------------------------------------------------ from the CLI
+
+
+@pytest.mark.parametrize("engine", SERVERS, indirect=True)
+def test_qgen_stats_through_a_multi_host_url(project_fixture, engine: Engine) -> None:  # noqa: F811
+    """``qgen stats --db`` takes the same URLs; a bad port is one line, exit 2, no password."""
+    cfg, url, _ = project_fixture
+    multi = _with_hosts(url, f"127.0.0.1:{_closed_port()},{_real_host(url)}")
+    code, out, err = qgen("stats", "--config", str(cfg), "--db", multi, "--json")
+    assert code == 0, err
+    assert json.loads(out)["jobs"]["ready"] == 0
+    bad = _with_hosts(url, f"127.0.0.1:{_closed_port()},{_real_host(url)}x", SECRET)
+    code, out, err = qgen("stats", "--config", str(cfg), "--db", bad)
+    assert code == 2 and len(err.strip().splitlines()) == 1, (code, out, err)
+    assert "is not a number from 1 to 65535" in err and SECRET not in err
