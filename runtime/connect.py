@@ -54,6 +54,11 @@ async def connect(url: str, **kwargs: Any) -> Connection:
 
     ``kwargs`` are passed to the driver's own connect (psycopg, PyMySQL or sqlite3).
 
+    A server URL may list several hosts, each with its own port (``h1:5432,h2:5433``,
+    ``[::1]:5432``): libpq tries them in its own order, keeping to writable servers
+    (``target_session_attrs=read-write`` unless the URL says otherwise); MySQL/MariaDB
+    connect to the first that answers.
+
     Raises ConfigurationError for a URL it cannot use, a driver that is not installed or a
     login the server refuses for a reason retrying cannot fix (wrong password, unknown user or
     database, an sslmode it cannot meet); ConnectionLost when the server cannot be reached
