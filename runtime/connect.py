@@ -18,9 +18,9 @@ from runtime.drivers.base import Connection, redact_url
 from runtime.errors import ConfigurationError, ServerTooOld
 
 ACCEPTED_FORMS = (
-    "postgresql://user[:password]@host[:port]/database (or postgres://)",
-    "mysql://user[:password]@host[:port]/database",
-    "mariadb://user[:password]@host[:port]/database",
+    "postgresql://user[:password]@host[:port][,host[:port]...]/database (or postgres://)",
+    "mysql://user[:password]@host[:port][,host[:port]...]/database",
+    "mariadb://user[:password]@host[:port][,host[:port]...]/database",
     "sqlite:///relative/path.db, sqlite:////absolute/path.db or sqlite:///:memory:",
 )
 # Query-string options a mysql:// or mariadb:// URL may carry, and how to read them.
@@ -29,6 +29,16 @@ _MYSQL_OPTIONS: dict[str, type] = {
     "connect_timeout": int,
     "read_timeout": int,
     "write_timeout": int,
+    # TCP keepalives and the user timeout of the socket, named as libpq names them
+    "keepalives": int,
+    "keepalives_idle": int,
+    "keepalives_interval": int,
+    "keepalives_count": int,
+    "tcp_user_timeout": int,
+    # session variables (SET SESSION name = value)
+    "innodb_lock_wait_timeout": int,
+    "max_statement_time": float,
+    "max_execution_time": int,
 }
 
 
@@ -44,6 +54,11 @@ async def connect(url: str, **kwargs: Any) -> Connection:
 
     ``kwargs`` are passed to the driver's own connect (psycopg, PyMySQL or sqlite3).
 
+    A server URL may list several hosts, each with its own port (``h1:5432,h2:5433``,
+    ``[::1]:5432``): libpq tries them in its own order, keeping to writable servers
+    (``target_session_attrs=read-write`` unless the URL says otherwise); MySQL/MariaDB
+    connect to the first that answers.
+
     Raises ConfigurationError for a URL it cannot use, a driver that is not installed or a
     login the server refuses for a reason retrying cannot fix (wrong password, unknown user or
     database, an sslmode it cannot meet); ConnectionLost when the server cannot be reached
@@ -53,12 +68,12 @@ async def connect(url: str, **kwargs: Any) -> Connection:
         raise _bad_url(str(url), "it has no scheme://")
     try:
         parts = urlsplit(url)
-        port = parts.port  # validates the port, raising ValueError if it is not a number
     except ValueError as exc:
         raise _bad_url(url, str(exc)) from None
     dialect = dialect_for_scheme(parts.scheme)
     if dialect is None:
         raise _bad_url(url, f"unknown scheme {parts.scheme!r}")
+    hosts = split_hosts(url, parts.netloc) if dialect.name != "sqlite" else []
 
     conn: Connection
     if dialect.name == "postgres":
@@ -73,15 +88,15 @@ async def connect(url: str, **kwargs: Any) -> Connection:
         from runtime.drivers.mysql import open_mysql
 
         options = _mysql_options(url, parts.query)
-        if not parts.hostname and "unix_socket" not in options:
+        if not any(host for host, _ in hosts) and "unix_socket" not in options:
             raise _bad_url(url, "it names no host")
         database = unquote(parts.path.lstrip("/")) or None
         if database is not None and "/" in database:
             raise _bad_url(url, f"{database!r} is not a database name")
         conn = await open_mysql(
             url,
-            host=parts.hostname,
-            port=port,
+            hosts=[(host or "127.0.0.1", port or 3306) for host, port in hosts]
+            or [("127.0.0.1", 3306)],
             user=unquote(parts.username) if parts.username else None,
             password=unquote(parts.password) if parts.password is not None else None,
             database=database,
@@ -125,6 +140,39 @@ def opener(url_or_open: str | Opener) -> Opener:
             f"expected a database URL or a function that opens a connection, not {url_or_open!r}"
         )
     return url_or_open
+
+
+def split_hosts(url: str, netloc: str) -> list[tuple[str, int | None]]:
+    """The hosts a URL lists, in order, as (host, port or None), without the user info.
+
+    ``u:pw@h1:5433,h2,[::1]:5434`` → ``[("h1", 5433), ("h2", None), ("::1", 5434)]``: each host
+    may carry its own port, an IPv6 address goes in brackets, a host is percent-decoded (libpq
+    takes ``%2Fvar%2Frun%2Fpostgresql`` as a Unix socket's directory). An empty host list (or
+    an empty host in it) means the driver's default host. Raises ConfigurationError naming the
+    host whose port is not a number from 1 to 65535.
+    """
+    hostlist = netloc.rpartition("@")[2]
+    if not hostlist:
+        return []
+    hosts: list[tuple[str, int | None]] = []
+    for item in hostlist.split(","):
+        if item.startswith("["):
+            host, bracket, rest = item[1:].partition("]")
+            if not bracket or (rest and not rest.startswith(":")):
+                raise _bad_url(url, f"host {item!r} is not [IPv6 address] or [IPv6 address]:port")
+            port_text = rest[1:]
+        else:
+            host, _, port_text = item.partition(":")
+        host = unquote(host)
+        if not port_text:
+            hosts.append((host, None))
+            continue
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise _bad_url(
+                url, f"the port {port_text!r} of host {host!r} is not a number from 1 to 65535"
+            )
+        hosts.append((host, int(port_text)))
+    return hosts
 
 
 def _mysql_options(url: str, query: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ ConfigurationError on every engine, raised at once instead of retried.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 from engines import Engine, engine_for, in_ci, run
+from pg_cluster import PrivatePostgres
 from queues import QueueUnderTest, make_queue
 from tcp_proxy import TcpProxy
 
@@ -564,60 +564,6 @@ def test_a_lease_extension_error_never_ends_drain(tmp_path) -> None:
 
 
 # ------------------------------------------------------------ a real server restart
-
-
-class PrivatePostgres:
-    """A PostgreSQL cluster of the test's own (initdb in a temp dir, run as the postgres OS
-    user), so the test can restart it; the shared server is never touched."""
-
-    def __init__(self) -> None:
-        import glob
-        import pwd
-        import shutil
-        import socket
-        import tempfile
-
-        bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[4]))
-        self.runuser = shutil.which("runuser")
-        if not bindirs or self.runuser is None or os.geteuid() != 0:
-            reason = "needs initdb/pg_ctl (/usr/lib/postgresql/*/bin), runuser and root"
-            if in_ci():
-                pytest.fail(reason, pytrace=False)
-            pytest.skip(reason)
-        self.bin = Path(bindirs[-1])
-        user = pwd.getpwnam("postgres")
-        self.base = Path(tempfile.mkdtemp(prefix="qgen-pg-"))
-        os.chmod(self.base, 0o755)
-        os.chown(self.base, user.pw_uid, user.pw_gid)
-        self.data = self.base / "data"
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self._pg("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync")
-        opts = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self.ctl("start", "-o", opts)
-
-    def _pg(self, tool: str, *args: object) -> None:
-        import subprocess
-
-        cmd = [self.runuser, "-u", "postgres", "--", str(self.bin / tool), *map(str, args)]
-        # output to a file, not a pipe: the server pg_ctl starts would hold a pipe open
-        with open(self.base / f"{tool}.out", "a+") as out:
-            done = subprocess.run(cmd, stdout=out, stderr=out, timeout=120)
-            out.seek(0)
-            assert done.returncode == 0, f"{tool} {args}: {out.read()[-2000:]}"
-
-    def ctl(self, action: str, *args: object) -> None:
-        logfile = ("-l", self.base / "log") if action in ("start", "restart") else ()
-        self._pg("pg_ctl", "-D", self.data, "-w", action, *logfile, *args)
-
-    def close(self) -> None:
-        import shutil
-
-        with contextlib.suppress(Exception):
-            self.ctl("stop", "-m", "immediate")
-        shutil.rmtree(self.base, ignore_errors=True)
 
 
 class PrivateMariaDB:

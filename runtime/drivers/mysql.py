@@ -45,7 +45,40 @@ _LOST_ERRNOS = frozenset({2003, 2006, 2013, 2014, 2055, 1053, 1927, 4031})
 _CONFIG_ERRNOS = frozenset({1044, 1045, 1049, 1698})
 # How long close() waits for a statement in flight before dropping the socket instead.
 _CLOSE_TIMEOUT = 5.0
-_DEFAULT_CONNECT_TIMEOUT = 10
+# PyMySQL's options unless the URL (or the caller's keyword arguments) sets them, in seconds:
+# connect_timeout per host; read_timeout bounds the wait for any one reply (a server that is
+# up but never answers: generous, so a handler's own long statement and a lock wait fit);
+# write_timeout the wait for the server to take a request.
+DEFAULT_OPTIONS: dict[str, int] = {
+    "connect_timeout": 10,
+    "read_timeout": 300,
+    "write_timeout": 60,
+}
+# The socket's TCP keepalives and user timeout (as libpq names them; tcp_user_timeout in
+# milliseconds), so an idle connection, or one awaiting a reply, notices a silently dead peer
+# after idle + interval * count = 60 s, as on PostgreSQL. keepalives=0 turns them off.
+DEFAULT_KEEPALIVES: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,
+}
+_KEEPALIVE_SOCKOPTS = (
+    ("keepalives_idle", "TCP_KEEPIDLE"),
+    ("keepalives_interval", "TCP_KEEPINTVL"),
+    ("keepalives_count", "TCP_KEEPCNT"),
+    ("tcp_user_timeout", "TCP_USER_TIMEOUT"),
+)
+# Session variables a URL may set (the names are fixed here, the values travel bound).
+# innodb_lock_wait_timeout defaults to 30 s, or the server's own value when that is shorter: a
+# queue's statements never wait long for a lock (claims skip locked rows). MariaDB's
+# max_statement_time and MySQL's max_execution_time (milliseconds, SELECT only) stay off
+# unless the URL sets them: they would also end a handler's own long statements.
+SESSION_VARIABLES = ("innodb_lock_wait_timeout", "max_statement_time", "max_execution_time")
+_DEFAULT_LOCK_WAIT = (
+    "SET SESSION innodb_lock_wait_timeout = LEAST(@@session.innodb_lock_wait_timeout, 30)"
+)
 _SESSION_SETUP = (
     "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
     # DATETIME has no zone: pin the session's so NOW() means the same on every server.
@@ -225,8 +258,7 @@ class MySQLConnection(Connection):
 async def open_mysql(
     url: str,
     *,
-    host: str | None,
-    port: int | None,
+    hosts: list[tuple[str, int]],
     user: str | None,
     password: str | None,
     database: str | None,
@@ -236,20 +268,23 @@ async def open_mysql(
 ) -> MySQLConnection:
     """Connect with PyMySQL; the dialect is provisional until ``runtime.connect`` reads VERSION().
 
-    ``options`` come from the URL's query string; ``kwargs`` go to ``pymysql.connect`` and win
-    over both. Autocommit, the cursor class, utf8mb4 and FOUND_ROWS are fixed.
+    ``hosts`` are tried in order; the first that answers is the one used (a login it refuses is
+    not retried on the next). ``options`` come from the URL's query string; ``kwargs`` go to
+    ``pymysql.connect`` and win over both. Autocommit, the cursor class, utf8mb4 and FOUND_ROWS
+    are fixed.
     """
     pymysql_mod = import_driver("pymysql", "mysql")
     import pymysql.constants.CLIENT as client_flags
     import pymysql.cursors
 
+    options = dict(options)
+    keepalives = {k: options.pop(k, v) for k, v in DEFAULT_KEEPALIVES.items()}
+    session = {k: options.pop(k) for k in SESSION_VARIABLES if k in options}
     params: dict[str, Any] = {
-        "host": host or "127.0.0.1",
-        "port": port or 3306,
         "user": user,
         "password": password or "",
         "database": database,
-        "connect_timeout": _DEFAULT_CONNECT_TIMEOUT,
+        **DEFAULT_OPTIONS,
     }
     params.update(options)
     params.update(kwargs)
@@ -262,29 +297,78 @@ async def open_mysql(
     safe_url = redact_url(url)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qgen-mysql")
 
-    def connect_and_setup() -> pymysql.connections.Connection:
-        my = pymysql_mod.connect(**params)
+    def connect_and_setup(host: str, port: int) -> pymysql.connections.Connection:
+        my = pymysql_mod.connect(host=host, port=port, **params)
         try:
+            _set_keepalives(my, keepalives)
             with my.cursor() as cur:
                 for statement in _SESSION_SETUP:
                     cur.execute(statement)
+                if "innodb_lock_wait_timeout" not in session:
+                    cur.execute(_DEFAULT_LOCK_WAIT)
+                for name, value in session.items():  # name: one of SESSION_VARIABLES
+                    try:
+                        cur.execute(f"SET SESSION {name} = %s", (value,))
+                    except pymysql_mod.err.Error as exc:
+                        if exc.args and exc.args[0] in _LOST_ERRNOS:
+                            raise
+                        # an unknown variable (max_statement_time is MariaDB's), a value out
+                        # of range: retrying will not help
+                        raise ConfigurationError(
+                            f"cannot set {name}={value} at {safe_url}: {first_line(exc)}; fix "
+                            "or remove that option of the URL"
+                        ) from exc
         except BaseException:
             my._force_close()
             raise
         return my
 
+    loop = asyncio.get_running_loop()
+    failures: list[str] = []
+    last: BaseException | None = None
     try:
-        my = await asyncio.get_running_loop().run_in_executor(executor, connect_and_setup)
-    except pymysql_mod.err.Error as exc:
-        executor.shutdown(wait=False)
-        errno = exc.args[0] if exc.args else None
-        if errno in _CONFIG_ERRNOS:
-            raise ConfigurationError(f"cannot log in at {safe_url}: {first_line(exc)}") from exc
-        raise ConnectionLost(f"cannot connect to {safe_url}: {first_line(exc)}") from exc
-    except OSError as exc:
-        executor.shutdown(wait=False)
-        raise ConnectionLost(f"cannot connect to {safe_url}: {first_line(exc)}") from exc
+        for host, port in hosts:
+            try:
+                my = await loop.run_in_executor(executor, connect_and_setup, host, port)
+            except (pymysql_mod.err.Error, OSError) as exc:
+                errno = exc.args[0] if exc.args else None
+                if errno in _CONFIG_ERRNOS:
+                    raise ConfigurationError(
+                        f"cannot log in at {safe_url}: {first_line(exc)}"
+                    ) from exc
+                failures.append(f"{_host_port(host, port)}: {first_line(exc)}")
+                if len(hosts) == 1:
+                    failures[-1] = first_line(exc)
+                last = exc
+                continue
+            return MySQLConnection(my, executor, url, DIALECTS[dialect_name], pymysql_mod)
     except BaseException:
         executor.shutdown(wait=False)
         raise
-    return MySQLConnection(my, executor, url, DIALECTS[dialect_name], pymysql_mod)
+    executor.shutdown(wait=False)
+    if len(failures) == 1:
+        raise ConnectionLost(f"cannot connect to {safe_url}: {failures[0]}") from last
+    raise ConnectionLost(
+        f"cannot connect to {safe_url}: none of its {len(hosts)} hosts answered: "
+        + "; ".join(failures)
+    ) from last
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _set_keepalives(my: pymysql.connections.Connection, keepalives: dict[str, int]) -> None:
+    """Turn TCP keepalives on for the connection's socket (not a Unix socket's), with the
+    idle/interval/count and user timeout given; options this platform lacks are skipped."""
+    sock: socket.socket | None = getattr(my, "_sock", None)
+    if sock is None or sock.family == socket.AF_UNIX:
+        return
+    # PyMySQL turns keepalives on with the system's timings (two hours idle on Linux)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1 if keepalives["keepalives"] else 0)
+    if not keepalives["keepalives"]:
+        return
+    for key, option in _KEEPALIVE_SOCKOPTS:
+        number = getattr(socket, option, None)
+        if number is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, number, keepalives[key])

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import socket
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
 
 from runtime.dialects import DIALECTS
 from runtime.drivers.base import (
@@ -37,11 +40,57 @@ from runtime.errors import ConfigurationError, ConnectionLost
 if TYPE_CHECKING:
     import psycopg
 
+log = logging.getLogger("runtime")
+
 # Server-sent errors that end the session: admin_shutdown, crash_shutdown, cannot_connect_now.
-# (Class 08, connection_exception, is matched by prefix.)
-_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
-# libpq waits forever for an unreachable host unless told otherwise.
-_DEFAULT_CONNECT_TIMEOUT = 10
+# (Class 08, connection_exception, is matched by prefix.) And read_only_sql_transaction: the
+# server reached is (or became) a standby, or a primary demoted to read-only; the session can
+# never write again, so it is dropped like a lost one and the next connection (libpq's
+# target_session_attrs=read-write, the default here) finds the writable host.
+_READ_ONLY = "25006"
+_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03", _READ_ONLY})
+#: seconds between two warnings that the server of one URL is read-only
+READ_ONLY_WARNING_EVERY = 60.0
+_read_only_warned: dict[str, float] = {}
+# Connection parameters libpq gets unless the URL (or the caller's keyword arguments) sets
+# them. libpq waits forever for an unreachable host unless told otherwise (connect_timeout,
+# seconds, per host); only a writable server will do for a queue (target_session_attrs,
+# which also makes a URL listing several hosts skip standbys); TCP keepalives (an idle
+# connection or one awaiting a reply notices a silently dead peer after idle + interval *
+# count = 60 s) and tcp_user_timeout (milliseconds data sent may stay unacknowledged: the same
+# bound while sending).
+DEFAULT_PARAMETERS: dict[str, str | int] = {
+    "connect_timeout": 10,
+    "target_session_attrs": "read-write",
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,
+}
+# Session settings set at connect, each only where nobody else set it (pg_settings.source is
+# 'default': the server's configuration, ALTER ROLE/DATABASE … SET and the URL's
+# options=-c name=value all win). lock_timeout: a queue's statements never wait long for a
+# lock (claims skip locked rows), so a wait past 30 s is a stuck session or a migration and
+# the statement fails (its batch's rows return) instead of queueing up behind it.
+# statement_timeout: a bound on a runaway statement, generous enough for a handler's own work
+# and a purge. idle_in_transaction_session_timeout is left alone (off): a transactional
+# consumer's session sits idle in its transaction while the handler runs, so any value must
+# exceed the handler's longest run (handler_timeout).
+DEFAULT_SETTINGS: dict[str, str] = {
+    "lock_timeout": "30s",
+    "statement_timeout": "5min",
+}
+# Set on every connection whatever its source (see the module's docstring); a server without
+# the setting (plan_cache_mode is PostgreSQL 12+) skips it.
+_FIXED_SETTINGS: dict[str, str] = {"plan_cache_mode": "force_generic_plan"}
+_SESSION_SETUP = (
+    "SELECT set_config(d.name, d.value, false) "
+    "FROM (SELECT unnest(%(names)s::text[]) AS name, unnest(%(values)s::text[]) AS value, "
+    "unnest(%(fixed)s::boolean[]) AS fixed) AS d "
+    "JOIN pg_settings AS s ON s.name = d.name "
+    "WHERE d.fixed OR s.source = 'default'"
+)
 # What libpq says when a connection is refused for a reason that retrying cannot fix. libpq
 # gives no SQLSTATE for a failed connection, only the server's or its own words (in English
 # unless the server's lc_messages says otherwise; a refusal not recognised here is taken as
@@ -264,9 +313,27 @@ class PostgresConnection(Connection):
             return True
         sqlstate = getattr(exc, "sqlstate", None)
         if sqlstate and (sqlstate.startswith("08") or sqlstate in _LOST_SQLSTATES):
+            if sqlstate == _READ_ONLY:
+                _warn_read_only(self.url, exc)
             return True
         # A raw socket error that psycopg did not wrap.
         return isinstance(exc, OSError)
+
+
+def _warn_read_only(url: str, exc: BaseException) -> None:
+    """One WARNING per URL and READ_ONLY_WARNING_EVERY seconds: the server reached is read-only
+    (reconnecting finds a writable one only if the URL lets libpq skip read-only servers)."""
+    now = time.monotonic()
+    if now - _read_only_warned.get(url, -READ_ONLY_WARNING_EVERY) < READ_ONLY_WARNING_EVERY:
+        return
+    _read_only_warned[url] = now
+    log.warning(
+        "the server at %s is read-only (%s): a standby or a demoted primary; dropping the "
+        "connection and reconnecting (target_session_attrs=read-write, the default, skips "
+        "read-only servers)",
+        url,
+        first_line(exc),
+    )
 
 
 def connect_error(url: str, exc: BaseException) -> ConfigurationError | ConnectionLost:
@@ -282,32 +349,40 @@ def connect_error(url: str, exc: BaseException) -> ConfigurationError | Connecti
     return ConnectionLost(f"cannot connect to {redact_url(url)}: {text}")
 
 
-#: plan_cache_mode exists from PostgreSQL 12 (server_version_num)
-_GENERIC_PLANS_SINCE = 120000
-
-
 async def open_postgres(url: str, conninfo: str, **kwargs: Any) -> PostgresConnection:
     """Connect with psycopg to ``conninfo`` (a postgresql:// URI); ``url`` is for messages.
 
     ``kwargs`` go to ``psycopg.AsyncConnection.connect`` (e.g. ``connect_timeout``,
     ``application_name``, ``prepare_threshold``); autocommit and the row factory are fixed.
+    DEFAULT_PARAMETERS fill in what neither the URL nor ``kwargs`` set; DEFAULT_SETTINGS apply
+    to the session where nobody else set them.
     """
     psycopg_mod = import_driver("psycopg", "postgres")
     rows = import_driver("psycopg.rows", "postgres")
-    if "connect_timeout" not in kwargs and "connect_timeout=" not in conninfo:
-        kwargs["connect_timeout"] = _DEFAULT_CONNECT_TIMEOUT
+    given = {key for key, _ in parse_qsl(urlsplit(conninfo).query, keep_blank_values=True)}
+    for key, value in DEFAULT_PARAMETERS.items():
+        if key not in kwargs and key not in given:
+            kwargs[key] = value
     kwargs["autocommit"] = True
     kwargs["row_factory"] = rows.dict_row
     try:
         pg = await psycopg_mod.AsyncConnection.connect(conninfo, **kwargs)
     except psycopg_mod.Error as exc:
         raise connect_error(url, exc) from exc
-    if pg.info.server_version >= _GENERIC_PLANS_SINCE:
-        try:
-            await pg.execute("SET plan_cache_mode = force_generic_plan")
-        except psycopg_mod.Error as exc:
-            await pg.close()
-            raise ConnectionLost(f"cannot set up {redact_url(url)}: {first_line(exc)}") from exc
+    settings = {**DEFAULT_SETTINGS, **_FIXED_SETTINGS}
+    try:
+        await pg.execute(
+            _SESSION_SETUP,
+            {
+                "names": list(settings),
+                "values": list(settings.values()),
+                "fixed": [name in _FIXED_SETTINGS for name in settings],
+            },
+            prepare=False,
+        )
+    except psycopg_mod.Error as exc:
+        await pg.close()
+        raise ConnectionLost(f"cannot set up {redact_url(url)}: {first_line(exc)}") from exc
     # json/jsonb come back as their text, as on every other engine: the runtime decodes a
     # payload one way everywhere (psycopg's own loader would hand a JSON string back as str,
     # indistinguishable from the text of any other payload)
