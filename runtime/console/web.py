@@ -285,11 +285,10 @@ class _Web:
         return form
 
     def _same_origin(self, request: Request) -> None:
+        # an Origin naming another site is refused; none, or "null" (some privacy settings),
+        # leaves the SameSite cookie and the CSRF token to guard
         origin = request.headers.get("origin")
-        if origin and origin != "null":
-            if urlsplit(origin).netloc != request.headers.get("host", ""):
-                raise ConsoleError(403, "a form from another site cannot act here")
-        elif origin == "null":
+        if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
             raise ConsoleError(403, "a form from another site cannot act here")
 
     async def _body(self, request: Request) -> bytes:
@@ -367,10 +366,10 @@ class _Web:
         }
 
     def render(
-        self, request: Request, name: str, title: str, status: int = 200, **values: Any
+        self, request: Request, name: str, title: str, http_status: int = 200, **values: Any
     ) -> HTMLResponse:
         html = self.jinja.get_template(name).render(self._context(request, title, **values))
-        return HTMLResponse(html, status_code=status)
+        return HTMLResponse(html, status_code=http_status)
 
     def error_page(self, request: Request, status: int, message: str) -> HTMLResponse:
         back = self._base(request) + "/"
@@ -390,9 +389,9 @@ class _Web:
             taken=_clock(snap.taken_at),
             chart_ready=line_chart("ready, by queue", self._series("ready", names)),
             chart_rate=line_chart(
-                "finished per minute (change of processed between samples), by queue",
+                "finished per minute, by queue (from processed)",
                 self._rates(names),
-                empty="needs two samples of a queue that keeps processed rows",
+                empty="needs two samples of a queue keeping processed rows",
             ),
             chart_dead=line_chart("dead, by queue", self._series("dead", names)),
         )
