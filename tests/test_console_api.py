@@ -79,30 +79,46 @@ def test_dead_letter_pages_and_one_message(project):
         assert one["attempt"] == 2 and one["enqueued_at"]
 
 
-@pytest.mark.parametrize(
-    ("path", "status", "words"),
-    [
-        ("/api/queues/nope", 404, "no queue 'nope'"),
-        ("/api/queues/nope/dead", 404, "no queue 'nope'"),
-        ("/api/queues/pings/dead", 404, "declares no dead letter"),
-        ("/api/queues/jobs/dead/abc", 400, "whole number, not 'abc'"),
-        ("/api/queues/jobs/dead/99999999999999999999", 400, "whole number"),
-        ("/api/queues/jobs/dead/424242", 404, "no dead message 424242"),
-        ("/api/queues/jobs/dead?size=100000", 400, "size must be a whole number from 1 to 200"),
-        ("/api/queues/jobs/dead?size=-1", 400, "size must be"),
-        ("/api/queues/jobs/dead?page=0", 400, "page must be"),
-        ("/api/queues/jobs/dead?page=200&size=200", 400, "follow next_after"),
-        ("/api/queues/jobs/dead?after=x", 400, "after id must be a whole number"),
-        ("/api/nothing/here", 404, "no such page"),
-    ],
-)
-def test_bad_input_is_a_one_line_4xx(project, path, status, words):
+BAD_INPUT = [
+    ("/api/queues/nope", 404, "no queue 'nope'"),
+    ("/api/queues/nope/dead", 404, "no queue 'nope'"),
+    ("/api/queues/pings/dead", 404, "declares no dead letter"),
+    ("/api/queues/jobs/dead/abc", 400, "whole number, not 'abc'"),
+    ("/api/queues/jobs/dead/99999999999999999999", 400, "whole number"),
+    ("/api/queues/jobs/dead/424242", 404, "no dead message 424242"),
+    ("/api/queues/jobs/dead?size=100000", 400, "size must be a whole number from 1 to 200"),
+    ("/api/queues/jobs/dead?size=-1", 400, "size must be"),
+    ("/api/queues/jobs/dead?page=0", 400, "page must be"),
+    ("/api/queues/jobs/dead?page=200&size=200", 400, "follow next_after"),
+    ("/api/queues/jobs/dead?after=x", 400, "after id must be a whole number"),
+    ("/api/nothing/here", 404, "no such page"),
+]
+
+
+def test_bad_input_is_a_one_line_4xx(project):
     with client(project) as c:
-        r = c.get(path)
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/json"
-    message = r.json()["error"]
-    assert words in message and "\n" not in message and "Traceback" not in r.text
+        for path, status, words in BAD_INPUT:
+            r = c.get(path)
+            assert r.status_code == status, (path, r.text)
+            assert r.headers["content-type"] == "application/json"
+            message = r.json()["error"]
+            assert words in message, (path, message)
+            assert "\n" not in message and "Traceback" not in r.text
+        with writer(project) as w:
+            for path, status in [
+                ("/api/queues/jobs/dead/abc/redrive", 400),
+                ("/api/queues/jobs/messages/1.5/cancel", 400),
+                ("/api/queues/nope/dead/purge", 404),
+                ("/api/queues/pings/dead/redrive", 404),
+            ]:
+                r = w.post(path, headers=AUTH)
+                assert r.status_code == status, (path, r.text)
+            r = w.post("/api/queues/jobs/dead/redrive", headers=AUTH, content=b"[1]")
+            assert r.status_code == 400 and "JSON object" in r.json()["error"]
+            r = w.post("/api/queues/jobs/dead/redrive", headers=AUTH, content=b"x" * 20000)
+            assert r.status_code == 413
+            r = w.get("/api/queues/jobs/messages/1/cancel")
+            assert r.status_code == 405 and r.json() == {"error": "this method is not allowed here"}
 
 
 def test_bad_input_on_a_page_is_a_one_line_4xx_page(project):
@@ -157,25 +173,28 @@ def test_cancel_with_the_token(project):
         assert run(project.count("jobs", "processed_at IS NULL")) == ready - 1
 
 
-@pytest.mark.parametrize(
-    ("path", "headers"),
-    [
-        ("/api/queues/jobs/dead/redrive", {}),
-        ("/api/queues/jobs/dead/redrive", {"Authorization": "Bearer wrong-token-wrong-token"}),
-        ("/api/queues/jobs/dead/redrive", {"Authorization": TOKEN}),
-        ("/api/queues/jobs/dead/purge", {}),
-        ("/api/queues/jobs/dead/2/redrive", {}),
-        ("/api/queues/jobs/messages/5/cancel", {}),
-    ],
-)
-def test_writes_are_refused_without_the_token(project, path, headers):
+REFUSED = [
+    ("/api/queues/jobs/dead/redrive", {}),
+    ("/api/queues/jobs/dead/redrive", {"Authorization": "Bearer wrong-token-wrong-token"}),
+    ("/api/queues/jobs/dead/redrive", {"Authorization": TOKEN}),
+    ("/api/queues/jobs/dead/purge", {}),
+    ("/api/queues/jobs/dead/2/redrive", {}),
+    ("/api/queues/jobs/dead/2/purge", {}),
+    ("/api/queues/jobs/messages/5/cancel", {}),
+]
+
+
+def test_writes_are_refused_without_the_token(project):
     before = run(project.jobs_counts())
     with writer(project) as c:
-        r = c.post(path, headers=headers)
-        assert r.status_code == 401 and "Bearer" in r.json()["error"]
+        for path, headers in REFUSED:
+            r = c.post(path, headers=headers)
+            assert r.status_code == 401 and "Bearer" in r.json()["error"], (path, headers)
         # a browser's session cookie is no credential for the API
-        c.post("/login", data={"token": TOKEN, "next": "/"}, follow_redirects=False)
-        assert c.post(path, headers=headers).status_code == 401
+        login = c.post("/login", data={"token": TOKEN, "next": "/"}, follow_redirects=False)
+        assert login.status_code == 303
+        for path, headers in REFUSED:
+            assert c.post(path, headers=headers).status_code == 401
     assert run(project.jobs_counts()) == before
 
 
@@ -298,3 +317,34 @@ def test_the_app_mounts_in_a_service(project):
         assert r.headers["location"] == "/ops/queues/queues/jobs?done=login"
         assert "Path=/ops/queues" in r.headers["set-cookie"]
         assert c.get("/ops/queues/queues/jobs").text.count('name="csrf"') >= 3
+
+
+def test_a_queue_whose_table_is_gone_spoils_only_its_line(project):
+    from engines import drop_tables
+
+    run(drop_tables(project.url, "pings"))
+    with client(project) as c:
+        lines = {q["name"]: q for q in c.get("/api/queues").json()["queues"]}
+        assert lines["pings"]["stats"] is None and lines["pings"]["error"]
+        assert lines["jobs"]["stats"]["dead"] == 3
+        text = c.get("/metrics").text
+        assert 'qgen_queue_up{queue="pings"} 0' in text and 'qgen_queue_up{queue="jobs"} 1' in text
+        assert c.get("/").status_code == 200
+
+
+def test_an_unreachable_database_is_a_503_in_one_line(project):
+    url = "postgresql://nobody@127.0.0.1:1/none"
+    with TestClient(create_app(list(project.queues.values()), url)) as c:
+        r = c.get("/api/queues")
+        assert r.status_code == 503 and "cannot be reached" in r.json()["error"]
+        assert c.get("/metrics").status_code == 503
+        assert c.get("/").status_code == 503
+
+
+def test_charts_escape_their_labels():
+    from runtime.console.chart import line_chart
+
+    svg = str(line_chart("<b>t</b>", [("<script>x</script>", [(0.0, 1.0), (10.0, 3.0)])]))
+    assert "<script>" not in svg and "&lt;script&gt;x&lt;/script&gt;" in svg
+    assert "<polyline" in svg and "&lt;b&gt;t&lt;/b&gt;" in svg
+    assert "no samples yet" in str(line_chart("t", [("q", [(0.0, 1.0)])]))
