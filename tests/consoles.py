@@ -18,7 +18,7 @@ TOKEN = "console-test-token-0123456789"
 SCRIPT = "<script>alert('x')</script>"
 
 # jobs: lease form, a dead-letter table, processed rows kept; tasks: row lock, a dead-letter
-# group on a shared table; pings: no dead letter
+# group on a shared table; pings: no dead letter; an outbox (listed without counts)
 DECL = """\
 dialects = ["{dialect}"]
 
@@ -54,6 +54,13 @@ form = "lease"
 id = "id"
 payload = "payload"
 locked_until = "locked_until"
+
+[outbox]
+table = "outbox"
+[outbox.columns]
+id = "id"
+payload = "payload"
+processed_at = "processed_at"
 """
 
 

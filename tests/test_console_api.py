@@ -348,3 +348,35 @@ def test_charts_escape_their_labels():
     assert "<script>" not in svg and "&lt;script&gt;x&lt;/script&gt;" in svg
     assert "<polyline" in svg and "&lt;b&gt;t&lt;/b&gt;" in svg
     assert "no samples yet" in str(line_chart("t", [("q", [(0.0, 1.0)])]))
+
+
+def test_reads_go_to_read_db_and_writes_to_db(project, engine, tmp_path):
+    from dataclasses import replace
+
+    from engines import engine_url
+
+    where = tmp_path / "replica"
+    where.mkdir()
+    other = replace(engine, url=engine_url(engine.name, where))  # SQLite: another file
+    replica, namespace = make_project(other, where)
+    try:
+        dead = run(project.dead_ids())
+        assert run(replica.dead_ids()) == dead
+        app = create_app(
+            list(project.queues.values()),
+            project.url,
+            read_db=replica.url,
+            allow_writes=True,
+            token=TOKEN,
+            cache_s=0,
+        )
+        with TestClient(app) as c:
+            assert (
+                c.post(f"/api/queues/jobs/dead/{dead[0]}/redrive", headers=AUTH).status_code == 200
+            )
+            assert run(project.dead_ids()) == dead[1:]  # written to db
+            # read from read_db, which did not change
+            assert [m["id"] for m in c.get("/api/queues/jobs/dead").json()["items"]] == dead[::-1]
+            assert c.get("/api/queues/jobs").json()["stats"]["dead"] == len(dead)
+    finally:
+        drop_project(other, namespace)

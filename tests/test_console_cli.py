@@ -67,7 +67,9 @@ def test_qgen_serve_answers_with_the_databases_numbers(project, tmp_path):
                     )
                 time.sleep(0.2)
         assert status == 200
-        jobs = next(q for q in json.loads(body)["queues"] if q["name"] == "jobs")
+        lines = {q["name"]: q for q in json.loads(body)["queues"]}
+        assert lines["outbox"]["kind"] == "outbox" and lines["outbox"]["stats"] is None
+        jobs = lines["jobs"]
         want = run(project.jobs_counts())
         assert {k: jobs["stats"][k] for k in want} == want
         dead = run(project.dead_ids())
