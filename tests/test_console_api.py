@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from consoles import SCRIPT, TOKEN, Project, drop_project, make_project
-from engines import Engine, run
+from engines import Engine, engine_params, run
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
@@ -380,3 +380,24 @@ def test_reads_go_to_read_db_and_writes_to_db(project, engine, tmp_path):
             assert c.get("/api/queues/jobs").json()["stats"]["dead"] == len(dead)
     finally:
         drop_project(other, namespace)
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
+def test_an_undecodable_dead_payload_shows_as_text(project):
+    # PostgreSQL's and MariaDB's JSON columns refuse such text; SQLite's TEXT column keeps it
+    async def insert() -> None:
+        import runtime
+
+        async with await runtime.connect(project.url) as db:
+            await db.execute(
+                "INSERT INTO jobs_dead (id, payload, attempt) VALUES (1000, '<b>not json', 1)", {}
+            )
+
+    run(insert())
+    with client(project) as c:
+        page = c.get("/api/queues/jobs/dead").json()["items"]
+        assert [m["id"] for m in page] == [1000, 4, 3, 2]  # the others still listed
+        bad = c.get("/api/queues/jobs/dead/1000").json()
+        assert bad["payload"] == "<b>not json" and "not JSON" in bad["payload_error"]
+        shown = c.get("/queues/jobs/dead/1000").text
+        assert "&#34;&lt;b&gt;not json&#34;" in shown and "<b>not" not in shown
