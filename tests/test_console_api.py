@@ -401,3 +401,17 @@ def test_an_undecodable_dead_payload_shows_as_text(project):
         assert bad["payload"] == "<b>not json" and "not JSON" in bad["payload_error"]
         shown = c.get("/queues/jobs/dead/1000").text
         assert "&#34;&lt;b&gt;not json&#34;" in shown and "<b>not" not in shown
+
+
+def test_the_charts_draw_the_samples_kept_since_start(project):
+    app = create_app(list(project.queues.values()), project.url, cache_s=0)
+    app.state.console.sample_s = 0  # every reading is a sample
+    with TestClient(app) as c:
+        assert "no samples yet" in c.get("/queues/jobs").text
+        for _ in range(3):
+            c.get("/metrics")
+        samples = c.get("/api/history").json()["samples"]
+        assert len(samples) >= 3 and samples[-1]["queues"]["jobs"]["dead"] == 3
+        page = c.get("/").text
+        assert page.count("<polyline") >= 3  # ready and dead, for jobs, tasks and pings
+        assert "<polyline" in c.get("/queues/jobs").text

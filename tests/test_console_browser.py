@@ -3,7 +3,7 @@ chromium-driver, driven by selenium) against a server this test starts: the numb
 page are the database's, a <script> payload shows as text, and a redrive through the page
 works after login and is refused without it.
 
-Screenshots of the overview and of a dead message land in tests/.artifacts/ (git-ignored).
+Screenshots of the overview, a dead message and a queue page (logged in) land in tests/.artifacts/ (git-ignored).
 """
 
 from __future__ import annotations
@@ -197,3 +197,6 @@ def test_a_redrive_through_the_page_needs_the_login(browser, served):
     assert (
         int(_cells(browser, "jobs")["dead"]) == len(dead) - 1 == run(project.jobs_counts())["dead"]
     )
+    browser.get(url + "/queues/jobs")  # logged in: the actions shown
+    assert browser.find_element(By.ID, "redrive-all") and browser.find_element(By.ID, "cancel")
+    browser.save_screenshot(str(ARTIFACTS / f"console-queue-{project.engine.name}.png"))

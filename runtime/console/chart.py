@@ -11,7 +11,7 @@ from markupsafe import Markup, escape
 Series = tuple[str, Sequence[tuple[float, float]]]
 
 _W, _H = 640, 180
-_LEFT, _RIGHT, _TOP, _BOTTOM = 48, 150, 12, 24
+_LEFT, _RIGHT, _TOP, _BOTTOM = 48, 150, 28, 24
 
 
 def _nice(top: float) -> float:
@@ -48,6 +48,7 @@ def line_chart(title: str, series: Sequence[Series], empty: str = "no samples ye
     out = [
         f'<svg class="chart" role="img" viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}">',
         f"<title>{t}</title>",
+        f'<text class="caption" x="8" y="16">{t}</text>',
         f'<line class="axis" x1="{_LEFT}" y1="{_TOP + ph}" x2="{_LEFT + pw}" y2="{_TOP + ph}"/>',
         f'<line class="axis" x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{_TOP + ph}"/>',
         f'<text class="tick" x="{_LEFT - 4}" y="{_TOP + 8}" text-anchor="end">{top:g}</text>',
