@@ -73,8 +73,8 @@ def build(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if args.cache < 0:
         raise runtime.InvalidArgument(f"--cache must be 0 or more seconds, not {args.cache}")
     token = read_token(args.token_file)
-    if args.token_file and not args.allow_writes:
-        log.info("qgen serve: a token without --allow-writes opens nothing: read-only")
+    if token and not args.allow_writes:
+        log.info("qgen serve: read-only: the token opens nothing without --allow-writes")
     return create_app(
         queues,
         url,
@@ -87,6 +87,17 @@ def build(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if not 0 < args.port < 65536:
+        print(f"qgen serve: --port must be from 1 to 65535, not {args.port}", file=sys.stderr)
+        return 2
+    level = args.log_level.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        print(
+            f"qgen serve: --log-level must be DEBUG, INFO, WARNING or ERROR, not {args.log_level!r}",
+            file=sys.stderr,
+        )
+        return 2
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         import uvicorn
 
@@ -100,17 +111,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if not 0 < args.port < 65536:
-        print(f"qgen serve: --port must be from 1 to 65535, not {args.port}", file=sys.stderr)
-        return 2
-    level = args.log_level.upper()
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        print(
-            f"qgen serve: --log-level must be DEBUG, INFO, WARNING or ERROR, not {args.log_level!r}",
-            file=sys.stderr,
-        )
-        return 2
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not _loopback(args.host):
         log.warning(
             "qgen serve: listening on %s: anyone who reaches it reads the queues%s",

@@ -157,6 +157,18 @@ def test_pages_show_the_databases_numbers_and_payloads_as_text(browser, served):
     _no_alert(browser)
 
 
+def _shown(browser, element_id: str, timeout: float = 20):
+    """The element once the page that holds it has loaded (a click or a script's submit
+    returns before the next page is there on a busy machine)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    return WebDriverWait(browser, timeout).until(
+        expected_conditions.presence_of_element_located((By.ID, element_id))
+    )
+
+
 def _open(browser, address: str):
     browser.get(address)
     return browser
@@ -179,19 +191,21 @@ def test_a_redrive_through_the_page_needs_the_login(browser, served):
         "f.submit();",
         f"{url}/queues/jobs/dead/{dead[0]}/redrive",
     )
-    assert "log in with the operator token first" in browser.find_element(By.ID, "error").text
+    assert "log in with the operator token first" in _shown(browser, "error").text
     assert run(project.dead_ids()) == dead
 
     browser.get(f"{url}/queues/jobs/dead/{dead[0]}")
     browser.find_element(By.ID, "login-to-act").click()
+    _shown(browser, "login-form")
     browser.find_element(By.NAME, "token").send_keys("not-the-token")
     browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
-    assert "not the operator token" in browser.find_element(By.ID, "error").text
+    assert "not the operator token" in _shown(browser, "error").text
     browser.find_element(By.NAME, "token").send_keys(TOKEN)
     browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
+    _shown(browser, "redrive")  # back on the message, its actions open
     assert browser.current_url.startswith(f"{url}/queues/jobs/dead/{dead[0]}")
     browser.find_element(By.CSS_SELECTOR, "#redrive button").click()
-    assert "1 dead message(s) sent back" in browser.find_element(By.ID, "flash").text
+    assert "1 dead message(s) sent back" in _shown(browser, "flash").text
     assert run(project.dead_ids()) == dead[1:]
     browser.get(url + "/")
     assert (

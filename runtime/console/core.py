@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import time
 from collections import deque
@@ -86,6 +87,8 @@ def plain(value: Any) -> Any:
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN and infinities: JSON has no such numbers
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)  # a value a service's decoder made: shown as its text

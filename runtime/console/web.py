@@ -492,11 +492,9 @@ class _Web:
             columns=_columns([m]),
         )
 
-    async def login_page(self, request: Request, wrong: bool = False) -> Response:
-        nxt = request.query_params.get("next", "/")
-        return self.render(
-            request, "login.html", "log in", 401 if wrong else 200, next=_local(nxt), wrong=wrong
-        )
+    async def login_page(self, request: Request) -> Response:
+        nxt = _local(request.query_params.get("next", "/"))
+        return self.render(request, "login.html", "log in", next=nxt, wrong=False)
 
     async def login(self, request: Request) -> Response:
         if not self.allow_writes:
@@ -510,10 +508,7 @@ class _Web:
                 request.client and request.client.host,
             )
             await asyncio.sleep(0.5)  # slows guessing
-            html = self.jinja.get_template("login.html").render(
-                self._context(request, "log in", next=nxt, wrong=True)
-            )
-            return HTMLResponse(html, status_code=401)
+            return self.render(request, "login.html", "log in", 401, next=nxt, wrong=True)
         response = RedirectResponse(self._base(request) + _flash(nxt, "login"), 303)
         response.set_cookie(
             COOKIE,
