@@ -546,6 +546,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int, metavar="ID", help="the message id")
     on_db(p)
     p.set_defaults(fn=cmd_cancel)
+
+    from qgen.serve import add_parser as add_serve
+
+    add_serve(sub)
     return ap
 
 

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from runtime.adapters import adapt
-from runtime.errors import ConfigurationError, InvalidArgument, RedriveRefused
+from runtime.errors import ConfigurationError, InvalidArgument, PayloadError, RedriveRefused
 from runtime.outcomes import delay_seconds
 from runtime.payloads import decode_payload
 from runtime.rendered import StatementName as S
@@ -75,7 +75,15 @@ async def stats(queue: Queue, db: Any, group: str | None = None) -> dict[str, An
 
 def _dead_row(queue: Queue, row: dict[str, Any]) -> dict[str, Any]:
     out = dict(row)
-    out["payload"] = decode_payload(row["payload"], queue.decoder)
+    try:
+        out["payload"] = decode_payload(row["payload"], queue.decoder)
+    except PayloadError as exc:
+        # an undecodable payload is one way into the dead letter: show its text and why,
+        # never hide the other dead messages behind it
+        raw = row["payload"]
+        if isinstance(raw, bytes | bytearray | memoryview):
+            raw = bytes(raw).decode("utf-8", "replace")
+        out["payload"], out["payload_error"] = str(raw), str(exc)
     return out
 
 

@@ -1,0 +1,352 @@
+"""What the console reads and does, apart from HTTP: the queues' stats (cached briefly, and
+sampled into a history the server keeps in memory), the dead letter, and the actions.
+
+Every read and write goes through ``runtime.operate`` (the rendered ``stats``, ``dead_list``,
+``dead_show``, ``redrive``, ``purge_dead`` and ``cancel`` statements): the console holds no
+SQL of its own. A failure is a ``ConsoleError`` with an HTTP status and one line saying what
+is wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from runtime import operate
+from runtime.connect import connect
+from runtime.errors import (
+    BrokerError,
+    ConfigurationError,
+    InvalidArgument,
+    RedriveRefused,
+)
+from runtime.queue import Queue
+
+log = logging.getLogger("runtime")
+
+#: the largest page of dead messages one request may ask for
+MAX_PAGE_SIZE = 200
+#: how deep page numbers may go (page * size rows are read); deeper: follow ``after``
+MAX_PAGE_ROWS = 10_000
+#: how many dead messages the queue page shows
+NEWEST_DEAD = 10
+_ID = re.compile(r"-?[0-9]{1,19}")
+_MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
+
+
+class ConsoleError(Exception):
+    """A request the console cannot serve: ``status`` (4xx, or 503 when the database is
+    unreachable) and a one-line ``message`` naming what is wrong."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = " ".join(str(message).split())
+
+
+def parse_id(text: str | int, what: str = "message id") -> int:
+    """A message id from a path or form: a whole number in the 64-bit range, or a 400."""
+    s = str(text).strip()
+    if not _ID.fullmatch(s) or not _MIN_ID <= int(s) <= _MAX_ID:
+        shown = s if len(s) <= 40 else s[:40] + "…"
+        raise ConsoleError(400, f"the {what} must be a whole number, not {shown!r}")
+    return int(s)
+
+
+def parse_int(text: str | None, name: str, default: int, low: int, high: int) -> int:
+    """A whole-number query parameter between ``low`` and ``high``, or a 400 saying so."""
+    if text is None or text == "":
+        return default
+    s = str(text).strip()
+    if not re.fullmatch(r"[0-9]{1,9}", s) or not low <= int(s) <= high:
+        shown = s if len(s) <= 40 else s[:40] + "…"
+        raise ConsoleError(
+            400, f"{name} must be a whole number from {low} to {high}, not {shown!r}"
+        )
+    return int(s)
+
+
+def plain(value: Any) -> Any:
+    """A database value as JSON can carry it: times as ISO text, decimals as numbers."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN and infinities: JSON has no such numbers
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)  # a value a service's decoder made: shown as its text
+
+
+@dataclass
+class QueueStats:
+    """One line of the overview: a queue (or the outbox) and its counts, or why there are none."""
+
+    name: str
+    kind: str  # "queue" or "outbox"
+    group: str | None
+    stats: dict[str, Any] | None
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "group": self.group,
+            "stats": self.stats,
+            "error": self.error,
+        }
+
+
+@dataclass
+class Snapshot:
+    """The stats of every queue, read at ``taken_at`` (seconds since the epoch)."""
+
+    taken_at: float
+    queues: list[QueueStats]
+
+
+@dataclass
+class Console:
+    """The console's state: the loaded queues, where it reads and writes, and its caches.
+
+    ``db`` takes the writes (and the reads unless ``read_db`` is given); ``cache_s`` is how
+    long one reading of the stats serves every page, API call and /metrics scrape;
+    ``sample_s`` is how often a reading is kept in the in-memory history the charts draw
+    (at most ``history`` samples: an hour at the defaults).
+    """
+
+    queues: dict[str, Queue]
+    db: str
+    read_db: str | None = None
+    outbox: Any | None = None
+    cache_s: float = 5.0
+    sample_s: float = 10.0
+    history_size: int = 360
+    _snapshot: Snapshot | None = field(default=None, repr=False)
+    _lock: asyncio.Lock | None = field(default=None, repr=False)
+    history: deque[Snapshot] = field(default_factory=deque, repr=False)
+
+    def __post_init__(self) -> None:
+        self.history = deque(maxlen=self.history_size)
+
+    @property
+    def reader(self) -> str:
+        return self.read_db or self.db
+
+    # -- reading -----------------------------------------------------------------------
+
+    def queue(self, name: str) -> Queue:
+        """The declared queue ``name``, or a 404 naming the declared ones."""
+        q = self.queues.get(name)
+        if q is None:
+            shown = name if len(name) <= 60 else name[:60] + "…"
+            known = ", ".join(self.queues) or "none"
+            raise ConsoleError(404, f"no queue {shown!r} here (declared: {known})")
+        return q
+
+    def dead_queue(self, name: str) -> Queue:
+        q = self.queue(name)
+        if not has_dead_letter(q):
+            raise ConsoleError(
+                404, f"queue '{q.name}' declares no dead letter (max_attempts and dead_letter)"
+            )
+        return q
+
+    async def snapshot(self, fresh: bool = False) -> Snapshot:
+        """Every queue's stats, read at most once per ``cache_s`` however many ask."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        now = time.time()
+        if not fresh and self._snapshot and now - self._snapshot.taken_at < self.cache_s:
+            return self._snapshot
+        async with self._lock:
+            now = time.time()
+            if not fresh and self._snapshot and now - self._snapshot.taken_at < self.cache_s:
+                return self._snapshot
+            snap = Snapshot(taken_at=now, queues=await self._read_all())
+            self._snapshot = snap
+            if not self.history or snap.taken_at - self.history[-1].taken_at >= self.sample_s:
+                self.history.append(snap)
+            return snap
+
+    async def _read_all(self) -> list[QueueStats]:
+        out: list[QueueStats] = []
+        async with await _open(self.reader) as conn:
+            for q in self.queues.values():
+                group = q.default_group
+                try:
+                    out.append(QueueStats(q.name, "queue", group, await operate.stats(q, conn)))
+                except BrokerError as exc:  # one queue's table missing spoils only its line
+                    log.warning("console: queue %s: stats failed: %s", q.name, exc)
+                    out.append(QueueStats(q.name, "queue", group, None, _one_line(exc)))
+        if self.outbox is not None:
+            # an outbox file renders no stats statement yet: listed, without counts
+            out.append(
+                QueueStats(
+                    self.outbox.name,
+                    "outbox",
+                    None,
+                    None,
+                    "the outbox's rendered file has no stats statement: no counts yet",
+                )
+            )
+        return out
+
+    async def queue_stats(self, name: str) -> QueueStats:
+        q = self.queue(name)
+        for line in (await self.snapshot()).queues:
+            if line.kind == "queue" and line.name == q.name:
+                return line
+        raise ConsoleError(404, f"no queue {name!r} here")  # pragma: no cover - declared above
+
+    async def dead_page(
+        self, name: str, page: int = 1, size: int = 50, after: int | None = None
+    ) -> dict[str, Any]:
+        """A page of dead messages, newest first: by ``page`` number (at most MAX_PAGE_ROWS
+        deep), or the ``size`` messages below id ``after`` (``next_after`` of the last page)."""
+        q = self.dead_queue(name)
+        if not 1 <= size <= MAX_PAGE_SIZE:
+            raise ConsoleError(400, f"size must be a whole number from 1 to {MAX_PAGE_SIZE}")
+        if after is None and page * size > MAX_PAGE_ROWS:
+            raise ConsoleError(
+                400,
+                f"page {page} of size {size} reaches past {MAX_PAGE_ROWS} messages: "
+                "follow next_after (?after=ID) to page deeper",
+            )
+        async with await _open(self.reader) as conn:
+            if after is not None:
+                rows = await _call(operate.dead_list, q, conn, size + 1, after, True)
+            else:
+                rows = await _call(operate.dead_list, q, conn, page * size + 1, None, True)
+                rows = rows[(page - 1) * size :]
+        more = len(rows) > size
+        rows = rows[:size]
+        return {
+            "queue": q.name,
+            "page": None if after is not None else page,
+            "size": size,
+            "after": after,
+            "items": [plain(r) for r in rows],
+            "next_page": page + 1 if more and after is None else None,
+            "next_after": rows[-1]["id"] if more and rows else None,
+        }
+
+    async def dead_message(self, name: str, id: int) -> dict[str, Any]:
+        q = self.dead_queue(name)
+        async with await _open(self.reader) as conn:
+            row = await _call(operate.dead_show, q, conn, id)
+        if row is None:
+            raise ConsoleError(404, f"queue '{q.name}' has no dead message {id}")
+        return plain(row)
+
+    # -- writing -----------------------------------------------------------------------
+
+    async def redrive(self, name: str, ids: Iterable[int] | None, group: str | None = None) -> int:
+        """Send dead messages (``ids``, or all) back to the queue; the count sent back."""
+        q = self.dead_queue(name)
+        wanted = None if ids is None else list(ids)
+        async with await _open(self.db) as conn:
+            n = await _call(operate.redrive, q, conn, wanted, group)
+        if wanted is not None and len(wanted) == 1 and n == 0:
+            raise ConsoleError(404, f"queue '{q.name}' has no dead message {wanted[0]}")
+        self._snapshot = None
+        log.info(
+            "console: queue %s: %d dead message(s) sent back (ids: %s)", q.name, n, _ids(wanted)
+        )
+        return n
+
+    async def purge(self, name: str, ids: Iterable[int] | None) -> int:
+        """Delete dead messages (``ids``, or all) for good; the count deleted."""
+        q = self.dead_queue(name)
+        wanted = None if ids is None else list(ids)
+        async with await _open(self.db) as conn:
+            n = await _call(operate.purge_dead, q, conn, wanted)
+        if wanted is not None and len(wanted) == 1 and n == 0:
+            raise ConsoleError(404, f"queue '{q.name}' has no dead message {wanted[0]}")
+        self._snapshot = None
+        log.info("console: queue %s: %d dead message(s) purged (ids: %s)", q.name, n, _ids(wanted))
+        return n
+
+    async def cancel(self, name: str, id: int) -> None:
+        """Finish a pending message nobody holds, as ack would; a 409 when it was not."""
+        q = self.queue(name)
+        async with await _open(self.db) as conn:
+            done = await _call(operate.cancel, q, conn, id)
+        if not done:
+            raise ConsoleError(
+                409,
+                f"queue '{q.name}': message {id} not cancelled: a consumer holds it now, or it "
+                "is already finished, dead or unknown",
+            )
+        self._snapshot = None
+        log.info("console: queue %s: message %d cancelled", q.name, id)
+
+    # Pause and resume of a queue belong here once the claim statements can skip a paused
+    # queue: a `pause(name)` / `resume(name)` pair, each a rendered statement run through
+    # runtime.operate, and an API route and a button beside the other actions.
+
+
+def has_dead_letter(q: Queue) -> bool:
+    return q.rendered.header.dead_group is not None or q.rendered.header.dead_table is not None
+
+
+def _ids(ids: list[int] | None) -> str:
+    if ids is None:
+        return "all"
+    return ", ".join(map(str, ids[:20])) + (" …" if len(ids) > 20 else "")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class _Opened:
+    """``async with await _open(url) as conn``: a connection, or a 503 naming why not."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def __aenter__(self) -> Any:
+        return self.conn
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.conn.close()
+        except Exception:  # the answer is already known; a close that fails changes nothing
+            log.debug("console: closing a connection failed", exc_info=True)
+
+
+async def _open(url: str) -> _Opened:
+    try:
+        return _Opened(await connect(url))
+    except BrokerError as exc:
+        raise ConsoleError(503, f"the database cannot be reached: {_one_line(exc)}") from None
+
+
+async def _call(fn: Any, *args: Any) -> Any:
+    """Run one runtime.operate function, its errors as ConsoleErrors."""
+    try:
+        return await fn(*args)
+    except InvalidArgument as exc:
+        raise ConsoleError(400, _one_line(exc)) from None
+    except (ConfigurationError, RedriveRefused) as exc:
+        raise ConsoleError(409, _one_line(exc)) from None
+    except BrokerError as exc:
+        raise ConsoleError(503, f"the database refused: {_one_line(exc)}") from None

@@ -1,0 +1,56 @@
+"""The stats in the Prometheus text exposition format (version 0.0.4)."""
+
+from __future__ import annotations
+
+from runtime.console.core import Snapshot
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+#: stats key -> (metric name, help)
+METRICS = {
+    "ready": ("qgen_queue_ready", "Messages claimable now."),
+    "delayed": ("qgen_queue_delayed", "Messages waiting for their retry_after."),
+    "in_flight": ("qgen_queue_in_flight", "Messages a consumer holds now."),
+    "dead": ("qgen_queue_dead", "Messages in the dead letter."),
+    "processed": ("qgen_queue_processed", "Finished rows the table keeps (processed_at)."),
+    "oldest_ready_s": (
+        "qgen_queue_oldest_ready_seconds",
+        "Age of the oldest ready message, by the database's clock.",
+    ),
+}
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def exposition(snap: Snapshot) -> str:
+    """Every queue's counts as gauges labelled ``queue`` and ``group`` (the queue's default
+    group, empty when it has none); a count the queue's form or columns cannot give is left
+    out, and ``qgen_queue_up`` is 0 for a queue whose stats could not be read."""
+    lines: list[str] = []
+    queues = [q for q in snap.queues if q.kind == "queue"]
+    for key, (name, text) in METRICS.items():
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge"]
+        for q in queues:
+            value = (q.stats or {}).get(key)
+            if value is None:
+                continue
+            labels = f'queue="{_label(q.name)}",group="{_label(q.group or "")}"'
+            lines.append(
+                f"{name}{{{labels}}} {float(value):g}"
+                if isinstance(value, float)
+                else f"{name}{{{labels}}} {value}"
+            )
+    lines += [
+        "# HELP qgen_queue_up 1 when the queue's stats were read, 0 when reading them failed.",
+        "# TYPE qgen_queue_up gauge",
+    ]
+    for q in queues:
+        lines.append(f'qgen_queue_up{{queue="{_label(q.name)}"}} {0 if q.stats is None else 1}')
+    lines += [
+        "# HELP qgen_console_stats_timestamp_seconds When the stats shown were read.",
+        "# TYPE qgen_console_stats_timestamp_seconds gauge",
+        f"qgen_console_stats_timestamp_seconds {snap.taken_at:.3f}",
+    ]
+    return "\n".join(lines) + "\n"

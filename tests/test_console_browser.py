@@ -1,0 +1,216 @@
+"""The operator console's pages in a real headless Chromium (Debian's chromium and
+chromium-driver, driven by selenium) against a server this test starts: the numbers on the
+page are the database's, a <script> payload shows as text, and a redrive through the page
+works after login and is refused without it.
+
+Screenshots of the overview, a dead message and a queue page (logged in) land in tests/.artifacts/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from consoles import SCRIPT, TOKEN, Project, drop_project, make_project
+from engines import Engine, engine_params, in_ci, run
+
+from runtime.console import create_app
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+ARTIFACTS = Path(__file__).parent / ".artifacts"
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1200,1000",
+)
+
+
+def _need_chromium() -> None:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
+    if missing:
+        reason = (
+            f"{' and '.join(missing)} missing: the browser tests need Debian's chromium and "
+            "chromium-driver (apt-get install -y chromium chromium-driver)"
+        )
+        if in_ci():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    _need_chromium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class _Server:
+    """The console under uvicorn on a free local port, in a thread of this process."""
+
+    def __init__(self, project: Project) -> None:
+        import uvicorn
+
+        app = create_app(list(project.queues.values()), project.url, allow_writes=True, token=TOKEN)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the console server did not start")
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(params=engine_params("sqlite", "postgres", "mariadb"))
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Project, str]]:
+    from engines import engine_for
+
+    _need_chromium()
+    engine: Engine = engine_for(request.param, tmp_path)
+    project, namespace = make_project(engine, tmp_path)
+    server = _Server(project)
+    try:
+        yield project, server.url
+    finally:
+        server.stop()
+        drop_project(engine, namespace)
+
+
+def _cells(browser, queue: str) -> dict[str, str]:
+    from selenium.webdriver.common.by import By
+
+    row = browser.find_element(By.CSS_SELECTOR, f'#queues tr[data-queue="{queue}"]')
+    return {
+        td.get_attribute("data-key"): td.text
+        for td in row.find_elements(By.CSS_SELECTOR, "td[data-key]")
+    }
+
+
+def _no_alert(browser) -> None:
+    from selenium.common.exceptions import NoAlertPresentException
+
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert  # noqa: B018 - reading it is the check
+
+
+def test_pages_show_the_databases_numbers_and_payloads_as_text(browser, served):
+    from selenium.webdriver.common.by import By
+
+    project, url = served
+    engine = project.engine.name
+    browser.get(url + "/")
+    want = run(project.jobs_counts())
+    cells = _cells(browser, "jobs")
+    assert {k: int(cells[k]) for k in want} == want
+    assert _cells(browser, "pings")["dead"] == "–"
+    assert browser.find_element(By.ID, "login").text == "log in to act"  # not logged in yet
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / f"console-overview-{engine}.png"))
+
+    # the <script> payload: shown as text, never run
+    script_id = next(
+        int(r.get_attribute("data-id"))
+        for r in _open(browser, url + "/queues/jobs/dead").find_elements(
+            By.CSS_SELECTOR, "#dead tr[data-id]"
+        )
+        if "script" in r.text
+    )
+    browser.get(f"{url}/queues/jobs/dead/{script_id}")
+    assert SCRIPT in browser.find_element(By.ID, "payload").text
+    assert browser.find_element(By.CSS_SELECTOR, '[data-key="attempt"]').text == "2"
+    _no_alert(browser)
+    assert browser.find_elements(By.TAG_NAME, "script") == []
+    browser.save_screenshot(str(ARTIFACTS / f"console-dead-message-{engine}.png"))
+
+    browser.get(url + "/queues/tasks")  # a payload holding "<script>" in a table cell
+    assert SCRIPT in browser.find_element(By.ID, "dead").text
+    _no_alert(browser)
+
+
+def _shown(browser, element_id: str, timeout: float = 20):
+    """The element once the page that holds it has loaded (a click or a script's submit
+    returns before the next page is there on a busy machine)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    return WebDriverWait(browser, timeout).until(
+        expected_conditions.presence_of_element_located((By.ID, element_id))
+    )
+
+
+def _open(browser, address: str):
+    browser.get(address)
+    return browser
+
+
+def test_a_redrive_through_the_page_needs_the_login(browser, served):
+    from selenium.webdriver.common.by import By
+
+    project, url = served
+    browser.delete_all_cookies()
+    dead = run(project.dead_ids())
+    browser.get(f"{url}/queues/jobs/dead/{dead[0]}")
+    assert browser.find_elements(By.ID, "redrive") == []  # no button before the login
+    assert browser.find_element(By.ID, "login-to-act")
+    # a form posted anyway (as another page would) is refused and moves nothing
+    browser.execute_script(
+        "const f = document.createElement('form'); f.method = 'post';"
+        "f.action = arguments[0]; const i = document.createElement('input');"
+        "i.name = 'csrf'; i.value = 'guess'; f.appendChild(i); document.body.appendChild(f);"
+        "f.submit();",
+        f"{url}/queues/jobs/dead/{dead[0]}/redrive",
+    )
+    assert "log in with the operator token first" in _shown(browser, "error").text
+    assert run(project.dead_ids()) == dead
+
+    browser.get(f"{url}/queues/jobs/dead/{dead[0]}")
+    browser.find_element(By.ID, "login-to-act").click()
+    _shown(browser, "login-form")
+    browser.find_element(By.NAME, "token").send_keys("not-the-token")
+    browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
+    assert "not the operator token" in _shown(browser, "error").text
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
+    _shown(browser, "redrive")  # back on the message, its actions open
+    assert browser.current_url.startswith(f"{url}/queues/jobs/dead/{dead[0]}")
+    browser.find_element(By.CSS_SELECTOR, "#redrive button").click()
+    assert "1 dead message(s) sent back" in _shown(browser, "flash").text
+    assert run(project.dead_ids()) == dead[1:]
+    browser.get(url + "/")
+    assert (
+        int(_cells(browser, "jobs")["dead"]) == len(dead) - 1 == run(project.jobs_counts())["dead"]
+    )
+    browser.get(url + "/queues/jobs")  # logged in: the actions shown
+    assert browser.find_element(By.ID, "redrive-all") and browser.find_element(By.ID, "cancel")
+    browser.save_screenshot(str(ARTIFACTS / f"console-queue-{project.engine.name}.png"))
