@@ -337,9 +337,9 @@ def cmd_schema(args: argparse.Namespace) -> int:
         return 2
     dialect = args.dialect or (decl.dialects[0] if len(decl.dialects) == 1 else None)
     if dialect not in decl.dialects:
+        what = f"--dialect {dialect} is not one" if dialect else "give --dialect, one"
         print(
-            f"qgen schema: {'--dialect ' + dialect + ' is not' if dialect else 'give --dialect, one'} "
-            f"of the declaration's dialects ({', '.join(decl.dialects)})",
+            f"qgen schema: {what} of the declaration's dialects ({', '.join(decl.dialects)})",
             file=sys.stderr,
         )
         return 2
