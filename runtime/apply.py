@@ -153,7 +153,8 @@ async def _existing(conn: Any, target: Any, objects: list[SchemaObject]) -> set[
 
 
 def _explained(finding: Finding, missing: list[SchemaObject]) -> bool:
-    """A finding apply is about to fix: a table it creates, or an index missing on a table."""
+    """A finding apply is about to fix: a table it creates, or an index it creates on a
+    table (not one declared inside a CREATE TABLE of a table that exists: MySQL, MariaDB)."""
     return any(
         finding.table == m.table and (m.kind == "table" or "index" in finding.problem)
         for m in missing
@@ -178,8 +179,13 @@ async def _plan(conn: Connection | Adapted, target: Queue | Outbox) -> Plan:
     declared = [(st, declared_objects(st, dialect)) for st in target.rendered.require(S.SCHEMA)]
     everything = [obj for _, objs in declared for obj in objs]
     existing = await _existing(conn, target, everything)
-    out.missing = [obj for obj in everything if obj not in existing]
-    out.statements = [st for st, objs in declared if any(o not in existing for o in objs)]
+    for st, objs in declared:
+        if objs[0].kind == "table" and objs[0] in existing:
+            continue  # CREATE TABLE IF NOT EXISTS does nothing: to the indexes inside it too
+        new = [o for o in objs if o not in existing]
+        if new:
+            out.missing += new
+            out.statements.append(st)
     if isinstance(target, Queue) and any(o.kind == "table" for o in existing):
         out.findings = [f for f in await verify(conn, target) if not _explained(f, out.missing)]
     return out
