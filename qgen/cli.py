@@ -280,35 +280,36 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from runtime.apply import SchemaDiffers, apply, plain_sql, plan
 
     url, targets = _loaded(args, args.queues, outbox=True)
+    differs: list[str] = []
 
-    async def work(conn: Any) -> list[tuple[Any, Any]]:
-        done: list[tuple[Any, Any]] = []
-        for t in targets:
-            try:
-                done.append((t, await (plan if args.dry_run else apply)(conn, t)))
-            except SchemaDiffers as exc:  # the others are still applied
-                done.append((t, exc))
-        return done
-
-    differs = []
-    for target, result in _on_db(url, work):
-        label = _label(target)
-        findings = result.findings if isinstance(result, SchemaDiffers) else []
-        if args.dry_run and not findings:
-            findings = result.findings
+    def report(target: Any, label: str, result: Any) -> None:
+        if args.dry_run:
             made = ", ".join(map(str, result.missing)) or "nothing (every table and index exists)"
             print(f"-- {label}: would create {made}")
-            for st in [] if findings else result.statements:
+            for st in result.statements:
                 print(f"{plain_sql(st, target.dialect)};")
-        elif not findings:
-            for obj in result:
-                print(f"{label}: created {obj}")
-            if not result:
-                print(f"{label}: nothing to create (every table and index exists)")
-        for f in findings:
-            print(f"{'-- ' if args.dry_run else ''}{label}: {f}")
-        if findings:
-            differs.append(label)
+            return
+        for obj in result:
+            print(f"{label}: created {obj}")
+        if not result:
+            print(f"{label}: nothing to create (every table and index exists)")
+
+    async def work(conn: Any) -> None:
+        for target in targets:  # each reported as it is done: an error later keeps the lines
+            label = _label(target)
+            try:
+                result = await (plan if args.dry_run else apply)(conn, target)
+                findings = result.findings if args.dry_run else []
+            except SchemaDiffers as exc:  # the others are still applied
+                result, findings = None, exc.findings
+            if findings:
+                differs.append(label)
+                for f in findings:
+                    print(f"{'-- ' if args.dry_run else ''}{label}: {f}")
+            else:
+                report(target, label, result)
+
+    _on_db(url, work)
     if differs:
         print(
             f"qgen apply: {', '.join(differs)}: the live tables differ from the declaration and "

@@ -216,28 +216,32 @@ async def apply(db: Any, target: Queue | Outbox) -> list[SchemaObject]:
             "after commit() or rollback()"
         )
     own = isinstance(conn, Connection) and not conn.in_transaction and dialect.transactional_ddl
-    for n in range(_TRIES if own else 1):
-        if own:
-            await conn.begin(immediate=True)  # SQLite: one writer from the first read on
+    tries = 1
+    while True:
         try:
-            created = await _apply_once(conn, target)
-            if own:
-                await conn.commit()
+            created = await (_in_own_transaction if own else _apply_once)(conn, target)
+            break
         except DatabaseError as exc:
-            if own and not conn.closed:
-                await conn.rollback()
-            if not own or n == _TRIES - 1:
+            if not own or tries == _TRIES:
                 raise
+            tries += 1
             log.info("%s: another apply created the same objects (%s); again", target.name, exc)
-            continue
-        except BaseException:
-            if own and not conn.closed:
-                await conn.rollback()
-            raise
-        for obj in created:
-            log.info("%s: created %s", target.name, obj)
+    for obj in created:
+        log.info("%s: created %s", target.name, obj)
+    return created
+
+
+async def _in_own_transaction(conn: Any, target: Queue | Outbox) -> list[SchemaObject]:
+    """One transaction (SQLite: BEGIN IMMEDIATE, one writer from the first read on)."""
+    await conn.begin(immediate=True)
+    try:
+        created = await _apply_once(conn, target)
+        await conn.commit()
         return created
-    raise AssertionError("unreachable")  # pragma: no cover
+    except BaseException:
+        if not conn.closed:
+            await conn.rollback()
+        raise
 
 
 async def _apply_once(conn: Connection | Adapted, target: Queue | Outbox) -> list[SchemaObject]:
@@ -248,7 +252,7 @@ async def _apply_once(conn: Connection | Adapted, target: Queue | Outbox) -> lis
         await conn.execute(st, {})
     if found.statements and isinstance(target, Queue):
         left = await verify(conn, target)
-        if left:  # the file's own DDL and its checks disagree: say so, keep nothing (where DDL rolls back)
+        if left:  # the file's DDL and verify disagree (a bug): say so; DDL rolls back where it can
             raise SchemaDiffers(target.name, left)
     return found.missing
 
