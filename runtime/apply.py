@@ -14,7 +14,8 @@ once: where DDL is transactional (PostgreSQL, SQLite) everything runs in one tra
 entry rolls back and tries again, finding the object made; on MySQL and MariaDB each
 statement commits on its own and the server's metadata lock makes the second one see the
 first's table. There DDL would also commit a transaction the connection has open, so apply
-refuses to run in one.
+refuses to run in one. What each returns is what was missing when it looked: two applies
+racing (but on SQLite) may both list an object the other created in between.
 """
 
 from __future__ import annotations
