@@ -214,20 +214,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
     )
 
 
-def _loaded(args: argparse.Namespace, names: list[str]) -> tuple[str, list[Any]]:
-    """The database URL and the rendered files of ``names`` (default: every queue) for the
-    URL's dialect, under the declaration's out folder."""
+def _loaded(
+    args: argparse.Namespace, names: list[str], outbox: bool = False
+) -> tuple[str, list[Any]]:
+    """The database URL and the rendered files of ``names`` (default: every queue, and with
+    ``outbox`` the outbox too, which ``names`` may then name) for the URL's dialect, under the
+    declaration's out folder."""
     import runtime
     from runtime.dialects import dialect_for_scheme
     from runtime.worker import database_url
 
     decl = load_declaration(args.config)
-    names = names or list(decl.queues)
-    unknown = [n for n in names if n not in decl.queues]
+    own = decl.outbox.name if outbox and decl.outbox is not None else None
+    names = names or [*decl.queues, *([own] if own else [])]
+    unknown = [n for n in names if n not in decl.queues and n != own]
     if unknown:
         raise runtime.ConfigurationError(
             f"no queue {unknown[0]!r} in {args.config} "
-            f"(declared: {', '.join(decl.queues) or 'none'})"
+            f"(declared: {', '.join([*decl.queues, *([own] if own else [])]) or 'none'})"
         )
     url = database_url(args.db)
     dialect = dialect_for_scheme(url.split("://", 1)[0])
@@ -265,6 +269,85 @@ def cmd_verify(args: argparse.Namespace) -> int:
             differs += 1
             print(f"queue '{name}': {f}")
     return 1 if differs else 0
+
+
+def _label(target: Any) -> str:
+    kind = "outbox" if target.rendered.header.kind == "outbox" else "queue"
+    return f"{kind} '{target.name}'"
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    from runtime.apply import SchemaDiffers, apply, plain_sql, plan
+
+    url, targets = _loaded(args, args.queues, outbox=True)
+    differs: list[str] = []
+
+    def report(target: Any, label: str, result: Any) -> None:
+        if args.dry_run:
+            made = ", ".join(map(str, result.missing)) or "nothing (every table and index exists)"
+            print(f"-- {label}: would create {made}")
+            for st in result.statements:
+                print(f"{plain_sql(st, target.dialect)};")
+            return
+        for obj in result:
+            print(f"{label}: created {obj}")
+        if not result:
+            print(f"{label}: nothing to create (every table and index exists)")
+
+    async def work(conn: Any) -> None:
+        for target in targets:  # each reported as it is done: an error later keeps the lines
+            label = _label(target)
+            try:
+                result = await (plan if args.dry_run else apply)(conn, target)
+                findings = result.findings if args.dry_run else []
+            except SchemaDiffers as exc:  # the others are still applied
+                result, findings = None, exc.findings
+            if findings:
+                differs.append(label)
+                for f in findings:
+                    print(f"{'-- ' if args.dry_run else ''}{label}: {f}")
+            else:
+                report(target, label, result)
+
+    _on_db(url, work)
+    if differs:
+        print(
+            f"qgen apply: {', '.join(differs)}: the live tables differ from the declaration and "
+            "apply never alters a table; nothing was created for them: make the changes "
+            "listed (or drop the tables) and apply again",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from qgen.build import build_unit
+    from runtime.apply import plain_sql
+    from runtime.dialects import DIALECTS
+    from runtime.rendered import parse_rendered
+
+    decl = load_declaration(args.config)
+    units = {u.name: u for u in decl.units()}
+    if args.queue not in units:
+        print(
+            f"qgen schema: {args.config} declares no queue or outbox {args.queue!r} "
+            f"(declared: {', '.join(units) or 'none'})",
+            file=sys.stderr,
+        )
+        return 2
+    dialect = args.dialect or (decl.dialects[0] if len(decl.dialects) == 1 else None)
+    if dialect not in decl.dialects:
+        what = f"--dialect {dialect} is not one" if dialect else "give --dialect, one"
+        print(
+            f"qgen schema: {what} of the declaration's dialects ({', '.join(decl.dialects)})",
+            file=sys.stderr,
+        )
+        return 2
+    rendered = parse_rendered(build_unit(units[args.queue], dialect, decl.path))
+    for st in rendered.require("schema"):
+        print(f"{plain_sql(st, DIALECTS[dialect])};")
+    return 0
 
 
 def _cell(value: Any) -> str:
@@ -481,6 +564,44 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--db", help="the database URL (default: the QGEN_DATABASE_URL variable)")
     p.set_defaults(fn=cmd_verify)
+
+    p = sub.add_parser(
+        "apply",
+        help="create the queues' tables and indexes where missing (never alters a table)",
+        description="Create what each queue's (and the outbox's) rendered schema block "
+        "declares for the URL's dialect (the files under the declaration's out folder): the "
+        "queue table, its dead-letter table and indexes, those missing only, and print one "
+        "line per object created. Safe to run again and from several processes at once. A "
+        "live table that differs from the declaration is never altered: its `qgen verify` "
+        "findings are printed and the exit code is 1. On MySQL and MariaDB each CREATE "
+        "commits on its own.",
+    )
+    p.add_argument(
+        "queues", nargs="*", metavar="QUEUE", help="only these (default: all, and the outbox)"
+    )
+    p.add_argument(
+        "--config", "-c", default="qgen.toml", help="the declaration (default: qgen.toml)"
+    )
+    p.add_argument("--db", help="the database URL (default: the QGEN_DATABASE_URL variable)")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the SQL it would run, create nothing"
+    )
+    p.set_defaults(fn=cmd_apply)
+    p = sub.add_parser(
+        "schema",
+        help="print a queue's DDL for a dialect, to paste into a migration",
+        description="Print the CREATE statements of a queue's (or the outbox's) schema "
+        "block for one dialect, each ending with ';', rendered from the declaration (no "
+        "database, no rendered files needed), e.g. for an Alembic or Django migration.",
+    )
+    p.add_argument("queue", metavar="QUEUE", help="the queue (or the outbox's name)")
+    p.add_argument(
+        "--config", "-c", default="qgen.toml", help="the declaration (default: qgen.toml)"
+    )
+    p.add_argument(
+        "--dialect", "-d", help="postgres, mysql, mariadb or sqlite (default: the only one listed)"
+    )
+    p.set_defaults(fn=cmd_schema)
 
     def on_db(p: argparse.ArgumentParser) -> None:
         p.add_argument(

@@ -11,6 +11,7 @@ __distribution__ = "qgen-sql"
 
 from pathlib import Path
 
+from runtime.apply import SchemaDiffers, SchemaObject, apply, apply_sync
 from runtime.connect import connect
 from runtime.consumer import Consumer
 from runtime.counts import Counts
@@ -86,9 +87,13 @@ __all__ = [
     "RedriveRefused",
     "RenderedFileError",
     "RetryPolicy",
+    "SchemaDiffers",
+    "SchemaObject",
     "ServerTooOld",
     "UnknownCustomEvent",
     "ack",
+    "apply",
+    "apply_sync",
     "connect",
     "custom",
     "drop",

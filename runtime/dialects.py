@@ -51,6 +51,9 @@ class Dialect:
     backslash_escapes: bool = False
     #: the most bytes a TEXT column keeps (MySQL and MariaDB's TEXT; None: no limit that matters)
     text_bytes: int | None = None
+    #: CREATE TABLE / CREATE INDEX run inside a transaction (False: each commits on its own,
+    #: and commits a transaction the connection has open first: MySQL and MariaDB)
+    transactional_ddl: bool = True
 
     def quote_ident(self, name: str) -> str:
         """Quote an already-validated identifier, e.g. ``quote_ident("order")`` → ``"order"``."""
@@ -120,6 +123,7 @@ DIALECTS: dict[str, Dialect] = {
         server_advisory=True,
         backslash_escapes=True,
         text_bytes=65_535,
+        transactional_ddl=False,
     ),
     "mariadb": Dialect(
         name="mariadb",
@@ -140,6 +144,7 @@ DIALECTS: dict[str, Dialect] = {
         server_advisory=True,
         backslash_escapes=True,
         text_bytes=65_535,
+        transactional_ddl=False,
     ),
     "sqlite": Dialect(
         name="sqlite",

@@ -362,3 +362,10 @@ class SyncOutbox:
     ) -> int:
         """``outbox.sync.put_many(conn, payloads, topic=…)`` → how many."""
         return run_sync(self.outbox.put_many(adapt(conn, sync=True), payloads, topic, key))
+
+    def apply(self, db: Any) -> list[Any]:
+        """``outbox.sync.apply(db)`` → the table and index it created (see runtime.apply):
+        ``db`` a database URL or a blocking connection."""
+        from runtime.apply import apply_sync
+
+        return apply_sync(db, self.outbox)

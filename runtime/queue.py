@@ -515,6 +515,13 @@ class SyncQueue:
         """``queue.sync.cancel(conn, 42)`` → True if it finished the message (see cancel)."""
         return run_sync(self.queue.cancel(adapt(conn, sync=True), id))
 
+    def apply(self, db: Any) -> list[Any]:
+        """``queue.sync.apply(db)`` → the tables and indexes it created (see runtime.apply):
+        ``db`` a database URL or a blocking connection."""
+        from runtime.apply import apply_sync
+
+        return apply_sync(db, self.queue)
+
 
 def _dedupe_key(key: Any) -> str | None:
     if key is None:

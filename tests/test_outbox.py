@@ -131,7 +131,16 @@ def test_renders_and_validates_on_every_dialect(tmp_path: Path) -> None:
         names = [
             ln.removeprefix("-- name: ") for ln in text.splitlines() if ln.startswith("-- name: ")
         ]
-        assert names == ["schema", "put", "fetch", "mark", "prune", "custom.park"], path
+        assert names == [
+            "schema",
+            "put",
+            "fetch",
+            "mark",
+            "prune",
+            "columns",
+            "indexes",
+            "custom.park",
+        ], path
         assert "DELETE FROM events_outbox WHERE id = " in text
     pg = files[Path("sql/postgres/outbox.sql")]
     assert "FOR UPDATE SKIP LOCKED" in pg and "CAST(%(payload)s AS JSONB)" in pg
