@@ -33,6 +33,7 @@ from runtime.metrics import Metrics
 from runtime.outcomes import (
     MAX_DELAY_S,
     ExponentialBackoff,
+    Immediate,
     Outcome,
     OutcomeKind,
     RetryPolicy,
@@ -75,6 +76,7 @@ __all__ = [
     "DialectMismatch",
     "Enqueued",
     "ExponentialBackoff",
+    "Immediate",
     "InvalidArgument",
     "LeaseLost",
     "Message",

@@ -51,6 +51,9 @@ class Dialect:
     backslash_escapes: bool = False
     #: the most bytes a TEXT column keeps (MySQL and MariaDB's TEXT; None: no limit that matters)
     text_bytes: int | None = None
+    #: what a statement's error (``runtime.DatabaseError``'s text) says when its table or a
+    #: column does not exist: a regular expression
+    missing_schema: str = r"^$"
 
     def quote_ident(self, name: str) -> str:
         """Quote an already-validated identifier, e.g. ``quote_ident("order")`` → ``"order"``."""
@@ -97,6 +100,7 @@ DIALECTS: dict[str, Dialect] = {
         server_advisory=True,
         folds_unquoted=True,
         listen_notify=True,
+        missing_schema=r"^Undefined(Table|Column):",
     ),
     "mysql": Dialect(
         name="mysql",
@@ -120,6 +124,7 @@ DIALECTS: dict[str, Dialect] = {
         server_advisory=True,
         backslash_escapes=True,
         text_bytes=65_535,
+        missing_schema=r"\((1146|1054), ",
     ),
     "mariadb": Dialect(
         name="mariadb",
@@ -140,6 +145,7 @@ DIALECTS: dict[str, Dialect] = {
         server_advisory=True,
         backslash_escapes=True,
         text_bytes=65_535,
+        missing_schema=r"\((1146|1054), ",
     ),
     "sqlite": Dialect(
         name="sqlite",
@@ -158,6 +164,7 @@ DIALECTS: dict[str, Dialect] = {
         data_modifying_cte=False,
         partial_index=True,
         server_advisory=False,
+        missing_schema=r"no such (table|column)",
     ),
 }
 

@@ -34,6 +34,7 @@ def handler(plan: dict[int, list[str]] | list[str], seen: list[tuple[int, int | 
 
 async def drain(qt, handle, **kw: Any) -> dict[str, int]:
     kw.setdefault("concurrency", 1)
+    kw.setdefault("retry_policy", runtime.Immediate())  # these tests count immediate retries
     return await runtime.Consumer(qt.url, qt.queue, handle, **kw).drain()
 
 
