@@ -38,7 +38,7 @@ id = "id"
 payload = "payload"
 group = "queue"                     # the dead-letter group lives here; queues may share a table by it
 attempt = "attempt"                 # the delivery number the next claim reads (ctx.attempt)
-retry_after = "retry_after"         # retry_after(d) writes it; without it retry_after is a retry
+retry_after = "retry_after"         # failed messages wait here: backoff from 1 s doubling to 1 h
 locked_until = "locked_until"       # the lease, and its token
 processed_at = "processed_at"       # present: ack/drop mark the row; absent: they delete it
 
