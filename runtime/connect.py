@@ -50,7 +50,7 @@ async def connect(url: str, **kwargs: Any) -> Connection:
     the demo); its query string is handed to SQLite as URI parameters, so
     ``sqlite:///app.db?mode=rw`` refuses a missing file and ``?mode=ro`` opens it read-only.
     The qgen commands refuse a missing file unless the URL says ``?mode=rwc``
-    (``require_existing_sqlite``).
+    (``check_url``).
 
     Raises ConfigurationError for a URL it cannot use, a driver that is not installed or a
     login the server refuses for a reason retrying cannot fix (wrong password, unknown user or
@@ -151,16 +151,22 @@ def _mysql_options(url: str, query: str) -> dict[str, Any]:
     return options
 
 
-def require_existing_sqlite(url: str) -> None:
-    """ConfigurationError when ``url`` names a SQLite file that does not exist and does not
-    ask SQLite to create it (``?mode=rwc``): a mistyped path or a command run from another
-    folder must not leave an empty database behind. Other URLs pass as they are."""
+def check_url(url: str) -> None:
+    """What ``connect`` would refuse in the URL itself (no scheme, an unknown one, a bad
+    port), as ConfigurationError before anything connects; and a SQLite file that does not
+    exist unless the URL asks SQLite to create it (``?mode=rwc``): a mistyped path or a
+    command run from another folder must not leave an empty database behind."""
+    if not isinstance(url, str) or "://" not in url:
+        raise _bad_url(str(url), "it has no scheme://")
     try:
         parts = urlsplit(url)
-    except ValueError:
-        return  # connect() names what is wrong with it
+        parts.port  # noqa: B018 (validates the port)
+    except ValueError as exc:
+        raise _bad_url(url, str(exc)) from None
     dialect = dialect_for_scheme(parts.scheme)
-    if dialect is None or dialect.name != "sqlite":
+    if dialect is None:
+        raise _bad_url(url, f"unknown scheme {parts.scheme!r}")
+    if dialect.name != "sqlite":
         return
     path = _sqlite_path(url, parts.netloc, parts.path)
     creates = dict(parse_qsl(parts.query)).get("mode") == "rwc"

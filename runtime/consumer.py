@@ -321,7 +321,7 @@ class Consumer:
             if not self._table_checked:  # once, before the first claim
                 await self._check_table(conn)
                 self._table_checked = True
-        except BrokerError:
+        except BaseException:  # a refusal, or cancelled (stopped) while checking
             await conn.close()
             raise
         if not self.form.keyspace:

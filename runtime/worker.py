@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from runtime.connect import require_existing_sqlite
+from runtime.connect import check_url
 from runtime.consumer import Consumer
 from runtime.counts import Counts
 from runtime.errors import BrokerError, ConfigurationError
@@ -106,12 +106,12 @@ def _import_failed(spec: str, module_name: str, exc: BaseException) -> Configura
 
 
 def database_url(given: str | None) -> str:
-    """The URL from ``--db`` or QGEN_DATABASE_URL; a SQLite file must exist (or the URL
-    say ``?mode=rwc``)."""
+    """The URL from ``--db`` or QGEN_DATABASE_URL, checked (``runtime.connect.check_url``): a
+    SQLite file must exist, or the URL say ``?mode=rwc``."""
     url = given or os.environ.get(URL_ENV)
     if not url:
         raise ConfigurationError(f"no database URL: pass --db URL or set {URL_ENV}")
-    require_existing_sqlite(url)
+    check_url(url)
     return url
 
 
@@ -240,20 +240,23 @@ def run_worker(
     targets = [*([(file, handler)] if file is not None else []), *queues]
     try:
         setup_logging(_level(log_level))
-        url = database_url(db)
         policy = retry_policy(retry, retry_base, retry_cap)
-        consumers = []
+        loaded = []
         for path, spec in targets:
             if spec is None:
                 raise ConfigurationError("give the queue's handler: --handler module:function")
             queue = runtime.load(path)
             if not isinstance(queue, runtime.Queue):
                 raise ConfigurationError(f"{path} is an outbox file; a worker consumes a queue")
+            loaded.append((queue, import_handler(spec)))
+        url = database_url(db)
+        consumers = []
+        for queue, handle in loaded:
             consumers.append(
                 Consumer(
                     url,
                     queue,
-                    import_handler(spec),
+                    handle,
                     transactional=transactional,
                     concurrency=concurrency,
                     batch=batch,

@@ -340,6 +340,9 @@ async def open_sqlite(url: str, path: str, query: str = "", **kwargs: Any) -> SQ
     db = aiosqlite_mod.connect(target, **kwargs)
     try:
         await db
+    except asyncio.CancelledError:
+        db.stop()  # its thread opens the file, then closes it and ends (or the process hangs)
+        raise
     except sqlite3.Error as exc:
         # aiosqlite has queued its worker thread's stop; wait for it here, while the event loop
         # still runs, or the thread reports to a closed loop when the caller exits.
