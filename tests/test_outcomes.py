@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -300,7 +301,9 @@ def test_a_handler_returning_none_acks_and_any_other_value_is_a_logged_retry(eng
                 return returns[message.payload["n"]]
 
             with caplog.at_level(logging.ERROR, logger="runtime"):
-                counts = await drain(qt, handle, retry_policy=runtime.Immediate())
+                counts = await asyncio.wait_for(
+                    drain(qt, handle, retry_policy=runtime.Immediate()), 30
+                )
             # 42 is a retry at once, then the cap moves it to the dead letter
             assert counts == {"ack": 2, "retry": 1, "dead_letter": 1, "retry_after": 1}, counts
             assert sorted(seen) == [(0, 1), (1, 1), (1, 2), (2, 1), (3, 1)]
@@ -323,7 +326,7 @@ def test_a_sync_handler_returning_none_acks(engine):
         try:
             await qt.enqueue({"n": 1})
             seen = []
-            counts = await drain(qt, lambda m, c: seen.append(m.id))
+            counts = await asyncio.wait_for(drain(qt, lambda m, c: seen.append(m.id)), 30)
             assert counts == {"ack": 1} and len(seen) == 1
             assert all(r["processed_at"] is not None for r in await qt.rows())
         finally:
