@@ -340,10 +340,12 @@ class Consumer:
             return
         cols = await describe(conn, q, q.table)
         needed = [*q.columns.values(), *q.rendered.header.other_columns]
-        missing = [c for c in needed if c not in cols]
+        # in any case: a name that differs only so is left to the claim to find out
+        missing = [c for c in needed if c.casefold() not in {n.casefold() for n in cols}]
         dead = q.rendered.header.dead_table
         dead_cols = await describe(conn, q, dead) if dead else {}
-        dead_missing = [c for c in needed if c not in dead_cols] if dead else []
+        dead_names = {n.casefold() for n in dead_cols}
+        dead_missing = [c for c in needed if c.casefold() not in dead_names] if dead else []
         if not cols:
             what = f"table {q.table!r} does not exist"
         elif missing:

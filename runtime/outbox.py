@@ -185,8 +185,9 @@ class Outbox:
         ack and drop mark the record (a handler that returns None acks); retry and
         retry_after leave it unmarked and it is not handed again in this run
         (``report["left"]``, ``report.left_ids``); custom(name) runs the declared SQL; a
-        handler that raises, or returns something that is not an outcome, is a retry. Each batch is one transaction:
-        a relay that dies mid-batch marks nothing of it, and a restart hands it again.
+        handler that raises, or returns something that is not an outcome, is a retry. Each
+        batch is one transaction: a relay that dies mid-batch marks nothing of it, and a
+        restart hands it again.
         With ``until_empty`` it returns once a pass over the table hands nothing new;
         otherwise it polls every ``poll_interval`` seconds until ``stop`` is set (or the task
         is cancelled). ``report = await outbox.relay(url, handle)``

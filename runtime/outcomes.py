@@ -1,4 +1,4 @@
-"""What a handler returns: ack, drop, retry, retry_after(delay) or custom(name)."""
+"""What a handler returns: ack, drop, retry, retry_after(delay) or custom(name); None is ack."""
 
 from __future__ import annotations
 

@@ -341,7 +341,9 @@ async def open_sqlite(url: str, path: str, query: str = "", **kwargs: Any) -> SQ
     try:
         await db
     except asyncio.CancelledError:
-        db.stop()  # its thread opens the file, then closes it and ends (or the process hangs)
+        # aiosqlite has queued its thread's stop too: let the thread end while the loop runs
+        with contextlib.suppress(BaseException):
+            await asyncio.to_thread(db._thread.join, 5.0)
         raise
     except sqlite3.Error as exc:
         # aiosqlite has queued its worker thread's stop; wait for it here, while the event loop
