@@ -481,3 +481,38 @@ def test_where_a_url_points_never_shows_its_password() -> None:
     assert where_url("postgresql://app:s3cret@db.example:6432/shop") == "app@db.example:6432/shop"
     assert where_url("mysql://root:pw@127.0.0.1/jobs?connect_timeout=5") == "root@127.0.0.1/jobs"
     assert where_url("sqlite:///data/app.db?mode=rwc") == "data/app.db"
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite", "postgres", "mysql"), indirect=True)
+def test_sigterm_stops_every_queue_of_the_process_gracefully(
+    engine: Engine, tmp_path: Path
+) -> None:
+    p = Project(engine, tmp_path)
+    try:
+        p.enqueue("orders", {"n": 1})
+        p.enqueue("mails", {"n": 1})
+        env = {k: v for k, v in os.environ.items() if k != "QGEN_DATABASE_URL"}
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "qgen.cli", "worker", "--db", engine.url),
+                *("--queue", "orders=jobs:handle_order", "--queue", "mails=jobs:send_mail"),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert proc.stdout is not None
+        seen: set[str] = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < 2 and time.monotonic() < deadline:
+            seen.add(proc.stdout.readline().split(" ", 1)[0])
+        assert seen >= {"order", "mail"}
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "SIGTERM: stopping" in err
+        assert _counts(out, "orders") == {"ack": 1} and _counts(out, "mails") == {"ack": 1}
+    finally:
+        p.drop()
