@@ -38,7 +38,7 @@ id = "id"
 payload = "payload"
 group = "queue"                     # the dead-letter group lives here; queues may share a table by it
 attempt = "attempt"                 # the delivery number the next claim reads (ctx.attempt)
-retry_after = "retry_after"         # retry_after(d) writes it; without it retry_after is a retry
+retry_after = "retry_after"         # failed messages wait here: backoff from 1 s doubling to 1 h
 locked_until = "locked_until"       # the lease, and its token
 processed_at = "processed_at"       # present: ack/drop mark the row; absent: they delete it
 
@@ -174,44 +174,63 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from runtime.dialects import dialect_for_scheme
-    from runtime.worker import database_url, run_worker
+    from runtime.worker import database_url, log_level, run_worker
 
-    file = args.file
-    if file is None:
-        if not args.queue:
-            print("qgen worker: give --file PATH, or --queue NAME with --config", file=sys.stderr)
-            return 2
-        decl = load_declaration(args.config)
-        if args.queue not in decl.queues:
-            print(
-                f"qgen worker: {args.config} declares no queue {args.queue!r} "
-                f"(declared: {', '.join(decl.queues) or 'none'})",
-                file=sys.stderr,
-            )
-            return 2
-        try:
-            url = database_url(args.db)
-        except Exception as exc:
-            print(f"qgen worker: {exc}", file=sys.stderr)
-            return 2
-        dialect = dialect_for_scheme(url.split("://", 1)[0])
-        if dialect is None:
-            print(
-                f"qgen worker: cannot tell the dialect of the database URL {url.split('://', 1)[0]!r}://",
-                file=sys.stderr,
-            )
-            return 2
-        file = Path(args.config).resolve().parent / decl.out / dialect.name / f"{args.queue}.sql"
-    return run_worker(
-        file,
-        args.handler,
+    def fail(message: str) -> int:
+        print(f"qgen worker: {message}", file=sys.stderr)
+        return 2
+
+    try:
+        log_level(args.log_level)
+    except BrokerError as exc:
+        return fail(str(exc))
+    options = {
+        k: getattr(args, k)
+        for k in ("group", "handler_timeout", "poll_interval", "max_poll_interval", "settle_window")
+        if getattr(args, k) is not None
+    }
+    common = dict(
         db=args.db,
         concurrency=args.concurrency,
         batch=args.batch,
         drain=args.drain,
         transactional=args.transactional,
         log_level=args.log_level,
+        retry=args.retry,
+        retry_base=args.retry_base,
+        retry_cap=args.retry_cap,
+        **options,
     )
+    if args.file is not None:
+        if args.handler is None:
+            return fail("--file needs --handler module:function")
+        return run_worker(args.file, args.handler, **common)
+    if not args.queue:
+        return fail(
+            "give --file PATH with --handler, or --queue NAME (with --handler) or --queue "
+            "NAME=module:function, repeatable, with --config"
+        )
+    # each --queue is NAME (its handler is --handler) or NAME=module:function
+    wanted = [(q.partition("=")[0], q.partition("=")[2] or args.handler) for q in args.queue]
+    if any(h is None for _, h in wanted):
+        name = next(n for n, h in wanted if h is None)
+        return fail(f"--queue {name} needs --handler module:function (or --queue {name}=mod:fn)")
+    if args.handler is not None and all("=" in q for q in args.queue):
+        return fail("--handler is for a --queue NAME without =module:function; none is given")
+    decl = load_declaration(args.config)
+    for name, _ in wanted:
+        if name not in decl.queues:
+            return fail(
+                f"{args.config} declares no queue {name!r} "
+                f"(declared: {', '.join(decl.queues) or 'none'})"
+            )
+    url = database_url(args.db)
+    dialect = dialect_for_scheme(url.split("://", 1)[0])
+    if dialect is None:
+        return fail(f"cannot tell the dialect of the database URL {url.split('://', 1)[0]!r}://")
+    folder = Path(args.config).resolve().parent / decl.out / dialect.name
+    targets = [(folder / f"{name}.sql", handler) for name, handler in wanted]
+    return run_worker(None, None, queues=targets, **common)
 
 
 def _loaded(
@@ -525,30 +544,84 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_demo)
     p = sub.add_parser(
         "worker",
-        help="consume a queue with a handler until SIGTERM/SIGINT (or until empty with --drain)",
-        description="Consume one queue: load its rendered file, import the handler "
-        "(module:function, an async or plain function taking (message, ctx)), and run until "
-        "SIGTERM or SIGINT, which let in-flight deliveries settle and return unstarted rows.",
+        help="consume queues with handlers until SIGTERM/SIGINT (or until empty with --drain)",
+        description="Consume one or more queues, each with its own consumer in one process: "
+        "load the rendered files, import the handlers (module:function, an async or plain "
+        "function taking (message, ctx); returning None acks), and run until SIGTERM or "
+        "SIGINT, which let in-flight deliveries settle and return unstarted rows. A missing "
+        "table or column, a handler that does not import or a SQLite file that does not "
+        "exist is one line and exit 2.",
     )
     where = p.add_mutually_exclusive_group()
     where.add_argument(
         "--file", "-f", help="the queue's rendered file, e.g. sql/postgres/orders.sql"
     )
     where.add_argument(
-        "--queue", "-q", help="the queue's name in --config; its file for the URL's dialect is used"
+        "--queue",
+        "-q",
+        action="append",
+        metavar="NAME[=MODULE:FUNCTION]",
+        help="a queue of --config (its file for the URL's dialect is used), with its own "
+        "handler after '='; repeat it for more queues in this process",
     )
     p.add_argument("--config", "-c", default="qgen.toml", help="the declaration (with --queue)")
-    p.add_argument("--handler", required=True, help="module:function, e.g. myservice.jobs:handle")
+    p.add_argument(
+        "--handler",
+        help="module:function, e.g. myservice.jobs:handle (with --file or --queue NAME)",
+    )
     p.add_argument("--db", help="the database URL (default: the QGEN_DATABASE_URL variable)")
-    p.add_argument("--concurrency", type=int, default=4, help="workers, each with a connection (4)")
+    p.add_argument(
+        "--concurrency", type=int, default=4, help="workers per queue, each with a connection (4)"
+    )
     p.add_argument("--batch", type=int, default=10, help="rows a claim takes (10)")
+    p.add_argument("--group", help="claim only this group's messages (default: the queue's)")
+    p.add_argument(
+        "--retry",
+        choices=["exponential", "immediate"],
+        help="how a failed message comes back: exponential backoff with jitter (the default "
+        "where the table has retry_after) or immediate (the only choice without it)",
+    )
+    p.add_argument(
+        "--retry-base",
+        type=float,
+        metavar="S",
+        help="exponential: the first retry's delay in seconds, doubling per delivery (1)",
+    )
+    p.add_argument(
+        "--retry-cap", type=float, metavar="S", help="exponential: the longest delay (3600)"
+    )
+    p.add_argument(
+        "--handler-timeout",
+        type=float,
+        metavar="S",
+        help="a handler running longer is cancelled and taken as a retry (default: none)",
+    )
+    p.add_argument(
+        "--poll-interval",
+        type=float,
+        metavar="S",
+        help="an idle worker's first sleep, doubling while idle (0.05)",
+    )
+    p.add_argument(
+        "--max-poll-interval", type=float, metavar="S", help="an idle worker's longest sleep (2)"
+    )
+    p.add_argument(
+        "--settle-window",
+        type=float,
+        metavar="S",
+        help="settlements of handlers finishing within this window commit together (0.02)",
+    )
     p.add_argument("--drain", action="store_true", help="stop once nothing is claimable")
     p.add_argument(
         "--transactional",
         action="store_true",
         help="hand the handler ctx.db in the settlement's transaction",
     )
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (INFO)")
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        help="the qgen and runtime loggers' level: DEBUG, INFO, WARNING or ERROR (INFO)",
+    )
     p.set_defaults(fn=cmd_worker)
     p = sub.add_parser(
         "verify",

@@ -82,7 +82,16 @@ async def _demo(folder: Path) -> list[tuple[str, str, str]]:
             return runtime.custom("park")
         return getattr(runtime, step)()
 
-    consumer = runtime.Consumer(url, queue, handle, concurrency=2, batch=5, poll_interval=0.05)
+    # the demo retries at once to stay short; a queue with retry_after backs off by default
+    consumer = runtime.Consumer(
+        url,
+        queue,
+        handle,
+        concurrency=2,
+        batch=5,
+        poll_interval=0.05,
+        retry_policy=runtime.Immediate(),
+    )
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:  # drain, then wait for the delayed message once
         await consumer.drain()

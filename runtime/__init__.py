@@ -34,6 +34,7 @@ from runtime.metrics import Metrics
 from runtime.outcomes import (
     MAX_DELAY_S,
     ExponentialBackoff,
+    Immediate,
     Outcome,
     OutcomeKind,
     RetryPolicy,
@@ -76,6 +77,7 @@ __all__ = [
     "DialectMismatch",
     "Enqueued",
     "ExponentialBackoff",
+    "Immediate",
     "InvalidArgument",
     "LeaseLost",
     "Message",

@@ -8,6 +8,7 @@ servers older than the dialect's floor.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,7 +22,8 @@ ACCEPTED_FORMS = (
     "postgresql://user[:password]@host[:port][,host[:port]...]/database (or postgres://)",
     "mysql://user[:password]@host[:port][,host[:port]...]/database",
     "mariadb://user[:password]@host[:port][,host[:port]...]/database",
-    "sqlite:///relative/path.db, sqlite:////absolute/path.db or sqlite:///:memory:",
+    "sqlite:///relative/path.db, sqlite:////absolute/path.db or sqlite:///:memory:"
+    " (SQLite's own URI parameters may follow: ?mode=ro, ?mode=rw, ?mode=rwc)",
 )
 # Query-string options a mysql:// or mariadb:// URL may carry, and how to read them.
 _MYSQL_OPTIONS: dict[str, type] = {
@@ -58,6 +60,12 @@ async def connect(url: str, **kwargs: Any) -> Connection:
     ``[::1]:5432``): libpq tries them in its own order, keeping to writable servers
     (``target_session_attrs=read-write`` unless the URL says otherwise); MySQL/MariaDB
     connect to the first that answers.
+
+    A SQLite URL opens its file, creating it when it does not exist (a service's first run,
+    the demo); its query string is handed to SQLite as URI parameters, so
+    ``sqlite:///app.db?mode=rw`` refuses a missing file and ``?mode=ro`` opens it read-only.
+    The qgen commands refuse a missing file unless the URL says ``?mode=rwc``
+    (``check_url``).
 
     Raises ConfigurationError for a URL it cannot use, a driver that is not installed or a
     login the server refuses for a reason retrying cannot fix (wrong password, unknown user or
@@ -107,7 +115,8 @@ async def connect(url: str, **kwargs: Any) -> Connection:
     else:
         from runtime.drivers.sqlite import open_sqlite
 
-        conn = await open_sqlite(url, _sqlite_path(url, parts.netloc, parts.path), **kwargs)
+        path = _sqlite_path(url, parts.netloc, parts.path)
+        conn = await open_sqlite(url, path, query=parts.query, **kwargs)
 
     try:
         version_text = await conn.server_version_text()
@@ -188,6 +197,33 @@ def _mysql_options(url: str, query: str) -> dict[str, Any]:
         except ValueError:
             raise _bad_url(url, f"option {key}={value!r} is not a {kind.__name__}") from None
     return options
+
+
+def check_url(url: str) -> None:
+    """What ``connect`` would refuse in the URL itself (no scheme, an unknown one, a bad
+    port), as ConfigurationError before anything connects; and a SQLite file that does not
+    exist unless the URL asks SQLite to create it (``?mode=rwc``): a mistyped path or a
+    command run from another folder must not leave an empty database behind."""
+    if not isinstance(url, str) or "://" not in url:
+        raise _bad_url(str(url), "it has no scheme://")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise _bad_url(url, str(exc)) from None
+    dialect = dialect_for_scheme(parts.scheme)
+    if dialect is None:
+        raise _bad_url(url, f"unknown scheme {parts.scheme!r}")
+    if dialect.name != "sqlite":
+        split_hosts(url, parts.netloc)  # validates every host's port
+        return
+    path = _sqlite_path(url, parts.netloc, parts.path)
+    creates = dict(parse_qsl(parts.query)).get("mode") == "rwc"
+    if path == ":memory:" or creates or os.path.exists(path):
+        return
+    raise ConfigurationError(
+        f"the SQLite database file {path!r} does not exist (in {os.getcwd()}); check the path "
+        f"of {redact_url(url)!r}, or add ?mode=rwc to the URL to create it"
+    )
 
 
 def _sqlite_path(url: str, netloc: str, path: str) -> str:

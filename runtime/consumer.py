@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,26 +21,36 @@ from runtime.errors import (
     BrokerError,
     ConfigurationError,
     ConnectionLost,
+    DatabaseError,
     InvalidArgument,
     PayloadError,
     UnknownCustomEvent,
 )
 from runtime.forms import Upkeep, form_for
 from runtime.metrics import Metrics, call, fields
-from runtime.outcomes import Outcome, RetryPolicy, retry, with_policy
+from runtime.outcomes import (
+    Immediate,
+    Outcome,
+    RetryPolicy,
+    default_retry_policy,
+    outcome_of,
+    retry,
+    with_policy,
+)
 from runtime.payloads import decode_payload
 from runtime.queue import Queue, check_dialect
 from runtime.rendered import StatementName as S
 from runtime.rendered import Step
 from runtime.settle import Decision, dead_letter_now, decide
 from runtime.steps import run_step
-from runtime.verify import check_attempt_default
+from runtime.verify import attempt_problem, describe
 from runtime.wake import Wakeup, register, unregister
 
 log = logging.getLogger("runtime")
 
-#: ``async def handle(message, ctx)``, or a plain ``def`` run in a worker thread
-Handler = Callable[[Message, Ctx], Awaitable[Outcome] | Outcome]
+#: ``async def handle(message, ctx)``, or a plain ``def`` run in a worker thread; it returns
+#: an Outcome, or None for ack()
+Handler = Callable[[Message, Ctx], Awaitable[Outcome | None] | Outcome | None]
 
 
 def _is_async(handle: Any) -> bool:
@@ -53,6 +64,8 @@ MAX_FAILED_BATCHES = 5
 FIRST_RECONNECT_DELAY = 0.1
 #: an idle worker sleeps this much past a delayed message's due time (the clocks' resolution)
 DUE_MARGIN = 0.005
+#: how to create a missing table or column
+SCHEMA_FIX = "create it with the file's schema statements: run `qgen apply --db URL`"
 
 
 class Consumer:
@@ -87,9 +100,12 @@ class Consumer:
     ``handle`` is ``async def handle(message, ctx)``; a plain ``def`` works too and runs in a
     worker thread (``asyncio.to_thread``), one per delivery in flight, so it may block; its
     ``ctx.db`` is None (transactional mode needs an async handler: ``ctx.db`` is the worker's
-    async connection). A handler that raises (CancelledError and GeneratorExit included) is
-    a retry; KeyboardInterrupt or SystemExit from a handler stops the consumer as ``stop()``
-    does, and is raised again once it has stopped.
+    async connection). A handler that returns None (no return statement) acks; one that
+    returns an outcome (``runtime.ack()``, ``retry()``, ``retry_after(d)``, ``drop()``,
+    ``custom(name)``) settles by it; any other value is logged (naming its type) and taken as
+    a retry. A handler that raises (CancelledError and GeneratorExit included) is a retry;
+    KeyboardInterrupt or SystemExit from a handler stops the consumer as ``stop()`` does,
+    and is raised again once it has stopped.
 
     Idle workers sleep ``poll_interval`` seconds, doubling to ``max_poll_interval``, but
     never past the moment the first delayed message (``retry_after``) becomes due, and are
@@ -105,11 +121,21 @@ class Consumer:
     ``message_id``, ``attempt``, ``outcome`` and ``duration_s`` as record fields
     (``extra=``); each settlement is logged at DEBUG with them.
 
-    ``retry_policy`` (``runtime.ExponentialBackoff(...)`` or any ``runtime.RetryPolicy``)
-    turns a retry (``retry()``, a handler that raised, timed out or returned no outcome)
-    into ``retry_after(policy.delay(attempt))``; the cap and the dead letter still apply,
-    and an explicit ``retry_after(x)`` keeps its delay. A queue without a ``retry_after``
-    statement refuses it here (ConfigurationError).
+    ``retry_policy`` turns a retry (``retry()``, a handler that raised, timed out or
+    returned something that is not an outcome) into ``retry_after(policy.delay(attempt))``;
+    the cap (max_attempts) and the dead letter still apply under every policy, and an
+    explicit ``retry_after(x)`` keeps its delay. Without one, a queue with a retry_after
+    column backs off exponentially with jitter: ``ExponentialBackoff(base=1, factor=2,
+    cap=3600, jitter=0.2)`` (``runtime.outcomes.default_retry_policy()``: 0.8-1 s after
+    delivery 1, 1.6-2 s after delivery 2, … doubling up to 48-60 min). Retrying at once is
+    the explicit ``retry_policy=runtime.Immediate()``. A queue without a retry_after column
+    can only retry at once: given no policy it does, and says so in one warning when it
+    first starts; any policy but ``Immediate()`` is refused here (ConfigurationError).
+
+    Before it claims anything the consumer checks once that the queue's table (and its
+    dead-letter table) and every column its file uses exist, and a claim that fails because
+    one is missing is not retried: both raise ConfigurationError naming it, from ``drain()``
+    and ``run()``.
     """
 
     def __init__(
@@ -144,14 +170,19 @@ class Consumer:
                 "transactional=True needs an async handler (ctx.db is an async connection): "
                 "make the handler `async def`, or consume without transactional=True"
             )
-        if retry_policy is not None and not queue.rendered.get(S.RETRY_AFTER):
+        delays = bool(queue.rendered.get(S.RETRY_AFTER))
+        if retry_policy is not None and not isinstance(retry_policy, Immediate) and not delays:
             raise ConfigurationError(
                 f"queue '{queue.name}' has no retry_after column, so a retry_policy cannot "
-                "delay a retry: declare columns.retry_after and render again, or consume "
-                "without retry_policy"
+                "delay a retry: declare columns.retry_after and render again, or pass "
+                "retry_policy=runtime.Immediate()"
             )
+        #: a queue without retry_after given no policy: one warning when it first starts
+        self._warn_immediate = retry_policy is None and not delays
+        if retry_policy is None:
+            retry_policy = default_retry_policy() if delays else Immediate()
         #: turns retry() (and a handler that raised) into retry_after(delay by attempt)
-        self.retry_policy = retry_policy
+        self.retry_policy: RetryPolicy = retry_policy
         #: opens the workers' connections: runtime.connect(url), or the service's own opener
         self.open = opener(db)
         self.queue = queue
@@ -161,7 +192,7 @@ class Consumer:
         self.form = form_for(
             queue, transactional=transactional, keyspace=keyspace, spread=concurrency
         )
-        self._attempt_checked = False
+        self._table_checked = False
         self.concurrency = concurrency
         self.batch = batch
         self.poll_interval = poll_interval
@@ -219,6 +250,14 @@ class Consumer:
             self._stopping.clear()
             return self.counts
         self._fatal = None
+        if self._warn_immediate:
+            self._warn_immediate = False
+            log.warning(
+                "queue %s: the table has no retry_after column, so a failed message is "
+                "delivered again at once; declare columns.retry_after to delay retries "
+                "(backoff), or pass retry_policy=runtime.Immediate() to mean it",
+                self.queue.name,
+            )
         self._outage = Outage(self.queue.name)  # each drain() has its own outage_timeout
         upkeep = Upkeep(self._held, self._connect, self._outage, self._backoff, self.counts)
         maintenance = asyncio.create_task(self.form.maintain(upkeep))
@@ -279,10 +318,10 @@ class Consumer:
         conn = await self.open()
         try:
             check_dialect(self.queue.rendered, conn)
-            if not self._attempt_checked:  # once: a table counting from 0 would cap wrong
-                await check_attempt_default(conn, self.queue)
-                self._attempt_checked = True
-        except BrokerError:
+            if not self._table_checked:  # once, before the first claim
+                await self._check_table(conn)
+                self._table_checked = True
+        except BaseException:  # a refusal, or cancelled (stopped) while checking
             await conn.close()
             raise
         if not self.form.keyspace:
@@ -291,6 +330,49 @@ class Consumer:
             register(self.queue.table, conn.url, self._wakeup)
             self._registered = True
         return conn
+
+    async def _check_table(self, conn: Connection) -> None:
+        """ConfigurationError, naming it, when the queue's table, its dead-letter table or a
+        column the file uses is missing, or when the attempt column does not default to 1
+        (a table counting from 0 would cap wrong)."""
+        q = self.queue
+        if not q.rendered.get("columns"):
+            return
+        cols = await describe(conn, q, q.table)
+        needed = [*q.columns.values(), *q.rendered.header.other_columns]
+        # in any case: a name that differs only so is left to the claim to find out
+        missing = [c for c in needed if c.casefold() not in {n.casefold() for n in cols}]
+        dead = q.rendered.header.dead_table
+        dead_cols = await describe(conn, q, dead) if dead else {}
+        dead_names = {n.casefold() for n in dead_cols}
+        dead_missing = [c for c in needed if c.casefold() not in dead_names] if dead else []
+        if not cols:
+            what = f"table {q.table!r} does not exist"
+        elif missing:
+            what = f"table {q.table!r} has no column {', '.join(map(repr, missing))}"
+        elif dead and not dead_cols:
+            what = f"dead-letter table {dead!r} does not exist"
+        elif dead_missing:
+            what = f"dead-letter table {dead!r} has no column {', '.join(map(repr, dead_missing))}"
+        else:
+            problem = attempt_problem(q, cols)
+            if problem is not None:
+                raise ConfigurationError(
+                    f"queue '{q.name}': {problem}; `qgen verify` lists every difference"
+                )
+            return
+        raise ConfigurationError(f"queue '{q.name}': {what}; {SCHEMA_FIX}")
+
+    def _missing_schema(self, exc: Exception) -> ConfigurationError | None:
+        """The error to stop with when a claim failed because a table or column is missing."""
+        if isinstance(exc, DatabaseError) and re.search(
+            self.queue.dialect.missing_schema, str(exc)
+        ):
+            return ConfigurationError(
+                f"queue '{self.queue.name}': the claim failed, a table or column is missing "
+                f"({exc}); {SCHEMA_FIX}"
+            )
+        return None
 
     async def _listen_for_enqueues(self, listen: Step) -> None:
         """One connection LISTENs on the queue's channel and wakes the idle workers at each
@@ -309,6 +391,8 @@ class Consumer:
                 self._wakeup.poke()  # what was enqueued while it was away: claim once
                 async for _ in conn.notifies():
                     self._wakeup.poke()
+            except ConfigurationError:
+                return  # the workers raise it too (a missing table, a refused login)
             except Exception as exc:  # lost, refused: poll meanwhile, never stop consuming
                 # INFO: an outage of the database is the workers' one warning to give
                 if not lost:
@@ -410,7 +494,10 @@ class Consumer:
                     lost_at = time.monotonic()
                     await conn.close()
                     continue
-                except Exception:
+                except Exception as exc:
+                    missing = self._missing_schema(exc)
+                    if missing is not None:  # claiming again cannot help
+                        raise missing from None
                     # a deadlock (InnoDB rolls the claim back whole), SQLite's write lock busy
                     # past its timeout: nothing was claimed, so back off and claim again
                     failures += 1
@@ -586,17 +673,17 @@ class Consumer:
                 extra=self._fields(d, "retry", started),
             )
             return retry()
-        if not isinstance(outcome, Outcome):
+        try:
+            return outcome_of(outcome)
+        except TypeError as exc:
             log.error(
-                "queue %s: handler for message %s returned %r, not an outcome "
-                "(runtime.ack(), …): taken as retry()",
+                "queue %s: handler for message %s %s: taken as retry()",
                 self.queue.name,
                 d.message.id,
-                outcome,
+                exc,
                 extra=self._fields(d, "retry", started),
             )
             return retry()
-        return outcome
 
     async def _handle(self, conn: Connection, d: Delivery) -> Decision:
         """Run the handler; its outcome, turned into the statement that settles it."""

@@ -54,6 +54,9 @@ class Dialect:
     #: CREATE TABLE / CREATE INDEX run inside a transaction (False: each commits on its own,
     #: and commits a transaction the connection has open first: MySQL and MariaDB)
     transactional_ddl: bool = True
+    #: what a statement's error (``runtime.DatabaseError``'s text) says when its table or a
+    #: column does not exist: a regular expression
+    missing_schema: str = r"^$"
 
     def quote_ident(self, name: str) -> str:
         """Quote an already-validated identifier, e.g. ``quote_ident("order")`` → ``"order"``."""
@@ -100,6 +103,7 @@ DIALECTS: dict[str, Dialect] = {
         server_advisory=True,
         folds_unquoted=True,
         listen_notify=True,
+        missing_schema=r"^Undefined(Table|Column):",
     ),
     "mysql": Dialect(
         name="mysql",
@@ -124,6 +128,7 @@ DIALECTS: dict[str, Dialect] = {
         backslash_escapes=True,
         text_bytes=65_535,
         transactional_ddl=False,
+        missing_schema=r"\((1146|1054), ",
     ),
     "mariadb": Dialect(
         name="mariadb",
@@ -145,6 +150,7 @@ DIALECTS: dict[str, Dialect] = {
         backslash_escapes=True,
         text_bytes=65_535,
         transactional_ddl=False,
+        missing_schema=r"\((1146|1054), ",
     ),
     "sqlite": Dialect(
         name="sqlite",
@@ -163,6 +169,7 @@ DIALECTS: dict[str, Dialect] = {
         data_modifying_cte=False,
         partial_index=True,
         server_advisory=False,
+        missing_schema=r"no such (table|column)",
     ),
 }
 

@@ -25,7 +25,7 @@ from runtime.delivery import Ctx, Message
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
 from runtime.errors import ConfigurationError, InvalidArgument, PayloadError
-from runtime.outcomes import Outcome, OutcomeKind, delay_seconds, retry
+from runtime.outcomes import Outcome, OutcomeKind, delay_seconds, outcome_of, retry
 from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
 from runtime.queue import check_dialect
 from runtime.rendered import RenderedFile
@@ -57,7 +57,7 @@ class RelayReport(dict[str, int]):
     left_ids: tuple[int, ...] = ()
 
 
-Handler = Callable[[OutboxMessage, Ctx], Awaitable[Outcome]]
+Handler = Callable[[OutboxMessage, Ctx], Awaitable[Outcome | None]]
 
 
 def _utc(value: Any) -> datetime | None:
@@ -182,10 +182,12 @@ class Outbox:
         """Hand the unmarked records to ``handle(message, ctx)`` in id order and settle each by
         its outcome; return the counts.
 
-        ack and drop mark the record; retry and retry_after leave it unmarked and it is not
-        handed again in this run (``report["left"]``, ``report.left_ids``); custom(name) runs
-        the declared SQL; a handler that raises is a retry. Each batch is one transaction:
-        a relay that dies mid-batch marks nothing of it, and a restart hands it again.
+        ack and drop mark the record (a handler that returns None acks); retry and
+        retry_after leave it unmarked and it is not handed again in this run
+        (``report["left"]``, ``report.left_ids``); custom(name) runs the declared SQL; a
+        handler that raises, or returns something that is not an outcome, is a retry. Each
+        batch is one transaction: a relay that dies mid-batch marks nothing of it, and a
+        restart hands it again.
         With ``until_empty`` it returns once a pass over the table hands nothing new;
         otherwise it polls every ``poll_interval`` seconds until ``stop`` is set (or the task
         is cancelled). ``report = await outbox.relay(url, handle)``
@@ -327,7 +329,8 @@ class Outbox:
         return outcome.label
 
     async def _call(self, handle: Handler, message: OutboxMessage) -> Outcome:
-        """The handler's outcome; one that raises or returns no outcome is a retry, logged."""
+        """The handler's outcome: None is ack(); one that raises or returns anything else
+        that is not an outcome is a retry, logged."""
         try:
             outcome = await handle(message, Ctx(attempt=None, db=None, queue=self.name))
         except Exception:
@@ -335,16 +338,13 @@ class Outbox:
                 "outbox %s: handler for record %s raised: taken as retry()", self.name, message.id
             )
             return retry()
-        if not isinstance(outcome, Outcome):
+        try:
+            return outcome_of(outcome)
+        except TypeError as exc:
             log.error(
-                "outbox %s: handler for record %s returned %r, not an outcome "
-                "(runtime.ack(), …): taken as retry()",
-                self.name,
-                message.id,
-                outcome,
+                "outbox %s: handler for record %s %s: taken as retry()", self.name, message.id, exc
             )
             return retry()
-        return outcome
 
 
 class SyncOutbox:

@@ -1,4 +1,4 @@
-"""What a handler returns: ack, drop, retry, retry_after(delay) or custom(name)."""
+"""What a handler returns: ack, drop, retry, retry_after(delay) or custom(name); None is ack."""
 
 from __future__ import annotations
 
@@ -95,11 +95,36 @@ def custom(name: str) -> Outcome:
     return Outcome(OutcomeKind.CUSTOM, name=name)
 
 
+def outcome_of(returned: object) -> Outcome:
+    """What a handler's return value settles as: an Outcome decides; ``None`` (a handler that
+    returns nothing) is ``ack()``. TypeError, naming the value's type, for anything else (the
+    caller logs it and takes it as a retry)."""
+    if returned is None:
+        return _ACK
+    if isinstance(returned, Outcome):
+        return returned
+    raise TypeError(
+        f"returned {type(returned).__name__} {returned!r}, not an outcome "
+        "(return None or runtime.ack(), runtime.retry(), …)"
+    )
+
+
 class RetryPolicy(Protocol):
     """What ``Consumer(..., retry_policy=…)`` asks: the delay before delivery ``attempt + 1``
-    after delivery ``attempt`` (1 first; None without an attempt column) failed."""
+    after delivery ``attempt`` (1 first; None without an attempt column) failed; None to
+    deliver it again at once (a plain ``retry()``)."""
 
-    def delay(self, attempt: int | None) -> float | timedelta: ...
+    def delay(self, attempt: int | None) -> float | timedelta | None: ...
+
+
+@dataclass(frozen=True)
+class Immediate:
+    """The retry policy that delivers a failed message again at once (``retry()`` as it is):
+    ``Consumer(..., retry_policy=runtime.Immediate())``. It needs no retry_after column. The
+    cap (max_attempts) and the dead letter still apply."""
+
+    def delay(self, attempt: int | None) -> None:
+        return None
 
 
 @dataclass
@@ -147,8 +172,30 @@ class ExponentialBackoff:
         return round(full * (1 - self.jitter * self.rng.random()), 3)
 
 
+#: the default retry policy of a queue with a retry_after column: 1 s doubling per delivery
+#: up to 1 h, each delay less up to 20 % of it drawn at random
+DEFAULT_RETRY_BASE_S = 1.0
+DEFAULT_RETRY_FACTOR = 2.0
+DEFAULT_RETRY_CAP_S = 3600.0
+DEFAULT_RETRY_JITTER = 0.2
+
+
+def default_retry_policy(
+    base: float = DEFAULT_RETRY_BASE_S, cap: float = DEFAULT_RETRY_CAP_S
+) -> ExponentialBackoff:
+    """The policy a Consumer uses when given none, on a queue with a retry_after column:
+    ``ExponentialBackoff(base=1, factor=2, cap=3600, jitter=0.2)``, so the retry after
+    delivery 1 waits 0.8-1 s, after delivery 2 1.6-2 s, then 3.2-4 s, 6.4-8 s, … and from
+    delivery 13 on 48-60 min."""
+    return ExponentialBackoff(
+        base=base, factor=DEFAULT_RETRY_FACTOR, cap=cap, jitter=DEFAULT_RETRY_JITTER
+    )
+
+
 def with_policy(outcome: Outcome, attempt: int | None, policy: RetryPolicy | None) -> Outcome:
-    """A retry() under a policy: retry_after(the policy's delay); any other outcome as it is."""
+    """A retry() under a policy: retry_after(the policy's delay), or retry() as it is when the
+    policy says None (``Immediate``); any other outcome as it is."""
     if policy is None or outcome.kind is not OutcomeKind.RETRY:
         return outcome
-    return retry_after(policy.delay(attempt))
+    delay = policy.delay(attempt)
+    return outcome if delay is None else retry_after(delay)

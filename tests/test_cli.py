@@ -261,6 +261,12 @@ def test_init_writes_a_starter_that_renders(
     assert main(["render", "--config", str(cfg)]) == 0
     assert sorted(tree(tmp_path / "sql")) == ["postgres/orders.sql", "sqlite/orders.sql"]
     assert main(["check", "--config", str(cfg)]) == 0
+    # the starter's queue has retry_after, so a Consumer given no policy backs off
+    import runtime
+
+    for dialect in ("postgres", "sqlite"):
+        queue = runtime.load(tmp_path / "sql" / dialect / "orders.sql")
+        assert queue.rendered.get("retry_after") and "retry_after" in queue.columns
     # the commented-out examples in the starter are valid too once uncommented
     uncommented = re.sub(r"^# (\[queues\.orders\.|drop = |default = )", r"\1", STARTER, flags=re.M)
     assert uncommented != STARTER

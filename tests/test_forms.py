@@ -114,7 +114,12 @@ def test_transactional_writes_commit_with_an_ack_only(engine, form, outcome):
                 return getattr(runtime, outcome)() if ctx.attempt == 1 else runtime.ack()
 
             counts = await runtime.Consumer(
-                qt.url, qt.queue, handle, transactional=True, concurrency=1
+                qt.url,
+                qt.queue,
+                handle,
+                transactional=True,
+                concurrency=1,
+                retry_policy=runtime.Immediate(),
             ).drain()
             written = await qt.sql(f"SELECT msg_id FROM {qt.q(side)}")
             # only the acked delivery's write is kept: one row per acked message
@@ -693,7 +698,13 @@ def test_a_row_lock_batch_keeps_overrides_with_comments_custom_events_and_the_ca
                 return outcomes[message.payload["n"]]
 
             consumer = runtime.Consumer(
-                qt.url, qt.queue, handle, batch=6, concurrency=1, transactional=transactional
+                qt.url,
+                qt.queue,
+                handle,
+                batch=6,
+                concurrency=1,
+                transactional=transactional,
+                retry_policy=runtime.Immediate(),
             )
             counts = await asyncio.wait_for(consumer.drain(), 60)  # a row left ready: no end
             assert counts.outcomes == {

@@ -46,7 +46,10 @@ def test_a_handler_raising_cancelled_or_generator_exit_is_a_retry(engine, form, 
                 return runtime.ack()
 
             counts = await asyncio.wait_for(
-                runtime.Consumer(qt.url, qt.queue, handle, concurrency=2).drain(), 30
+                runtime.Consumer(
+                    qt.url, qt.queue, handle, concurrency=2, retry_policy=runtime.Immediate()
+                ).drain(),
+                30,
             )
             assert counts.get("ack") == 4 and counts.get("retry") == 1, counts
             assert (1, 2) in seen
@@ -98,7 +101,9 @@ def test_keyboard_interrupt_in_a_handler_stops_the_consumer_then_propagates(engi
                     raise raised()
                 return runtime.ack()
 
-            consumer = runtime.Consumer(qt.url, qt.queue, handle, concurrency=1, batch=5)
+            consumer = runtime.Consumer(
+                qt.url, qt.queue, handle, concurrency=1, batch=5, retry_policy=runtime.Immediate()
+            )
             with pytest.raises(raised):
                 # awaited in this task: a KeyboardInterrupt leaving a task of its own (as
                 # wait_for would make) ends the event loop, as asyncio does for any task
@@ -184,7 +189,9 @@ def test_a_sync_handler_runs_in_a_worker_thread(engine, form):
                     else (runtime.ack())
                 )
 
-            consumer = runtime.Consumer(qt.url, qt.queue, handle, concurrency=2)
+            consumer = runtime.Consumer(
+                qt.url, qt.queue, handle, concurrency=2, retry_policy=runtime.Immediate()
+            )
             counts = await asyncio.wait_for(consumer.drain(), 30)
             assert counts.get("ack") == 6 and counts.get("retry") == 1, counts
             assert threading.get_ident() not in threads

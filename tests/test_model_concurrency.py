@@ -189,7 +189,7 @@ def predict(case: Case, seed: int, n: int) -> Prediction:
     as_model = ["retry" if o == "raise" else o for o in outcomes]
     place, k = lifecycle(case.shape, as_model)
     assert place != "pending"
-    labels = as_model[:k]
+    labels = ["ack" if o == "none" else o for o in as_model[:k]]  # None settles as an ack
     if place == "dead_letter":
         labels[-1] = "dead_letter"
     return Prediction(place, k, labels, acked=labels[-1] == "ack")
@@ -255,7 +255,13 @@ async def _drain_in_tasks(
     handle = make_handler(queue, seed, log, side)
     consumers = [
         runtime.Consumer(
-            engine.url, queue, handle, transactional=case.transactional, concurrency=6, batch=5
+            engine.url,
+            queue,
+            handle,
+            transactional=case.transactional,
+            concurrency=6,
+            batch=5,
+            retry_policy=runtime.Immediate(),  # the model's retries come back at once
         )
         for _ in range(3)
     ]
@@ -542,7 +548,12 @@ async def _dedupe_scenario(engine: Engine, shape: Shape, seed: int) -> None:
     try:
         for sql in queue.rendered.require("schema"):
             await db.execute(sql)
-        consumers = [runtime.Consumer(engine.url, queue, handle, concurrency=3) for _ in range(2)]
+        consumers = [
+            runtime.Consumer(
+                engine.url, queue, handle, concurrency=3, retry_policy=runtime.Immediate()
+            )
+            for _ in range(2)
+        ]
         quiet = _Expected()
         logging.getLogger("runtime").addFilter(quiet)
         try:

@@ -45,7 +45,7 @@ from runtime.delivery import Delivery as RuntimeDelivery
 from runtime.drivers.base import Connection
 from runtime.errors import LeaseLost
 from runtime.forms import Form, form_for
-from runtime.outcomes import Outcome, ack, drop, retry, retry_after
+from runtime.outcomes import Outcome, ack, drop, outcome_of, retry, retry_after
 from runtime.queue import Queue, decode_payload
 from runtime.settle import Decision, decide
 
@@ -57,9 +57,11 @@ T = TypeVar("T")
 FUTURE_S = 3600
 OTHER_GROUP = "other"
 
-#: outcomes as the steps print them → (the model's outcome, its delay state, the runtime's)
-OUTCOMES: dict[str, tuple[str, str, Outcome]] = {
+#: outcomes as the steps print them → (the model's outcome, its delay state, what the
+#: handler returns: None is a handler without a return, which acks)
+OUTCOMES: dict[str, tuple[str, str, Outcome | None]] = {
     "ack": ("ack", "due", ack()),
+    "None": ("none", "due", None),
     "drop": ("drop", "due", drop()),
     "retry": ("retry", "due", retry()),
     "retry_after 0s": ("retry_after", "due", retry_after(0)),
@@ -345,7 +347,8 @@ class QueueMachine(RuleBasedStateMachine):
         conn = self.run(self.worker_conn(h.model.worker))
         self.run(self.handler_writes(conn, h))
         self.warnings.records.clear()
-        decision = decide(self.queue, h.runtime, runtime_outcome)
+        # what the Consumer does with a handler's return value, then its settlement
+        decision = decide(self.queue, h.runtime, outcome_of(runtime_outcome))
         logged = [r for r in self.warnings.records if r.levelno >= logging.WARNING]
         expected = self.model.settle(h.model, kind, delay, handler_wrote=self.transactional)
         assert decision.label == expected.label, (

@@ -319,7 +319,9 @@ def test_fifo_key_under_concurrent_consumers(engine: Engine, form: str) -> None:
                 handled[k].append(message.id)
                 return runtime.ack()
 
-            consumer = runtime.Consumer(qt.url, qt.queue, handle, concurrency=4, batch=3)
+            consumer = runtime.Consumer(
+                qt.url, qt.queue, handle, concurrency=4, batch=3, retry_policy=runtime.Immediate()
+            )
             await asyncio.wait_for(consumer.drain(), 120)
             assert overlaps == []
             assert handled == ids

@@ -296,6 +296,27 @@ def test_ack_and_drop_mark_and_are_never_handed_again(engine: Engine, outbox: Ou
     run(go())
 
 
+def test_a_handler_returning_none_marks_and_any_other_value_is_a_retry(
+    engine: Engine, outbox: Outbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def go() -> None:
+        ids = await put_all(engine.url, outbox, [{"n": i} for i in range(3)])
+
+        async def handle(message: OutboxMessage, ctx: Ctx) -> Any:
+            return {0: None, 1: "done", 2: runtime.drop()}[message.payload["n"]]
+
+        with caplog.at_level(logging.ERROR, logger="runtime"):
+            report = await outbox.relay(engine.url, handle)
+        assert report == {"ack": 1, "retry": 1, "drop": 1, "left": 1}
+        assert report.left_ids == (ids[1],)
+        (logged,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert "returned str 'done', not an outcome" in logged
+        marks = [r["marked"] for r in await records(engine.url, outbox)]
+        assert marks == [True, False, True]
+
+    run(go())
+
+
 def test_retry_leaves_the_record_for_the_next_relay(
     engine: Engine, outbox: Outbox, caplog: pytest.LogCaptureFixture
 ) -> None:

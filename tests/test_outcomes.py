@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -34,6 +35,7 @@ def handler(plan: dict[int, list[str]] | list[str], seen: list[tuple[int, int | 
 
 async def drain(qt, handle, **kw: Any) -> dict[str, int]:
     kw.setdefault("concurrency", 1)
+    kw.setdefault("retry_policy", runtime.Immediate())  # these tests count immediate retries
     return await runtime.Consumer(qt.url, qt.queue, handle, **kw).drain()
 
 
@@ -274,6 +276,59 @@ def test_an_override_runs_in_place_of_the_dialects_statement(engine, form):
             assert await drain(qt, handler(["drop"], [])) == {"drop": 1}
             (row,) = await qt.rows()
             assert row["attempt"] == 42 and row["processed_at"] is not None
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_handler_returning_none_acks_and_any_other_value_is_a_logged_retry(engine, form, caplog):
+    """No return statement is an ack (the row is finished); an explicit outcome still decides;
+    a value that is not an outcome is a retry, logged naming its type."""
+
+    async def go():
+        qt = await make_queue(engine, form, dead="table", max_attempts=2)
+        try:
+            ids = await qt.enqueue({"n": 0}, {"n": 1}, {"n": 2}, {"n": 3})
+            returns = {0: None, 1: 42, 2: runtime.retry_after(3600), 3: None}
+            seen = []
+
+            async def handle(message, ctx):
+                seen.append((message.payload["n"], ctx.attempt))
+                if message.payload["n"] == 3:
+                    return  # a bare return: None
+                return returns[message.payload["n"]]
+
+            with caplog.at_level(logging.ERROR, logger="runtime"):
+                counts = await asyncio.wait_for(
+                    drain(qt, handle, retry_policy=runtime.Immediate()), 30
+                )
+            # 42 is a retry at once, then the cap moves it to the dead letter
+            assert counts == {"ack": 2, "retry": 1, "dead_letter": 1, "retry_after": 1}, counts
+            assert sorted(seen) == [(0, 1), (1, 1), (1, 2), (2, 1), (3, 1)]
+            wrong = [r.getMessage() for r in caplog.records if "not an outcome" in r.getMessage()]
+            assert len(wrong) == 2 and all("returned int 42" in w for w in wrong), wrong
+            rows = {r["id"]: r for r in await qt.rows()}
+            assert rows[ids[0]]["processed_at"] is not None
+            assert rows[ids[3]]["processed_at"] is not None
+            assert rows[ids[2]]["processed_at"] is None and rows[ids[2]]["retry_after_future"]
+            assert [r["payload"] for r in await qt.dead_rows()] == [{"n": 1}]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_sync_handler_returning_none_acks(engine):
+    async def go():
+        qt = await make_queue(engine, "lease")
+        try:
+            await qt.enqueue({"n": 1})
+            seen = []
+            counts = await asyncio.wait_for(drain(qt, lambda m, c: seen.append(m.id)), 30)
+            assert counts == {"ack": 1} and len(seen) == 1
+            assert all(r["processed_at"] is not None for r in await qt.rows())
         finally:
             await qt.drop()
 

@@ -305,7 +305,9 @@ def test_a_row_that_cannot_be_decoded_never_fails_its_batch(engine, form, dead, 
 
         try:
             ids = await qt.enqueue({"n": 1}, {"poison": True}, {"n": 3})
-            consumer = runtime.Consumer(qt.url, queue, handle, concurrency=1, batch=10)
+            consumer = runtime.Consumer(
+                qt.url, queue, handle, concurrency=1, batch=10, retry_policy=runtime.Immediate()
+            )
             if dead:
                 counts = await consumer.drain()
             else:  # no dead letter: the row comes back again and again, as any failure would

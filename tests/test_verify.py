@@ -71,6 +71,7 @@ async def execute(url: str, *statements: str) -> None:
 def test_a_table_made_by_its_schema_block_matches(
     engine: Engine, space: str, tmp_path: Path
 ) -> None:
+    run(execute(space))  # the database (a SQLite file) exists: qgen commands never create one
     code, out, err = verify(tmp_path, engine.dialect_name, space)
     assert code == 1 and "the table does not exist" in out, out + err
     queue = runtime.load(tmp_path / "sql" / engine.dialect_name / "jobs.sql")

@@ -20,6 +20,7 @@ import os
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
 from runtime.dialects import DIALECTS
 from runtime.drivers.base import (
@@ -323,18 +324,27 @@ class SQLiteConnection(Connection):
         return isinstance(exc, self._sqlite3.ProgrammingError) and "closed" in str(exc).lower()
 
 
-async def open_sqlite(url: str, path: str, **kwargs: Any) -> SQLiteConnection:
+async def open_sqlite(url: str, path: str, query: str = "", **kwargs: Any) -> SQLiteConnection:
     """Open (creating if needed) the SQLite file at ``path`` (``:memory:`` for a private one).
 
+    ``query`` (the URL's query string, e.g. ``mode=rw``) goes to SQLite as URI parameters.
     ``kwargs`` go to ``sqlite3.connect`` through aiosqlite; ``isolation_level`` is fixed.
     """
     aiosqlite_mod = import_driver("aiosqlite", "sqlite")
     import sqlite3
 
     kwargs["isolation_level"] = None
-    db = aiosqlite_mod.connect(path, **kwargs)
+    target = path
+    if query:
+        target, kwargs["uri"] = f"file:{quote(path)}?{query}", True
+    db = aiosqlite_mod.connect(target, **kwargs)
     try:
         await db
+    except asyncio.CancelledError:
+        # aiosqlite has queued its thread's stop too: let the thread end while the loop runs
+        with contextlib.suppress(BaseException):
+            await asyncio.to_thread(db._thread.join, 5.0)
+        raise
     except sqlite3.Error as exc:
         # aiosqlite has queued its worker thread's stop; wait for it here, while the event loop
         # still runs, or the thread reports to a closed loop when the caller exits.

@@ -26,8 +26,9 @@ from typing import Any
 
 import runtime
 
-#: each delivery's outcome, by weight; "raise" is a handler error, taken as retry()
-WEIGHTS = {"ack": 40, "drop": 10, "retry": 20, "retry_after": 15, "raise": 15}
+#: each delivery's outcome, by weight; "raise" is a handler error, taken as retry(); "none"
+#: returns None, taken as ack()
+WEIGHTS = {"ack": 30, "none": 10, "drop": 10, "retry": 20, "retry_after": 15, "raise": 15}
 
 
 def outcome_for(seed: int, n: int, attempt: int) -> str:
@@ -43,7 +44,7 @@ def fifo_key_for(n: int) -> str | None:
 
 def make_handler(
     queue: runtime.Queue, seed: int, log: list[dict[str, Any]], side: str | None
-) -> Callable[[runtime.Message, runtime.Ctx], Awaitable[runtime.Outcome]]:
+) -> Callable[[runtime.Message, runtime.Ctx], Awaitable[runtime.Outcome | None]]:
     """A handler that logs each delivery (with when it started and ended, by the machine's
     monotonic clock, which every process shares) and returns its seeded outcome. On a queue
     with a fifo_key it pauses a little, so that two deliveries of a key in flight at once
@@ -57,7 +58,7 @@ def make_handler(
         else None
     )
 
-    async def handle(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
+    async def handle(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome | None:
         n = int(message.payload["n"])
         assert ctx.attempt is not None
         chosen = outcome_for(seed, n, ctx.attempt)
@@ -72,6 +73,8 @@ def make_handler(
             raise RuntimeError(f"message {n}: the handler fails on attempt {ctx.attempt}")
         if chosen == "retry_after":
             return runtime.retry_after(0)
+        if chosen == "none":
+            return None
         return getattr(runtime, chosen)()
 
     return handle
@@ -83,7 +86,13 @@ async def _main(argv: list[str]) -> None:
     log: list[dict[str, Any]] = []
     handle = make_handler(queue, int(seed), log, None if side == "-" else side)
     consumer = runtime.Consumer(
-        url, queue, handle, transactional=transactional == "1", concurrency=4, batch=5
+        url,
+        queue,
+        handle,
+        transactional=transactional == "1",
+        concurrency=4,
+        batch=5,
+        retry_policy=runtime.Immediate(),  # the model's retries come back at once
     )
     async with await runtime.connect(url):  # reachable before we say ready
         pass

@@ -20,6 +20,7 @@ The rules, as SPEC.md gives them:
 * Advisory claim: the first ``scan`` claimable rows by id are candidates; it keeps the
   first ``limit`` whose keys no other delivery holds (the others' keys stay free).
 * ack and drop delete the row, or set processed_at when the column exists (and clear a lease).
+  A handler that returns None ("none") acks.
 * retry: row lock +1 (without an attempt column: nothing, the row returns as it was);
   lease clears the lease; advisory writes nothing (the unlock returns the row).
 * retry_after(d): the row is due d seconds from now (plus row lock's +1, lease's clear);
@@ -62,7 +63,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FORMS = ("row_lock", "lease", "advisory")
-OUTCOMES = ("ack", "drop", "retry", "retry_after")
+#: "none": the handler returned None, which settles as an ack
+OUTCOMES = ("ack", "drop", "retry", "retry_after", "none")
 
 #: the group a claim without group= reads, and the dead-letter group (names used by the tests)
 DEFAULT_GROUP = "model"
@@ -361,7 +363,7 @@ class OutcomeModel:
         s = self.shape
         assert outcome in OUTCOMES, outcome
         warnings: list[str] = []
-        kind = outcome
+        kind = "ack" if outcome == "none" else outcome
         if kind == "retry_after" and not s.retry_after:
             warnings.append("retry_after_without_column")
             kind = "retry"

@@ -102,6 +102,20 @@ def test_the_handler_write_commits_with_an_ack_only() -> None:
     assert m.writes == [1]
 
 
+@pytest.mark.parametrize("form", FORMS)
+def test_a_handler_returning_none_settles_as_an_ack(form: str) -> None:
+    m = OutcomeModel(Shape(form, attempt=True, processed_at=True))
+    m.enqueue({})
+    m.enqueue({})
+    d = deliver(m)
+    assert m.settle(d, "none", handler_wrote=True).label == "ack"
+    if form == "row_lock":
+        m.end_batch(0)
+    assert m.rows[d.id].processed and m.writes == [d.number]
+    shape = Shape(form, attempt=True, dead_letter="table", max_attempts=2)
+    assert lifecycle(shape, ["retry", "none"]) == ("finished", 2)
+
+
 def test_lifecycle_predicts_where_a_message_ends() -> None:
     shape = Shape("advisory", attempt=True, dead_letter="table", max_attempts=3)
     assert lifecycle(shape, ["retry", "ack"]) == ("finished", 2)
