@@ -51,8 +51,11 @@ def objects(target: Any) -> list[str]:
 
 @pytest.fixture
 def space(engine: Engine) -> Any:
-    """A URL into a namespace of the test's own (dropped afterwards, with all it holds)."""
+    """A URL into a namespace of the test's own (dropped afterwards, with all it holds); a
+    SQLite one asks for its file to be created, as the qgen commands want it said."""
     name, url = run(create_namespace(engine))
+    if engine.name == "sqlite":
+        url += ("&" if "?" in url else "?") + "mode=rwc"
     yield url
     run(drop_namespace(engine, name))
 
@@ -372,7 +375,7 @@ def test_schema_prints_the_schema_block_and_it_runs(engine: Engine, space: str) 
     ("argv", "says"),
     [
         (["apply", "nosuch", "--db", "sqlite:///x.db"], "no queue 'nosuch'"),
-        (["apply", "--db", "nosuch://x"], "cannot tell the dialect of nosuch://"),
+        (["apply", "--db", "nosuch://x"], "unknown scheme 'nosuch'"),
         (["schema", "nosuch", "--dialect", "sqlite"], "declares no queue or outbox 'nosuch'"),
         (["schema", "orders"], "give --dialect, one of the declaration's dialects"),
         (["schema", "orders", "--dialect", "oracle"], "--dialect oracle is not one of"),
@@ -386,7 +389,7 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str) -> None:
 def test_an_unreadable_rendered_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
     cfg = tmp_path / "qgen.toml"
     cfg.write_text((EXAMPLES / "qgen.toml").read_text(encoding="utf-8"), encoding="utf-8")
-    db = f"sqlite:///{tmp_path / 'app.db'}"
+    db = f"sqlite:///{tmp_path / 'app.db'}?mode=rwc"
     code, out, err = qgen("apply", "emails", "--config", str(cfg), "--db", db)  # never rendered
     assert code == 2 and out == "" and "emails.sql" in err and len(err.splitlines()) == 1, err
     assert main(["render", "--config", str(cfg), "--dialect", "sqlite"]) == 0
