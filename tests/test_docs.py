@@ -22,6 +22,7 @@ Annotations are HTML comments on the lines just before a block:
 - ``<!-- rendered: PATH -->`` (sql): every line of the block without ``…`` appears in the
   rendered file PATH, in the same order.
 - ``<!-- pending: FEATURE -->``: the block documents a feature not merged yet; skipped.
+- ``<!-- cwd: repo -->`` (sh, console): run in the repository's root (read-only checks only).
 
 Databases: the URL ``postgresql://postgres@127.0.0.1:5432/test`` in a block is replaced by
 ``QGEN_TEST_POSTGRES_URL`` (a schema of its own per page), ``mysql://root@127.0.0.1:3306/test``
@@ -90,7 +91,7 @@ PENDING = {
 LANGUAGES = {"python", "sh", "console", "toml", "sql"}
 _FENCE = re.compile(r"```(.*)")
 _NOTE = re.compile(r"<!-- ([a-z-]+)(?:: (.*?))? -->")
-_NOTES = {"file", "exit", "stop-after", "rendered", "pending"}
+_NOTES = {"file", "exit", "stop-after", "rendered", "pending", "cwd"}
 
 
 @dataclass
@@ -152,6 +153,7 @@ def test_every_block_follows_the_convention() -> None:
                 f"{', '.join(sorted(LANGUAGES))}"
             )
             assert set(block.notes) <= _NOTES, f"{block.where}: unknown annotation {block.notes}"
+            assert block.notes.get("cwd", "repo") == "repo", f"{block.where}: cwd: repo only"
             if "pending" in block.notes:
                 assert block.notes["pending"] in PENDING, (
                     f"{block.where}: pending feature {block.notes['pending']!r}; known: "
@@ -256,7 +258,7 @@ class Session:
         env["PYTHONUNBUFFERED"] = "1"
         proc = subprocess.Popen(
             ["bash", "-e", "-c", self.substitute(command)],
-            cwd=self.folder,
+            cwd=ROOT if block.notes.get("cwd") == "repo" else self.folder,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
