@@ -337,6 +337,17 @@ def test_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         session.close()
 
 
+def test_links_outside_the_site_resolve() -> None:
+    """README.md, CONTRIBUTING.md and CHANGELOG.md are not in the site (mkdocs checks the
+    links of docs/): each of their relative links names a file of the repository."""
+    for page in (ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md"):
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" in target:
+                continue
+            assert (page.parent / target).exists(), f"{_page_id(page)}: link to missing {target}"
+
+
 def test_site_builds(tmp_path: Path) -> None:
     """mkdocs.yml builds the site from docs/ with warnings as errors (a broken link fails)."""
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
