@@ -396,7 +396,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
                 for i, (v, w) in enumerate(zip(r, widths, strict=True))
             ).rstrip()
         )
-    print("(- : not known in this queue's form or columns; see README, Operating)")
+    print("(- : not known in this queue's form or columns; see docs/howto/operate.md)")
     return 0
 
 

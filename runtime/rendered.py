@@ -20,7 +20,8 @@ The runtime never guesses: a statement's kind (``reads`` rows, ``writes`` rows a
 them, ``writes-returning`` the rows it wrote) comes from the generator's parse tree, and the
 seal refuses a file that was edited, truncated or re-encoded after ``qgen render`` wrote it.
 The generator reads every file back with this same reader before it validates the
-statements, so what runs is byte for byte what was validated.
+statements, so what runs is byte for byte what was validated. The user's description of the
+format is docs/reference/rendered-file.md.
 """
 
 from __future__ import annotations
