@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.adapters import adapt, run_sync
+from runtime.adapters import adapt, adapted, run_sync
 from runtime.connect import Opener, opener
 from runtime.delivery import Ctx, Message
 from runtime.dialects import Dialect
@@ -125,7 +125,7 @@ class Outbox:
         psycopg 3, aiosqlite, SQLAlchemy AsyncConnection/AsyncSession), inside its open
         transaction: the record commits or rolls back with the business write. Returns its id.
         ``await outbox.put(db, {"order": 7}, topic="orders")``"""
-        conn = adapt(db)
+        conn = await adapted(db)
         check_dialect(self.rendered, conn)
         result = await run_step(
             conn,  # type: ignore[arg-type]
@@ -143,7 +143,7 @@ class Outbox:
     ) -> int:
         """Add many records in one batch on the caller's connection; returns how many.
         ``await outbox.put_many(db, events, topic="orders")``"""
-        conn = adapt(db)
+        conn = await adapted(db)
         check_dialect(self.rendered, conn)
         insert = self.rendered.require(S.PUT)[0]  # the INSERT; ids are not read back here
         params = [self._put_params(p, topic, key) for p in payloads]

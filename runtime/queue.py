@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from runtime import wake
-from runtime.adapters import Adapted, adapt, run_sync
+from runtime.adapters import Adapted, adapt, adapted, run_sync
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
 from runtime.errors import (
@@ -306,7 +306,7 @@ class Queue:
         process's consumers of the table are woken right after the statement ran (before a
         transaction the caller has open commits: then they claim once, find nothing, and
         poll on)."""
-        conn = adapt(db)
+        conn = await adapted(db)
         check_dialect(self.rendered, conn)
         id_ = await self._enqueue(
             conn,
@@ -335,7 +335,7 @@ class Queue:
         payload) it returns the list of ``Enqueued`` ids instead, in order: ``[i for i in ids
         if i.duplicate]`` are the ones a pending message already held; the batch runs in one
         transaction (the caller's if one is open)."""
-        conn = adapt(db)
+        conn = await adapted(db)
         check_dialect(self.rendered, conn)
         items = list(payloads)
         keys = list(dedupe_keys) if dedupe_keys is not None else [None] * len(items)
