@@ -156,7 +156,8 @@ class _PyMySQL(Adapted):
             return _rows(cur.description, cur.fetchall()), cur.rowcount
 
 
-_PYFORMAT = re.compile(r"%\(([A-Za-z_]\w*)\)s|%%")
+#: a parameter (a JSON one: cast to JSONB, as every rendered file binds JSON) or a literal %
+_PYFORMAT = re.compile(r"CAST\(%\(([A-Za-z_]\w*)\)s AS JSONB\)|%\(([A-Za-z_]\w*)\)s|%%")
 
 
 @lru_cache(maxsize=1024)
@@ -164,13 +165,20 @@ def dollar_params(sql: str) -> tuple[str, tuple[str, ...]]:
     """A rendered PostgreSQL statement (``%(name)s``, ``%%`` for ``%``) in asyncpg's style:
     ``$n`` by each name's first use, and the names in ``$n`` order (converted once per
     statement text). ``dollar_params("… %(a)s, %(b)s, %(a)s")`` → ``("… $1, $2, $1", ("a", "b"))``
+
+    JSON travels as text (``CAST($n::text AS JSONB)``), so a connection whose own jsonb
+    codec encodes Python values (``set_type_codec("jsonb", encoder=json.dumps, …)``) does
+    not encode the runtime's JSON text a second time.
     """
     names: dict[str, int] = {}
 
     def number(m: re.Match[str]) -> str:
-        if m.group(1) is None:
+        json_name, name = m.group(1), m.group(2)
+        if json_name is not None:
+            return f"CAST(${names.setdefault(json_name, len(names) + 1)}::text AS JSONB)"
+        if name is None:
             return "%"
-        return f"${names.setdefault(m.group(1), len(names) + 1)}"
+        return f"${names.setdefault(name, len(names) + 1)}"
 
     return _PYFORMAT.sub(number, sql), tuple(names)
 

@@ -7,6 +7,7 @@ separate connection."""
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import tempfile
@@ -139,7 +140,14 @@ async def async_connection(engine: Engine, kind: str) -> AsyncIterator[Any]:
             """A service's own connection class (asyncpg's connection_class=)."""
 
         if kind == "asyncpg-pool":
-            pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+            # a pool whose connections decode and encode JSON themselves, as services set up
+            async def codecs(conn: Any) -> None:
+                for name in ("json", "jsonb"):
+                    await conn.set_type_codec(
+                        name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+                    )
+
+            pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2, init=codecs)
             try:
                 async with pool.acquire() as conn:
                     yield conn
@@ -295,6 +303,8 @@ def test_statements_become_asyncpgs_numbered_parameters_once() -> None:
     text, names = dollar_params("SELECT %(a)s, %(b)s, %(a)s, '100%%' WHERE x LIKE 'a%%'")
     assert text == "SELECT $1, $2, $1, '100%' WHERE x LIKE 'a%'"
     assert names == ("a", "b")
+    text, names = dollar_params("VALUES (%(id)s, CAST(%(payload)s AS JSONB), %(id)s)")
+    assert (text, names) == ("VALUES ($1, CAST($2::text AS JSONB), $1)", ("id", "payload"))
     before = dollar_params.cache_info().hits
     dollar_params("SELECT %(a)s, %(b)s, %(a)s, '100%%' WHERE x LIKE 'a%%'")
     assert dollar_params.cache_info().hits == before + 1
