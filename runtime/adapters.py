@@ -6,8 +6,8 @@ AsyncConnection, AsyncSession) and Django's database connection (sync).
 Each kind is recognised by the name and module of its class or of a class it derives from,
 so no optional library is imported unless the service passed one of its connections.
 
-An adapter runs the rendered statement as it is, through the driver the connection already
-uses, and never begins, commits or changes a setting of a connection it did not open: the
+An adapter runs the rendered statement as it is (for asyncpg, in its ``$n`` style), through
+the driver the connection already uses, and never begins, commits or changes a setting of a connection it did not open: the
 service's transaction decides what commits. Sync connections get adapters whose methods
 never suspend, so the sync API (``queue.sync``) runs the same async code to completion
 without an event loop (``run_sync``).
@@ -209,10 +209,6 @@ class _Asyncpg(Adapted):
     async def fetchall(self, sql: str, params: Params | None = None) -> list[Row]:
         text, args = _positional(sql, params or {})
         return [dict(r) for r in await self.conn.fetch(text, *args)]
-
-    async def _run(self, sql: str, params: Params) -> tuple[list[Row], int]:
-        rows = await self.fetchall(sql, params)
-        return rows, len(rows)
 
     async def executemany(self, sql: str, seq_of_params: Sequence[Params]) -> None:
         text, names = dollar_params(sql)

@@ -122,7 +122,7 @@ class Outbox:
         self, db: Any, payload: Any, topic: str | None = None, key: str | None = None
     ) -> int:
         """Add one record on the caller's connection (the runtime's or the service's own:
-        psycopg 3, aiosqlite, SQLAlchemy AsyncConnection/AsyncSession), inside its open
+        psycopg 3, asyncpg, aiosqlite, SQLAlchemy AsyncConnection/AsyncSession), inside its open
         transaction: the record commits or rolls back with the business write. Returns its id.
         ``await outbox.put(db, {"order": 7}, topic="orders")``"""
         conn = await adapted(db)
@@ -154,7 +154,8 @@ class Outbox:
     @property
     def sync(self) -> SyncOutbox:
         """put and put_many for blocking code on a blocking connection (psycopg, sqlite3,
-        PyMySQL, SQLAlchemy Connection or Session): ``outbox.sync.put(conn, event)``."""
+        PyMySQL, SQLAlchemy Connection or Session, Django's connection):
+        ``outbox.sync.put(conn, event)``."""
         return SyncOutbox(self)
 
     async def prune(self, db: Connection, age_s: float) -> int:

@@ -291,8 +291,9 @@ class Queue:
         with ``.duplicate`` True (``Enqueued`` is an ``int``). Once that message finishes the
         key is free again.
 
-        ``db`` is the runtime's connection or the service's own (psycopg 3, aiosqlite,
-        SQLAlchemy AsyncConnection or AsyncSession): the statement runs on it as it is, and
+        ``db`` is the runtime's connection or the service's own (psycopg 3, asyncpg or a
+        pool's connection, aiosqlite, SQLAlchemy AsyncConnection or AsyncSession, also over
+        postgresql+asyncpg): the statement runs on it as it is, and
         the service's commit or rollback decides. ``values`` gives the table's other columns
         (``other_columns``) their values; ``priority`` (a priority column) puts the message
         before lower ones in the claim (None: the column's default, 0); ``fifo_key`` (a fifo_key
@@ -449,7 +450,8 @@ class Queue:
     @property
     def sync(self) -> SyncQueue:
         """The same enqueue for blocking code and a blocking connection (psycopg, sqlite3,
-        PyMySQL, SQLAlchemy Connection or Session): ``queue.sync.enqueue(conn, {"n": 1})``."""
+        PyMySQL, SQLAlchemy Connection or Session, Django's ``django.db.connection``):
+        ``queue.sync.enqueue(conn, {"n": 1})``."""
         return SyncQueue(self)
 
 
