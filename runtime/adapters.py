@@ -16,13 +16,13 @@ without an event loop (``run_sync``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
 from runtime.dialects import DIALECTS, Dialect
 from runtime.drivers.base import Connection, Params, Row
-from runtime.errors import ConfigurationError
+from runtime.errors import ConfigurationError, InvalidArgument
 from runtime.sqltext import named_to_pyformat
 
 T = TypeVar("T")
@@ -194,6 +194,39 @@ def _status_count(status: str | None) -> int:
     return int(last) if last.isdigit() else -1
 
 
+_BAD_ARGUMENT = re.compile(
+    r"invalid input for query argument \$(\d+)(?: in element #(\d+) of executemany\(\) sequence)?: (.*)"
+)
+
+
+def _bad_argument(exc: BaseException, sql: str) -> InvalidArgument | None:
+    """asyncpg's refusal of a value whose type is not its column's (it converts nothing, as
+    psycopg lets the server do), naming the argument as the caller gave it: ``values['amount']``
+    rather than ``$4``. None for any other error."""
+    found = _BAD_ARGUMENT.search(str(exc))
+    if found is None or not type(exc).__module__.startswith(("asyncpg", "sqlalchemy")):
+        return None
+    names = dollar_params(sql)[1]
+    name = names[int(found.group(1)) - 1]
+    what = f"values[{name[6:]!r}]" if name.startswith("value_") else name
+    item = f"item {found.group(2)} of the batch: " if found.group(2) else ""
+    return InvalidArgument(
+        f"{item}{what}: {found.group(3)}; asyncpg binds a value only of its column's own type "
+        "(int for INTEGER, datetime for TIMESTAMPTZ, Decimal or float for NUMERIC, …)"
+    )
+
+
+async def _checked(sql: str, call: Awaitable[T]) -> T:
+    """The call's result; a value asyncpg refused as InvalidArgument (see _bad_argument)."""
+    try:
+        return await call
+    except Exception as exc:
+        bad = _bad_argument(exc, sql)
+        if bad is None:
+            raise
+        raise bad from exc
+
+
 class _Asyncpg(Adapted):
     """An asyncpg Connection, or a pool's connection (its proxy): the statement in ``$n``
     style with its values in order, as asyncpg's own prepared-statement cache keeps it."""
@@ -204,15 +237,16 @@ class _Asyncpg(Adapted):
 
     async def execute(self, sql: str, params: Params | None = None) -> int:
         text, args = _positional(sql, params or {})
-        return _status_count(await self.conn.execute(text, *args))
+        return _status_count(await _checked(sql, self.conn.execute(text, *args)))
 
     async def fetchall(self, sql: str, params: Params | None = None) -> list[Row]:
         text, args = _positional(sql, params or {})
-        return [dict(r) for r in await self.conn.fetch(text, *args)]
+        return [dict(r) for r in await _checked(sql, self.conn.fetch(text, *args))]
 
     async def executemany(self, sql: str, seq_of_params: Sequence[Params]) -> None:
         text, names = dollar_params(sql)
-        await self.conn.executemany(text, [[p[n] for n in names] for p in seq_of_params])
+        rows = [[p[n] for n in names] for p in seq_of_params]
+        await _checked(sql, self.conn.executemany(text, rows))
 
 
 class _SQLAlchemy(Adapted):
@@ -245,13 +279,13 @@ class _SQLAlchemy(Adapted):
 
     async def _run(self, sql: str, params: Params) -> tuple[list[Row], int]:
         conn = await self._connection()
-        bound: Any = dict(params)
-        if self.positional:
-            sql, args = _positional(sql, params)
-            bound = tuple(args)
-        result = conn.exec_driver_sql(sql, bound)
-        if self.is_async:
-            result = await result
+        if self.positional:  # asyncpg: always async
+            text, args = _positional(sql, params)
+            result = await _checked(sql, conn.exec_driver_sql(text, tuple(args)))
+        else:
+            result = conn.exec_driver_sql(sql, dict(params))
+            if self.is_async:
+                result = await result
         rows = [dict(r) for r in result.mappings().all()] if result.returns_rows else []
         return rows, result.rowcount
 
@@ -261,7 +295,8 @@ class _SQLAlchemy(Adapted):
             return
         text, names = dollar_params(sql)
         conn = await self._connection()
-        await conn.exec_driver_sql(text, [tuple(p[n] for n in names) for p in seq_of_params])
+        rows = [tuple(p[n] for n in names) for p in seq_of_params]
+        await _checked(sql, conn.exec_driver_sql(text, rows))
 
 
 def _sqlalchemy_dialect(sa_dialect: Any) -> Dialect:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,7 +27,7 @@ import runtime
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
 from runtime.adapters import adapt, adapted, dollar_params, run_sync
-from runtime.errors import ConfigurationError
+from runtime.errors import ConfigurationError, InvalidArgument
 from runtime.queue import Queue
 from runtime.rendered import parse_rendered
 
@@ -251,6 +252,47 @@ def test_a_business_write_and_its_message_commit_or_roll_back_together(
             await _assert_together(qt, business, ids)
         finally:
             await _teardown(qt, business)
+
+    run(go())
+
+
+@async_params
+def test_a_value_of_another_type_than_its_column_is_named_in_one_error(
+    engine: Engine, kind: str
+) -> None:
+    """asyncpg converts no value to its column's type (psycopg lets the server): the error
+    names the argument as given, and nothing of the transaction is kept."""
+
+    async def go() -> None:
+        qt = await make_queue(engine, "lease")
+        await qt.sql(f"ALTER TABLE {qt.q(qt.table)} ADD COLUMN amount INTEGER")
+        await qt.sql(f"ALTER TABLE {qt.q(qt.table)} ADD COLUMN due TIMESTAMPTZ")
+        decl = {"table": qt.table, "columns": qt.columns, "other_columns": ["amount", "due"]}
+        decl |= {"form": "lease", "lease_s": 30}
+        parsed = parse_declaration({"dialects": ["postgres"], "queues": {"q": decl}})
+        queue = Queue(parse_rendered(build_unit(parsed.queues["q"], "postgres"), "q.sql"))
+        due = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+        try:
+            async with async_connection(engine, kind) as conn:
+                async with transaction(conn):
+                    await queue.enqueue(conn, {"n": 1}, values={"amount": 5, "due": due})
+                for values, many, wanted in [
+                    ({"amount": "5"}, False, r"^values\['amount'\]: '5' \('str' object"),
+                    ({"due": "2030-01-02"}, False, r"^values\['due'\]: '2030-01-02' \(expected"),
+                    ({"amount": "x"}, True, r"^item 0 of the batch: values\['amount'\]: 'x'"),
+                ]:
+                    with pytest.raises(InvalidArgument, match=wanted) as exc:
+                        async with transaction(conn):
+                            await queue.enqueue(conn, {"n": 2})
+                            if many:
+                                await queue.enqueue_many(conn, [{"n": 3}, {"n": 4}], values=values)
+                            else:
+                                await queue.enqueue(conn, {"n": 3}, values=values)
+                    assert "asyncpg binds a value only of its column's own type" in str(exc.value)
+            rows = await qt.sql(f"SELECT amount, due FROM {qt.q(qt.table)}")
+            assert rows == [{"amount": 5, "due": due}]
+        finally:
+            await qt.drop()
 
     run(go())
 
