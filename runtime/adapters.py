@@ -352,8 +352,10 @@ _KINDS: dict[tuple[str, str], tuple[Callable[[Any], Adapted] | None, ...]] = {
     ("pymysql", "Connection"): (_PyMySQL, None),
     ("sqlalchemy", "Connection"): (lambda c: _SQLAlchemy(c, False), None),
     ("sqlalchemy", "Session"): (lambda c: _SQLAlchemy(c, False), None),
+    ("sqlalchemy", "scoped_session"): (lambda c: _SQLAlchemy(c, False), None),
     ("sqlalchemy", "AsyncConnection"): (None, lambda c: _SQLAlchemy(c, True)),
     ("sqlalchemy", "AsyncSession"): (None, lambda c: _SQLAlchemy(c, True)),
+    ("sqlalchemy", "async_scoped_session"): (None, lambda c: _SQLAlchemy(c, True)),
     ("django", "ConnectionProxy"): (_Django, None),
     ("django", "BaseDatabaseWrapper"): (_Django, None),
 }
@@ -374,8 +376,8 @@ ACCEPTED = (
     "the runtime's own connection (runtime.connect); psycopg 3, asyncpg (a Connection or "
     "one from pool.acquire()) or aiosqlite connections for `await queue.enqueue(...)`; "
     "psycopg 3, sqlite3, PyMySQL or Django (django.db.connection) connections for "
-    "`queue.sync.enqueue(...)`; SQLAlchemy 2 Connection and Session (sync), AsyncConnection "
-    "and AsyncSession (async)"
+    "`queue.sync.enqueue(...)`; SQLAlchemy 2 Connection and Session or scoped_session (sync), "
+    "AsyncConnection and AsyncSession or async_scoped_session (async)"
 )
 
 

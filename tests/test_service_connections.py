@@ -359,13 +359,17 @@ def test_statements_become_asyncpgs_numbered_parameters_once() -> None:
 def fresh_session(engine: Engine, kind: str) -> Iterator[tuple[Any, Callable[[bool], None]]]:
     """A brand-new engine's Session or Connection: nothing ran on it before."""
     import sqlalchemy
-    from sqlalchemy.orm import Session
+    from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
     sa = sqlalchemy.create_engine(sqlalchemy_url(engine, False))
     try:
         if kind == "session":
             with Session(sa) as session:
                 yield session, lambda c: session.commit() if c else session.rollback()
+        elif kind == "scoped_session":  # as Flask-SQLAlchemy's db.session
+            scoped = scoped_session(sessionmaker(sa))
+            yield scoped, lambda c: scoped.commit() if c else scoped.rollback()
+            scoped.remove()
         else:
             with sa.connect() as conn:
                 yield conn, lambda c: conn.commit() if c else conn.rollback()
@@ -373,7 +377,7 @@ def fresh_session(engine: Engine, kind: str) -> Iterator[tuple[Any, Callable[[bo
         sa.dispose()
 
 
-@pytest.mark.parametrize("kind", ["session", "connection"])
+@pytest.mark.parametrize("kind", ["session", "scoped_session", "connection"])
 @pytest.mark.parametrize("engine", engine_params("mariadb", "mysql"), indirect=True)
 def test_a_fresh_mysql_pymysql_engines_first_statement_is_the_enqueue(
     engine: Engine, kind: str
