@@ -10,7 +10,6 @@ import contextlib
 import json
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from engines import Engine, engine_for, engine_params, run
+from engines import Engine, engine_params, engine_url, run
 from queues import QueueUnderTest, make_queue
 from test_outbox import make, records
 from test_service import _assert_together, _setup, _teardown, sqlalchemy_url
@@ -412,43 +411,40 @@ _DJANGO_ENGINES = {
     "mysql": "django.db.backends.mysql",
     "sqlite": "django.db.backends.sqlite3",
 }
-_DJANGO_SQLITE = Path(tempfile.mkdtemp(prefix="qgen-django-")) / "django.db"
 
 
-def _django() -> Any:
-    """Django set up once in this process, one database alias per engine (default: PostgreSQL)."""
+@pytest.fixture(scope="session")
+def django_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Django set up once in this process, one database alias per engine (default: PostgreSQL);
+    the SQLite alias's file, created here."""
     import django
+    import pymysql
     from django.conf import settings
 
-    if not settings.configured:
-        import pymysql
-
-        pymysql.install_as_MySQLdb()  # Django's MySQL backend on PyMySQL
-        databases: dict[str, Any] = {}
-        for name, backend in _DJANGO_ENGINES.items():
-            if name == "sqlite":
-                databases[name] = {"ENGINE": backend, "NAME": str(_DJANGO_SQLITE)}
-                continue
-            parts = urlsplit(engine_for(name, _DJANGO_SQLITE.parent).url)
-            databases[name] = {
-                "ENGINE": backend,
-                "NAME": parts.path.lstrip("/"),
-                "USER": parts.username or "",
-                "PASSWORD": parts.password or "",
-                "HOST": parts.hostname or "",
-                "PORT": str(parts.port or ""),
-            }
-        databases["default"] = databases["postgres"]
-        settings.configure(DATABASES=databases, USE_TZ=True)
-        django.setup()
-    return django
+    path = tmp_path_factory.mktemp("django") / "django.db"
+    pymysql.install_as_MySQLdb()  # Django's MySQL backend on PyMySQL
+    databases: dict[str, Any] = {"sqlite": {"ENGINE": _DJANGO_ENGINES["sqlite"], "NAME": str(path)}}
+    for name in ("postgres", "mariadb", "mysql"):
+        parts = urlsplit(engine_url(name, path.parent))
+        databases[name] = {
+            "ENGINE": _DJANGO_ENGINES[name],
+            "NAME": parts.path.lstrip("/"),
+            "USER": parts.username or "",
+            "PASSWORD": parts.password or "",
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+        }
+    databases["default"] = databases["postgres"]
+    settings.configure(DATABASES=databases, USE_TZ=True)
+    django.setup()
+    return path
 
 
-def django_engine(engine: Engine) -> Engine:
+def django_engine(engine: Engine, sqlite: Path) -> Engine:
     """The engine as Django reaches it: SQLite in the file its settings name."""
     if engine.name != "sqlite":
         return engine
-    return Engine("sqlite", f"sqlite:///{_DJANGO_SQLITE}", "sqlite")
+    return Engine("sqlite", f"sqlite:///{sqlite}", "sqlite")
 
 
 def django_connection(alias: str) -> Any:
@@ -463,13 +459,14 @@ def django_connection(alias: str) -> Any:
 
 
 @pytest.mark.parametrize("engine", engine_params(), indirect=True)
-def test_djangos_connection_enqueues_inside_transaction_atomic(engine: Engine) -> None:
-    _django()
+def test_djangos_connection_enqueues_inside_transaction_atomic(
+    engine: Engine, django_sqlite: Path
+) -> None:
     from django.db import transaction
 
     alias = "default" if engine.name == "postgres" else engine.name
     conn = django_connection(alias)
-    engine = django_engine(engine)
+    engine = django_engine(engine, django_sqlite)
     qt = run(full_queue(engine))
     try:
         for committed in (True, False):
@@ -489,13 +486,12 @@ def test_djangos_connection_enqueues_inside_transaction_atomic(engine: Engine) -
 
 @pytest.mark.parametrize("engine", engine_params(), indirect=True)
 def test_djangos_connection_puts_to_the_outbox_with_the_business_write(
-    engine: Engine, tmp_path: Path
+    engine: Engine, tmp_path: Path, django_sqlite: Path
 ) -> None:
-    _django()
     from django.db import connections, transaction
 
     alias = "default" if engine.name == "postgres" else engine.name
-    engine = django_engine(engine)
+    engine = django_engine(engine, django_sqlite)
     qt, business = run(_setup(engine))
     try:
         ids = []
@@ -582,8 +578,7 @@ def test_a_pool_or_an_engine_is_not_a_connection_and_a_sync_one_is_not_async(
         runtime.adapters.adapt(sqlalchemy.create_engine(sqlalchemy_url(engine, False)), True)
 
 
-def test_djangos_connection_is_blocking_only() -> None:
-    _django()
+def test_djangos_connection_is_blocking_only(django_sqlite: Path) -> None:
     import django.db
 
     with pytest.raises(ConfigurationError, match=r"a blocking connection here: use queue\.sync"):
