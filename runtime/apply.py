@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from runtime.adapters import Adapted, adapt, run_sync
+from runtime.adapters import Adapted, adapt, adapted, run_sync
 from runtime.connect import connect
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
@@ -169,7 +169,7 @@ async def plan(db: Any, target: Queue | Outbox) -> Plan:
     if isinstance(db, str):
         async with await connect(db) as conn:
             return await plan(conn, target)
-    conn = adapt(db)
+    conn = await adapted(db)
     check_dialect(target.rendered, conn)
     return await _plan(conn, target)
 
@@ -206,7 +206,7 @@ async def apply(db: Any, target: Queue | Outbox) -> list[SchemaObject]:
     if isinstance(db, str):
         async with await connect(db) as conn:
             return await apply(conn, target)
-    conn = adapt(db)
+    conn = await adapted(db)
     check_dialect(target.rendered, conn)
     dialect = conn.dialect
     if conn.in_transaction and not dialect.transactional_ddl:

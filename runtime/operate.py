@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from runtime.adapters import adapt
+from runtime.adapters import adapted
 from runtime.errors import ConfigurationError, InvalidArgument, PayloadError, RedriveRefused
 from runtime.outcomes import delay_seconds
 from runtime.payloads import decode_payload
@@ -42,7 +42,7 @@ def _params(queue: Queue, group: str | None = None) -> dict[str, Any]:
 async def _run(queue: Queue, db: Any, name: str, params: dict[str, Any]) -> Any:
     from runtime.queue import check_dialect
 
-    conn = adapt(db)
+    conn = await adapted(db)
     check_dialect(queue.rendered, conn)
     return await run_step(conn, queue.rendered.require(name), params)  # type: ignore[arg-type]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.adapters import adapt, run_sync
+from runtime.adapters import adapt, adapted, run_sync
 from runtime.connect import Opener, opener
 from runtime.delivery import Ctx, Message
 from runtime.dialects import Dialect
@@ -122,10 +122,10 @@ class Outbox:
         self, db: Any, payload: Any, topic: str | None = None, key: str | None = None
     ) -> int:
         """Add one record on the caller's connection (the runtime's or the service's own:
-        psycopg 3, aiosqlite, SQLAlchemy AsyncConnection/AsyncSession), inside its open
+        psycopg 3, asyncpg, aiosqlite, SQLAlchemy AsyncConnection/AsyncSession), inside its open
         transaction: the record commits or rolls back with the business write. Returns its id.
         ``await outbox.put(db, {"order": 7}, topic="orders")``"""
-        conn = adapt(db)
+        conn = await adapted(db)
         check_dialect(self.rendered, conn)
         result = await run_step(
             conn,  # type: ignore[arg-type]
@@ -143,7 +143,7 @@ class Outbox:
     ) -> int:
         """Add many records in one batch on the caller's connection; returns how many.
         ``await outbox.put_many(db, events, topic="orders")``"""
-        conn = adapt(db)
+        conn = await adapted(db)
         check_dialect(self.rendered, conn)
         insert = self.rendered.require(S.PUT)[0]  # the INSERT; ids are not read back here
         params = [self._put_params(p, topic, key) for p in payloads]
@@ -154,7 +154,8 @@ class Outbox:
     @property
     def sync(self) -> SyncOutbox:
         """put and put_many for blocking code on a blocking connection (psycopg, sqlite3,
-        PyMySQL, SQLAlchemy Connection or Session): ``outbox.sync.put(conn, event)``."""
+        PyMySQL, SQLAlchemy Connection or Session, Django's connection):
+        ``outbox.sync.put(conn, event)``."""
         return SyncOutbox(self)
 
     async def prune(self, db: Connection, age_s: float) -> int:

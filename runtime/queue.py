@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from runtime import wake
-from runtime.adapters import Adapted, adapt, run_sync
+from runtime.adapters import Adapted, adapt, adapted, run_sync
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
 from runtime.errors import (
@@ -291,8 +291,9 @@ class Queue:
         with ``.duplicate`` True (``Enqueued`` is an ``int``). Once that message finishes the
         key is free again.
 
-        ``db`` is the runtime's connection or the service's own (psycopg 3, aiosqlite,
-        SQLAlchemy AsyncConnection or AsyncSession): the statement runs on it as it is, and
+        ``db`` is the runtime's connection or the service's own (psycopg 3, asyncpg or a
+        pool's connection, aiosqlite, SQLAlchemy AsyncConnection or AsyncSession, also over
+        postgresql+asyncpg): the statement runs on it as it is, and
         the service's commit or rollback decides. ``values`` gives the table's other columns
         (``other_columns``) their values; ``priority`` (a priority column) puts the message
         before lower ones in the claim (None: the column's default, 0); ``fifo_key`` (a fifo_key
@@ -306,7 +307,7 @@ class Queue:
         process's consumers of the table are woken right after the statement ran (before a
         transaction the caller has open commits: then they claim once, find nothing, and
         poll on)."""
-        conn = adapt(db)
+        conn = await adapted(db)
         check_dialect(self.rendered, conn)
         id_ = await self._enqueue(
             conn,
@@ -335,7 +336,7 @@ class Queue:
         payload) it returns the list of ``Enqueued`` ids instead, in order: ``[i for i in ids
         if i.duplicate]`` are the ones a pending message already held; the batch runs in one
         transaction (the caller's if one is open)."""
-        conn = adapt(db)
+        conn = await adapted(db)
         check_dialect(self.rendered, conn)
         items = list(payloads)
         keys = list(dedupe_keys) if dedupe_keys is not None else [None] * len(items)
@@ -449,7 +450,8 @@ class Queue:
     @property
     def sync(self) -> SyncQueue:
         """The same enqueue for blocking code and a blocking connection (psycopg, sqlite3,
-        PyMySQL, SQLAlchemy Connection or Session): ``queue.sync.enqueue(conn, {"n": 1})``."""
+        PyMySQL, SQLAlchemy Connection or Session, Django's ``django.db.connection``):
+        ``queue.sync.enqueue(conn, {"n": 1})``."""
         return SyncQueue(self)
 
 

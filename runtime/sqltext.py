@@ -70,6 +70,11 @@ def to_driver(sql: str, dialect: Dialect) -> str:
     """A service's :name SQL in the driver's style; a literal % is doubled for pyformat drivers."""
     if dialect.paramstyle == "named":
         return sql
+    return named_to_pyformat(sql)
+
+
+def named_to_pyformat(sql: str) -> str:
+    """:name SQL as ``%(name)s`` SQL, a literal % doubled."""
     sql = sql.replace("%", "%%")
     return _outside_quotes(sql, lambda part: _NAMED.sub(r"%(\1)s", part))
 
