@@ -4,14 +4,18 @@ the queue has, read back from the tables under the declared names."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from engines import run
+from engines import Engine, drop_tables, run, unique_table
 from queues import make_queue
+from test_outbox import create_schema, recorder, records, render_outbox
 from test_outcomes import drain, handler
 
 import runtime
+from runtime.connect import connect
+from runtime.dialects import DIALECTS
 
 FORMS = ["row_lock", "lease", "advisory"]
 ROLES = (
@@ -127,5 +131,96 @@ def test_quoted_names_render_and_run_every_outcome(engine, form, dead, names):
             assert found == [{"v": "v0"}]
         finally:
             await qt.drop()
+
+    run(go())
+
+
+#: the outbox's columns by role, in mixed case and as keywords or the statements' own aliases
+OUTBOX_NAMES = {
+    "mixed": (
+        "Outbox_Q",
+        {
+            "id": "Id",
+            "payload": "Body",
+            "topic": "Topic",
+            "key": "Key",
+            "created_at": "CreatedAt",
+            "processed_at": "ProcessedAt",
+        },
+    ),
+    "keywords": (
+        "order",
+        {
+            "id": "ID",
+            "payload": "from",
+            "topic": "select",
+            "key": "key",
+            "created_at": "Name",
+            "processed_at": "where",
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("names", ["mixed", "keywords"])
+def test_an_outbox_with_quoted_names_renders_and_relays_every_outcome(
+    engine: Engine, tmp_path: Path, names: str
+) -> None:
+    prefix, columns = OUTBOX_NAMES[names]
+    table = unique_table(prefix)
+    q = DIALECTS[engine.dialect_name].quote_ident
+    park = (
+        f"UPDATE {q(table)} SET {q(columns['topic'])} = 'Parked' "
+        f"WHERE {q(columns['id'])} = :id AND {q(columns['topic'])} = :topic"
+    )
+    mark = f"DELETE FROM {q(table)} WHERE {q(columns['id'])} = :id"
+    ob = render_outbox(
+        tmp_path,
+        engine.dialect_name,
+        table,
+        columns=columns,
+        custom={"park": park},
+        statements={"mark": mark},
+    )
+
+    async def go() -> None:
+        await drop_tables(engine.url, table)
+        await create_schema(engine.url, ob)
+        try:
+            async with await connect(engine.url) as db:
+                for n in range(5):
+                    await ob.put(db, {"n": n}, topic="Orders", key=f"k{n}")
+            ids = [r["id"] for r in await records(engine.url, ob)]
+            seen, handle = recorder(
+                {
+                    1: runtime.drop(),
+                    2: runtime.retry(),
+                    3: runtime.retry_after(30),
+                    4: runtime.custom("park"),
+                }
+            )
+            report = await ob.relay(engine.url, handle)
+            assert report == {
+                "ack": 1,
+                "drop": 1,
+                "retry": 1,
+                "retry_after": 1,
+                "custom.park": 1,
+                "left": 2,
+            }
+            assert [(m.payload, m.topic, m.key) for m in seen][:2] == [
+                ({"n": 0}, "Orders", "k0"),
+                ({"n": 1}, "Orders", "k1"),
+            ]
+            assert all(m.created_at is not None for m in seen)
+            # the mark override deleted the acked and dropped records; park changed its own
+            rows = await records(engine.url, ob)
+            assert [(r["id"], r["topic"], r["marked"]) for r in rows] == [
+                (ids[2], "Orders", False),
+                (ids[3], "Orders", False),
+                (ids[4], "Parked", False),
+            ]
+        finally:
+            await drop_tables(engine.url, table)
 
     run(go())
