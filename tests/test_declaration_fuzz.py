@@ -128,6 +128,16 @@ NAMES = {
     "dedupe_key": ["dedupe_key", "DedupeKey", "returning", "Ins"],
 }
 TABLES = ["jobs_q", "returning", "Jobs_Q", "t", "Orders", "order", "Ins", "J"]
+#: the outbox's columns, in the same styles (its put reads RETURNING "Id" AS id back as id)
+OUTBOX_NAMES = {
+    "id": ["id", "Id", "ID", "select"],
+    "payload": ["payload", "Body", "from", "Payload"],
+    "topic": ["topic", "Topic", "Select", "Name"],
+    "key": ["key", "Key", "group", "Type"],
+    "created_at": ["created_at", "CreatedAt", "user", "Nullable"],
+    "processed_at": ["processed_at", "ProcessedAt", "where", "Generated"],
+}
+OUTBOX_TABLES = ["outbox", "Outbox_Q", "order", "Ob"]
 OTHER_COLUMNS = [[], ["Note"], ["desc"], ["Name", "kind"]]
 
 
@@ -185,6 +195,16 @@ def declarations(draw: st.DrawFn) -> dict[str, Any]:
         "dialects": draw(st.sampled_from([["sqlite"], ["sqlite", "postgres", "mariadb", "mysql"]])),
         "queues": {draw(st.sampled_from(["jobs", "q", "J"])): queue},
     }
+    if draw(st.integers(0, 3)) == 0:  # an outbox beside the queue, a quarter of the time
+        decl["outbox"] = {
+            "table": draw(st.sampled_from(OUTBOX_TABLES)),
+            "columns": {
+                role: pool[min(style, len(pool) - 1)]
+                if style is not None
+                else draw(st.sampled_from(pool))
+                for role, pool in OUTBOX_NAMES.items()
+            },
+        }
     for _ in range(draw(st.integers(0, 3))):
         _mutate(draw, decl)
     return decl
@@ -279,11 +299,16 @@ def values_for(rendered: RenderedFile) -> dict[str, Any]:
     return {f"value_{o}": None for o in rendered.header.other_columns}
 
 
+def first_step(rendered: RenderedFile) -> str:
+    """The step that writes the one committed row the others find: enqueue, or the outbox's put."""
+    return "put" if rendered.header.kind == "outbox" else "enqueue"
+
+
 def _run_all(db: sqlite3.Connection, rendered: RenderedFile) -> None:
     params = params_for("sqlite") | values_for(rendered)
     for sql in rendered.require("schema"):
         db.execute(sql, params)
-    for sql in rendered.require("enqueue"):
+    for sql in rendered.require(first_step(rendered)):
         db.execute(sql, {**params, "delay_s": None})
     for name, step in rendered.statements.items():
         if name == "schema":
@@ -374,15 +399,14 @@ def test_accepted_declarations_run_on_the_servers(engine: Engine, decl: dict[str
         files = render_files(toml(decl), Path(folder))
         if files is None:
             return
-        (path,) = files
 
-        async def go() -> None:
+        async def go(path: Path) -> None:
             rendered = runtime.load(path).rendered
             params = params_for(engine.dialect_name) | values_for(rendered)
             async with namespace(engine) as conn:
                 for sql in rendered.require("schema"):
                     await conn.execute(sql, params)
-                for sql in rendered.require("enqueue"):
+                for sql in rendered.require(first_step(rendered)):
                     await conn.execute(sql, {**params, "delay_s": None})
                 for name, step in rendered.statements.items():
                     if name == "schema":
@@ -400,4 +424,5 @@ def test_accepted_declarations_run_on_the_servers(engine: Engine, decl: dict[str
                     finally:
                         await conn.rollback()
 
-        run(go())
+        for path in files:  # the queue's file, and the outbox's when one is declared
+            run(go(path))
