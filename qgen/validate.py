@@ -34,6 +34,33 @@ PG_LOCK_FUNCS = {
 MYSQL_LOCK_FUNCS = {"get_lock", "release_lock", "is_free_lock", "is_used_lock", "release_all_locks"}
 
 
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: words an engine refuses as an unquoted name: PostgreSQL's reserved keywords
+#: (pg_get_keywords() category R), the words SQLite's parser will not take as a column in
+#: SELECT, UPDATE or INSERT, and MySQL's reserved words (MariaDB reads MySQL's SQL)
+RESERVED = {
+    "postgres": _words(
+        "all analyse analyze and any array as asc asymmetric both case cast check collate "
+        "column constraint create current_catalog current_date current_role current_time "
+        "current_timestamp current_user default deferrable desc distinct do else end except "
+        "false fetch for foreign from grant group having in initially intersect into lateral "
+        "leading limit localtime localtimestamp not null offset on only or order placing "
+        "primary references returning select session_user some symmetric table then to "
+        "trailing true union unique user using variadic when where window with"
+    ),
+    "sqlite": _words(
+        "add all alter and as autoincrement between case cast check collate commit constraint "
+        "create default deferrable delete distinct drop else escape except exists foreign "
+        "from group having in index insert intersect into is isnull join limit not notnull "
+        "null on or order primary references returning select set table then to union unique "
+        "update using values when where"
+    ),
+    "mysql": frozenset(sqlglot.Dialect.get_or_raise("mysql").generator_class.RESERVED_KEYWORDS),
+}
+
 #: LISTEN, which sqlglot does not read: the one spelling qgen renders (a quoted channel)
 _LISTEN = re.compile(r'LISTEN "[A-Za-z_][A-Za-z0-9_.]{0,62}"')
 
@@ -213,6 +240,21 @@ def case_problem(
             f"{d.floor_text.split()[0]} reads the unquoted {name} as {name.lower()}, not "
             f"the declared {wanted!r} ({d.quote_ident(wanted)} quoted)"
         )
+    return None
+
+
+def reserved_problem(tree: exp.Expression, d: Dialect, declared: set[str]) -> str | None:
+    """A declared name that is a reserved word of the engine, written unquoted: sqlglot may
+    read `SET order = NULL` as a name where SQLite refuses it."""
+    reserved = RESERVED[d.sqlglot]
+    by_fold = {n.lower(): n for n in declared if n.lower() in reserved}
+    for ident in tree.find_all(exp.Identifier):
+        if not ident.quoted and ident.name.lower() in by_fold:
+            wanted = by_fold[ident.name.lower()]
+            return (
+                f"{ident.name} is a reserved word in {d.floor_text.split()[0]}, not a name "
+                f"unless quoted ({d.quote_ident(wanted)})"
+            )
     return None
 
 
@@ -402,6 +444,9 @@ def validate_statements(
                 raise fail(
                     problem, "quote the name as qgen creates it, or declare it in lower case"
                 )
+            problem = reserved_problem(tree, d, tables | allowed_cols)
+            if problem:
+                raise fail(problem, "quote the name as qgen creates it, or declare another name")
             problem = column_problem(tree, allowed_cols, tables)
             if problem:
                 raise fail(

@@ -473,3 +473,21 @@ def test_the_generators_own_sql_refused_is_a_bug_to_report(
     assert err.startswith("qgen: ") and err.count("\n") == 1, err
     assert "key '(rendered enqueue)': qgen refused SQL it wrote itself" in err
     assert "this is a bug in qgen, not in the declaration: please report it" in err
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres", "mariadb", "mysql"])
+def test_a_declared_reserved_word_unquoted_is_refused(dialect: str) -> None:
+    """Found by the declaration property test: sqlglot reads `SET order = NULL` as a name,
+    SQLite (and every engine) refuses it; quoted, it runs."""
+    q = DIALECTS[dialect].quote_ident
+    queue = {"table": "jobs_q", "form": "row_lock", "columns": {**COLUMNS, "attempt": "order"}}
+    sql = "UPDATE jobs_q SET {} = 0 WHERE id = :id"
+    raw = {
+        "dialects": [dialect],
+        "queues": {"jobs": {**queue, "custom": {"x": sql.format("order")}}},
+    }
+    with pytest.raises(DeclarationError, match="order is a reserved word") as info:
+        render_declaration(parse_declaration(raw))
+    assert info.value.key == "custom.x" and not isinstance(info.value, GeneratorBug)
+    raw["queues"]["jobs"]["custom"] = {"x": sql.format(q("order"))}
+    assert render_declaration(parse_declaration(raw))
