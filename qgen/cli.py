@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from qgen.declaration import DeclarationError, load_declaration, one_line
+from qgen.declaration import DeclarationError, GeneratorBug, load_declaration, one_line
 from runtime.dialects import DIALECTS
 from runtime.errors import BrokerError
 from runtime.rendered import is_rendered
@@ -751,6 +751,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
+    except GeneratorBug as exc:  # qgen refused SQL it wrote itself: a bug of qgen's own
+        print(f"qgen: {exc}", file=sys.stderr)
+        return 3
     except DeclarationError as exc:
         print(f"qgen: {exc}", file=sys.stderr)
         return 2

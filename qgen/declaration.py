@@ -68,6 +68,23 @@ class DeclarationError(Exception):
         super().__init__(one_line(f"{file}: {place}{problem}; fix: {fix}"))
 
 
+class GeneratorBug(DeclarationError):
+    """SQL qgen wrote itself (a template's block, not the service's) failed qgen's own
+    validation: a bug in qgen, never the declaration's fault. ``qgen`` exits 3 and asks for
+    a report; the problem, key and dialect are kept as for a DeclarationError."""
+
+    def __init__(self, file: str | Path, where: str, key: str, problem: str, fix: str) -> None:
+        super().__init__(file, where, key, problem, fix)
+        Exception.__init__(
+            self,
+            one_line(
+                f"{file}: {where}, key {_show(key)}: qgen refused SQL it wrote itself: {problem}; "
+                "this is a bug in qgen, not in the declaration: please report it with the "
+                "qgen.toml that caused it"
+            ),
+        )
+
+
 def one_line(text: str) -> str:
     """Text with every character that could start a new line, or hide, shown escaped."""
     return "".join(

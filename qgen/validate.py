@@ -10,7 +10,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from qgen.declaration import DeclarationError, QueueDeclaration, Unit
+from qgen.declaration import DeclarationError, GeneratorBug, QueueDeclaration, Unit
 from runtime.dialects import PENDING_KEY, Dialect
 from runtime.rendered import Kind
 from runtime.sqltext import driver_params, to_named
@@ -34,6 +34,33 @@ PG_LOCK_FUNCS = {
 MYSQL_LOCK_FUNCS = {"get_lock", "release_lock", "is_free_lock", "is_used_lock", "release_all_locks"}
 
 
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: words an engine refuses as an unquoted name: PostgreSQL's reserved keywords
+#: (pg_get_keywords() category R), the words SQLite's parser will not take as a column in
+#: SELECT, UPDATE or INSERT, and MySQL's reserved words (MariaDB reads MySQL's SQL)
+RESERVED = {
+    "postgres": _words(
+        "all analyse analyze and any array as asc asymmetric both case cast check collate "
+        "column constraint create current_catalog current_date current_role current_time "
+        "current_timestamp current_user default deferrable desc distinct do else end except "
+        "false fetch for foreign from grant group having in initially intersect into lateral "
+        "leading limit localtime localtimestamp not null offset on only or order placing "
+        "primary references returning select session_user some symmetric table then to "
+        "trailing true union unique user using variadic when where window with"
+    ),
+    "sqlite": _words(
+        "add all alter and as autoincrement between case cast check collate commit constraint "
+        "create default deferrable delete distinct drop else escape except exists foreign "
+        "from group having in index insert intersect into is isnull join limit not notnull "
+        "null on or order primary references returning select set table then to union unique "
+        "update using values when where"
+    ),
+    "mysql": frozenset(sqlglot.Dialect.get_or_raise("mysql").generator_class.RESERVED_KEYWORDS),
+}
+
 #: LISTEN, which sqlglot does not read: the one spelling qgen renders (a quoted channel)
 _LISTEN = re.compile(r'LISTEN "[A-Za-z_][A-Za-z0-9_.]{0,62}"')
 
@@ -44,9 +71,12 @@ DATA_STATEMENTS = (exp.Select, exp.SetOperation, exp.Insert, exp.Update, exp.Del
 def _fail(
     path: Path | str, unit: Unit, d: Dialect, name: str, origin: str, problem: str, fix: str
 ) -> DeclarationError:
+    """The error for one statement: the service's SQL names its key; a template's block is
+    qgen's own SQL, so its failure is a GeneratorBug keyed "(rendered <block>)"."""
     where = f"queue '{unit.name}'" if isinstance(unit, QueueDeclaration) else "outbox"
-    key = origin if origin != "template" else f"(rendered {name})"
-    return DeclarationError(path, where, key, f"{problem} [{d.name}]", fix)
+    if origin == "template":
+        return GeneratorBug(path, where, f"(rendered {name})", f"{problem} [{d.name}]", fix)
+    return DeclarationError(path, where, origin, f"{problem} [{d.name}]", fix)
 
 
 def kind_of(tree: exp.Expression) -> Kind:
@@ -183,21 +213,179 @@ def quote_problem(sql: str, d: Dialect) -> str | None:
     return None
 
 
-def case_problem(tree: exp.Expression, d: Dialect, declared: set[str]) -> str | None:
+def case_problem(
+    tree: exp.Expression, d: Dialect, declared: set[str], tables: set[str]
+) -> str | None:
     """An unquoted name the engine folds to something other than the declared one: on
-    PostgreSQL an unquoted Jobs_Q means jobs_q, not the table "Jobs_Q" qgen created."""
+    PostgreSQL an unquoted Jobs_Q means jobs_q, not the table "Jobs_Q" qgen created.
+
+    Only names that reach a declared table or column count: a name the statement defines
+    itself (``AS id``, a WITH or a derived table) and the names read back from it (``ins.id``,
+    ``id`` from a derived table) are the statement's own, folded alike where defined and read.
+    """
     if not d.folds_unquoted:
         return None
     by_fold = {n.lower(): n for n in declared if n != n.lower()}
+    if not by_fold:
+        return None
+    names = _Names(tree, tables)
     for ident in tree.find_all(exp.Identifier):
         name = ident.name
-        if not ident.quoted and name.lower() in by_fold and name.lower() not in declared:
-            wanted = by_fold[name.lower()]
+        if ident.quoted or name.lower() not in by_fold or name.lower() in declared:
+            continue
+        if names.own(ident):
+            continue
+        wanted = by_fold[name.lower()]
+        return (
+            f"{d.floor_text.split()[0]} reads the unquoted {name} as {name.lower()}, not "
+            f"the declared {wanted!r} ({d.quote_ident(wanted)} quoted)"
+        )
+    return None
+
+
+def reserved_problem(tree: exp.Expression, d: Dialect, declared: set[str]) -> str | None:
+    """A declared name that is a reserved word of the engine, written unquoted: sqlglot may
+    read `SET order = NULL` as a name where SQLite refuses it."""
+    reserved = RESERVED[d.sqlglot]
+    by_fold = {n.lower(): n for n in declared if n.lower() in reserved}
+    for ident in tree.find_all(exp.Identifier):
+        if not ident.quoted and ident.name.lower() in by_fold:
+            wanted = by_fold[ident.name.lower()]
             return (
-                f"{d.floor_text.split()[0]} reads the unquoted {name} as {name.lower()}, not "
-                f"the declared {wanted!r} ({d.quote_ident(wanted)} quoted)"
+                f"{ident.name} is a reserved word in {d.floor_text.split()[0]}, not a name "
+                f"unless quoted ({d.quote_ident(wanted)})"
             )
     return None
+
+
+def _folded(ident: exp.Expression | None) -> str:
+    """A name as a folding engine compares it: unquoted in lower case, quoted as written."""
+    if not isinstance(ident, exp.Identifier):
+        return ""
+    return ident.name if ident.quoted else ident.name.lower()
+
+
+_SCOPES = (exp.Select, exp.Update, exp.Delete, exp.Insert)
+
+
+class _Names:
+    """What the names of one statement refer to: a declared table, or the statement's own."""
+
+    def __init__(self, tree: exp.Expression, tables: set[str]) -> None:
+        self.ctes = {
+            _folded(cte.args["alias"].this): cte.this
+            for cte in tree.find_all(exp.CTE)
+            if isinstance(cte.args.get("alias"), exp.TableAlias)
+        }
+        self.aliases = {_folded(a.this) for a in tree.find_all(exp.TableAlias)} | set(self.ctes)
+        self.tables = tables
+        #: how the statement names the declared tables: by their name, or their alias
+        self.ours = {
+            _folded(t.args["alias"].this) if t.alias else _folded(t.this)
+            for t in tree.find_all(exp.Table)
+            if self.is_ours(t)
+        }
+
+    def is_ours(self, source: exp.Expression) -> bool:
+        return (
+            isinstance(source, exp.Table)
+            and source.name in self.tables
+            and _folded(source.this) not in self.ctes
+        )
+
+    def own(self, ident: exp.Identifier) -> bool:
+        """True when the identifier defines or reads a name of the statement's own."""
+        parent = ident.parent
+        if isinstance(parent, exp.TableAlias) or (
+            isinstance(parent, exp.Alias) and ident.arg_key == "alias"
+        ):
+            return True  # AS id, WITH ins AS (…), (…) AS r: a definition
+        if isinstance(parent, exp.Table) and ident.arg_key == "this":
+            return _folded(ident) in self.ctes  # FROM ins
+        if isinstance(parent, exp.Column):
+            if ident.arg_key == "table":  # ins.id's ins: a WITH or an alias of the statement
+                return _folded(ident) in self.aliases
+            if ident.arg_key == "this":
+                if parent.table:  # r.id: the declared table's column only through its name
+                    return _folded(parent.args["table"]) not in self.ours
+                return self._unqualified_own(parent, _folded(ident))
+        return False
+
+    def _unqualified_own(self, col: exp.Column, name: str) -> bool:
+        """An unqualified column resolves in its query's own sources first, then outward: the
+        statement's own when a derived source or an output alias has it before a declared
+        table does."""
+        node: exp.Expression | None = col
+        while node is not None:
+            scope = node.parent
+            if isinstance(scope, exp.CTE):
+                return True  # a WITH's body sees nothing outside it
+            if isinstance(scope, _SCOPES):
+                order = scope.args.get("order")
+                if order is not None and col.find_ancestor(exp.Order) is order:
+                    outputs = scope.expressions if isinstance(scope, exp.Select) else []
+                    if name in {
+                        _folded(a.args["alias"]) for a in outputs if isinstance(a, exp.Alias)
+                    }:
+                        return True  # ORDER BY an output column
+                sources = _sources(scope)
+                if any(name in self._outputs(s) for s in sources):
+                    return True
+                if any(self.is_ours(s) for s in sources):
+                    return False
+                if any(self._unknown(s) for s in sources):
+                    return True  # another table of the service's may have it: not ours to know
+            node = scope
+        return True  # read from no declared table: not ours to know
+
+    def _unknown(self, source: exp.Expression) -> bool:
+        """A table the declaration does not describe (neither its own nor a WITH)."""
+        return (
+            isinstance(source, exp.Table)
+            and isinstance(source.this, exp.Identifier)
+            and not self.is_ours(source)
+            and _folded(source.this) not in self.ctes
+        )
+
+    def _outputs(self, source: exp.Expression) -> set[str]:
+        """The column names a derived source gives: a subquery's, or a WITH's."""
+        body: exp.Expression | None = None
+        if isinstance(source, exp.Subquery):
+            body = source.this
+        elif isinstance(source, exp.Table):  # FROM ins: a WITH of the statement
+            body = self.ctes.get(_folded(source.this))
+        alias = source.args.get("alias")
+        out = {_folded(c) for c in alias.columns} if isinstance(alias, exp.TableAlias) else set()
+        if body is None:
+            return out
+        returning = body.args.get("returning")
+        exprs = returning.expressions if isinstance(returning, exp.Returning) else []
+        if isinstance(body, exp.Select | exp.SetOperation):
+            exprs = body.selects
+        for e in exprs:
+            if isinstance(e, exp.Alias):
+                out.add(_folded(e.args["alias"]))
+            elif isinstance(e, exp.Column):
+                out.add(_folded(e.this))
+        return out
+
+
+def _sources(scope: exp.Expression) -> list[exp.Expression]:
+    """The tables and derived tables a query, UPDATE, DELETE or INSERT reads directly."""
+    out: list[exp.Expression] = []
+    target = scope.this if isinstance(scope, exp.Update | exp.Delete | exp.Insert) else None
+    if isinstance(target, exp.Schema):  # INSERT INTO t (a, b)
+        target = target.this
+    if target is not None:
+        out.append(target)
+    for key in ("from_", "using"):
+        part = scope.args.get(key)
+        if isinstance(part, exp.From):
+            out.append(part.this)
+        elif isinstance(part, list):
+            out += part
+    out += [j.this for j in scope.args.get("joins") or []]
+    return out
 
 
 def validate_statements(
@@ -251,11 +439,14 @@ def validate_statements(
             problem = quote_problem(sql, d) or dialect_rules(tree, d)
             if problem:
                 raise fail(problem, f'give {d.name} its own SQL ({origin}.{d.name} = "…")')
-            problem = case_problem(tree, d, tables | allowed_cols)
+            problem = case_problem(tree, d, tables | allowed_cols, tables)
             if problem:
                 raise fail(
                     problem, "quote the name as qgen creates it, or declare it in lower case"
                 )
+            problem = reserved_problem(tree, d, tables | allowed_cols)
+            if problem:
+                raise fail(problem, "quote the name as qgen creates it, or declare another name")
             problem = column_problem(tree, allowed_cols, tables)
             if problem:
                 raise fail(

@@ -114,15 +114,23 @@ async def make_queue(
     lease_s: float = 30,
     custom: dict[str, Any] | None = None,
     statements: dict[str, Any] | None = None,
+    names: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> QueueUnderTest:
-    """Render a queue of this form for the engine under a fresh table name and create it."""
-    table = unique_table(f"q_{form}")
+    """Render a queue of this form for the engine under a fresh table name and create it.
+
+    ``names`` renames what the queue declares: a column by its role, "table" the table's
+    name prefix and "dead" the dead-letter table's suffix; ``extra`` adds keys to the queue's
+    declaration (other_columns, default_group, …)."""
+    names = names or {}
+    table = unique_table(names.get("table", f"q_{form}"))
     cols = {"id": "id", "payload": "payload"} | {c: c for c in columns}
     if form == "lease":
         cols["locked_until"] = "locked_until"
     if dead == "group":
         cols["group"] = "grp"
-    decl: dict[str, Any] = {"table": table, "form": form, "columns": cols}
+    cols = {role: names.get(role, name) for role, name in cols.items()}
+    decl: dict[str, Any] = {"table": table, "form": form, "columns": cols, **(extra or {})}
     if form == "lease":
         decl["lease_s"] = lease_s
     dead_table = None
@@ -131,9 +139,12 @@ async def make_queue(
         if dead == "group":
             decl["dead_letter"] = {"group": "dead"}
         else:
-            dead_table = f"{table}_dead"
+            dead_table = table + names.get("dead", "_dead")
             decl["dead_letter"] = {"table": dead_table}
-    fmt = {"t": table, "now": NOW[engine.dialect_name]}
+    quote = runtime.dialects.DIALECTS[engine.dialect_name].quote_ident
+    # {t} the table as declared, {qt} quoted, {c_<role>} a column quoted
+    fmt = {"t": table, "now": NOW[engine.dialect_name], "qt": quote(table)}
+    fmt |= {f"c_{role}": quote(name) for role, name in cols.items()}
     if custom:
         decl["custom"] = {
             k: [s.format(**fmt) for s in (v if isinstance(v, list) else [v])]

@@ -5,12 +5,16 @@ accepts but the engine rejects, the column check, the parameter check, and the c
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import qgen.render
 from qgen.build import render_declaration
-from qgen.declaration import DeclarationError, parse_declaration
+from qgen.cli import main
+from qgen.declaration import DeclarationError, GeneratorBug, parse_declaration
 from qgen.render import render_unit
 from qgen.validate import parse
 from runtime.dialects import DIALECTS
@@ -387,3 +391,103 @@ def test_sqltext_round_trip() -> None:
     assert driver_params(to_driver(SERVICE_SQL, DIALECTS["sqlite"])) == ["id", "group"]
     # a PostgreSQL cast is not a parameter, a quoted identifier keeps its colon
     assert named_params('SELECT x::int, "a:b", `c:d`, :e') == ["e"]
+
+
+# ------------------------------------------ names PostgreSQL folds, and the generator's own SQL
+
+#: a queue whose table and columns PostgreSQL keeps only quoted
+MIXED = {"table": "Orders", "form": "row_lock", "columns": {"id": "Id", "payload": "Body"}}
+
+
+def mixed_case(sql: str) -> dict:
+    return render_declaration(
+        parse_declaration(
+            {"dialects": ["postgres"], "queues": {"orders": {**MIXED, "custom": {"x": sql}}}},
+            "svc/qgen.toml",
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        'UPDATE Orders SET "Body" = NULL WHERE "Id" = :id',
+        'UPDATE "Orders" SET "Body" = NULL WHERE id = :id',
+        'SELECT "Id" AS id FROM "Orders" WHERE id = :id',  # WHERE reads the table, not AS id
+        'SELECT o.id FROM "Orders" AS o WHERE o."Id" = :id',
+        'SELECT orders."Id" FROM "Orders" WHERE "Id" = :id',
+        'INSERT INTO "Orders" (body) VALUES (:payload)',
+        'UPDATE "Orders" SET "Body" = NULL WHERE "Id" = :id RETURNING id',
+        'DELETE FROM "Orders" WHERE "Id" IN (SELECT "Id" FROM "Orders" WHERE body IS NULL)',
+    ],
+)
+def test_an_unquoted_name_reaching_a_mixed_case_table_is_refused(sql: str) -> None:
+    with pytest.raises(DeclarationError, match="reads the unquoted") as info:
+        mixed_case(sql)
+    assert info.value.key == "custom.x" and not isinstance(info.value, GeneratorBug)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        'SELECT id FROM (SELECT "Id" AS id FROM "Orders") AS r WHERE id = :id',
+        'SELECT "Id" AS id FROM "Orders" WHERE "Id" = :id ORDER BY id',
+        'WITH x AS (SELECT "Id" AS id FROM "Orders" WHERE "Id" = :id) '
+        'UPDATE "Orders" SET "Body" = NULL WHERE "Id" IN (SELECT id FROM x)',
+        'WITH ins AS (INSERT INTO "Orders" ("Body") VALUES (:payload) RETURNING "Id" AS id) '
+        "SELECT ins.id AS id FROM ins",
+        'DELETE FROM "Orders" WHERE "Id" IN (SELECT id FROM other_table WHERE id = :id)',
+    ],
+)
+def test_the_statements_own_names_are_not_the_declared_ones(sql: str) -> None:
+    """AS id, a WITH, a derived table and another table's columns are the statement's own:
+    PostgreSQL folds them alike where they are defined and where they are read."""
+    assert mixed_case(sql)
+
+
+def test_the_generators_own_sql_refused_is_a_bug_to_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A template block that fails validation is qgen's fault, never the declaration's: a
+    GeneratorBug keyed by the block, and `qgen render` exits 3 asking for a report."""
+    templates = tmp_path / "templates"
+    shutil.copytree(qgen.render.TEMPLATES, templates)
+    queue = templates / "base" / "queue.sql.j2"
+    text = queue.read_text(encoding="utf-8")
+    assert "SELECT ins.id AS id, " in text
+    # a template that writes a declared name unquoted: PostgreSQL would read Id as id
+    broken = 'SELECT ins.id AS id, (SELECT MAX(Id) FROM "Orders") AS m, '
+    queue.write_text(text.replace("SELECT ins.id AS id, ", broken), "utf-8")
+    monkeypatch.setattr(qgen.render, "TEMPLATES", templates)
+    with pytest.raises(GeneratorBug) as info:
+        mixed_case('UPDATE "Orders" SET "Body" = NULL WHERE "Id" = :id')
+    assert info.value.key == "(rendered enqueue)" and "unquoted Id" in info.value.problem
+    cfg = tmp_path / "qgen.toml"
+    cfg.write_text(
+        'dialects = ["postgres", "sqlite"]\n[queues.orders]\ntable = "Orders"\n'
+        'form = "row_lock"\ncolumns = { id = "Id", payload = "Body" }\n',
+        encoding="utf-8",
+    )
+    assert main(["render", "--config", str(cfg)]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("qgen: ") and err.count("\n") == 1, err
+    assert "key '(rendered enqueue)': qgen refused SQL it wrote itself" in err
+    assert "this is a bug in qgen, not in the declaration: please report it" in err
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres", "mariadb", "mysql"])
+def test_a_declared_reserved_word_unquoted_is_refused(dialect: str) -> None:
+    """Found by the declaration property test: sqlglot reads `SET order = NULL` as a name,
+    SQLite (and every engine) refuses it; quoted, it runs."""
+    q = DIALECTS[dialect].quote_ident
+    queue = {"table": "jobs_q", "form": "row_lock", "columns": {**COLUMNS, "attempt": "order"}}
+    sql = "UPDATE jobs_q SET {} = 0 WHERE id = :id"
+    raw = {
+        "dialects": [dialect],
+        "queues": {"jobs": {**queue, "custom": {"x": sql.format("order")}}},
+    }
+    with pytest.raises(DeclarationError, match="order is a reserved word") as info:
+        render_declaration(parse_declaration(raw))
+    assert info.value.key == "custom.x" and not isinstance(info.value, GeneratorBug)
+    raw["queues"]["jobs"]["custom"] = {"x": sql.format(q("order"))}
+    assert render_declaration(parse_declaration(raw))
