@@ -295,12 +295,21 @@ def cmd_stats(args: argparse.Namespace) -> int:
             ).rstrip()
         )
     print("(- : not known in this queue's form or columns; see README, Operating)")
+    for name, stats in found:
+        for key, what in (("last_error", "last error"), ("dead_last_error", "last dead error")):
+            if stats.get(key):
+                print(f"queue '{name}': {what}: {one_line(stats[key])}")
     return 0
 
 
 def _dead_line(row: dict[str, Any]) -> str:
-    extra = "".join(f" {k}={row[k]}" for k in ("attempt", "group", "enqueued_at") if k in row)
-    return f"{row['id']}{extra} payload={json.dumps(row['payload'], sort_keys=True, default=str)}"
+    """``7 deliveries=3 group=orders_dead enqueued_at=… payload={…} last_error=KeyError: 'x'``"""
+    extra = "".join(
+        f" {k}={row[k]}" for k in ("deliveries", "group", "enqueued_at") if row.get(k) is not None
+    )
+    payload = json.dumps(row["payload"], sort_keys=True, default=str)
+    error = f" last_error={json.dumps(row['last_error'])}" if row.get("last_error") else ""
+    return f"{row['id']}{extra} payload={payload}{error}"
 
 
 def cmd_dead(args: argparse.Namespace) -> int:

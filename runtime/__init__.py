@@ -31,6 +31,7 @@ from runtime.errors import (
 )
 from runtime.metrics import Metrics
 from runtime.outcomes import (
+    LAST_ERROR_MAX,
     MAX_DELAY_S,
     ExponentialBackoff,
     Outcome,
@@ -64,6 +65,7 @@ def load(path: str | Path, encoder: Encoder | None = None, decoder: Decoder | No
 
 
 __all__ = [
+    "LAST_ERROR_MAX",
     "MAX_DELAY_S",
     "BrokerError",
     "ConfigurationError",

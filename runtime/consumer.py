@@ -26,7 +26,7 @@ from runtime.errors import (
 )
 from runtime.forms import Upkeep, form_for
 from runtime.metrics import Metrics, call, fields
-from runtime.outcomes import Outcome, RetryPolicy, retry, with_policy
+from runtime.outcomes import Outcome, RetryPolicy, describe_exception, retry, with_policy
 from runtime.payloads import decode_payload
 from runtime.queue import Queue, check_dialect
 from runtime.rendered import StatementName as S
@@ -535,7 +535,7 @@ class Consumer:
                 outcome = await asyncio.wait_for(result, self.handler_timeout)
             if type(outcome) is not Outcome and inspect.isawaitable(outcome):
                 outcome = await outcome  # a plain def that returned a coroutine
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # the consumer itself is cancelled (stop_timeout, the caller)
@@ -545,7 +545,7 @@ class Consumer:
                 d.message.id,
                 extra=self._fields(d, "retry", started),
             )
-            return retry()
+            return retry(describe_exception(exc))
         except (KeyboardInterrupt, SystemExit) as exc:
             log.error(
                 "queue %s: handler for message %s raised %s: stopping the consumer "
@@ -558,8 +558,8 @@ class Consumer:
             if self._fatal is None:
                 self._fatal = exc
             self.stop()
-            return retry()
-        except ConnectionLost:
+            return retry(describe_exception(exc))
+        except ConnectionLost as exc:
             if ctx.db is not None and ctx.db.closed:
                 raise  # the worker's own connection (ctx.db) is gone: a connection loss
             log.exception(
@@ -568,8 +568,8 @@ class Consumer:
                 d.message.id,
                 extra=self._fields(d, "retry", started),
             )
-            return retry()
-        except TimeoutError:
+            return retry(describe_exception(exc))
+        except TimeoutError as exc:
             log.error(
                 "queue %s: handler for message %s ran past %ss: taken as retry()",
                 self.queue.name,
@@ -577,15 +577,20 @@ class Consumer:
                 self.handler_timeout,
                 extra=self._fields(d, "retry", started),
             )
-            return retry()
-        except (Exception, GeneratorExit):
+            if (
+                self.handler_timeout is not None
+                and time.monotonic() - started >= self.handler_timeout
+            ):
+                return retry(f"handler timed out after {self.handler_timeout:g} s")
+            return retry(describe_exception(exc))  # a TimeoutError the handler raised itself
+        except (Exception, GeneratorExit) as exc:
             log.exception(
                 "queue %s: handler for message %s raised: taken as retry()",
                 self.queue.name,
                 d.message.id,
                 extra=self._fields(d, "retry", started),
             )
-            return retry()
+            return retry(describe_exception(exc))
         if not isinstance(outcome, Outcome):
             log.error(
                 "queue %s: handler for message %s returned %r, not an outcome "
@@ -595,7 +600,7 @@ class Consumer:
                 outcome,
                 extra=self._fields(d, "retry", started),
             )
-            return retry()
+            return retry(f"the handler returned {type(outcome).__name__}, not an outcome")
         return outcome
 
     async def _handle(self, conn: Connection, d: Delivery) -> Decision:
@@ -625,7 +630,7 @@ class Consumer:
                 extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
             )
             self.counts.add("unknown_custom")
-            return self._decide(d, retry())
+            return self._decide(d, retry(str(exc)))
 
     def _decide(self, d: Delivery, outcome: Outcome) -> Decision:
         """The statement that settles ``outcome``, a retry delayed by the retry policy."""
@@ -634,7 +639,7 @@ class Consumer:
     def _undecodable(self, d: Delivery, exc: PayloadError) -> Decision:
         """A stored payload the decoder refuses: never handled; to the dead letter at once, or
         (with none declared) a failure like any other."""
-        decision = dead_letter_now(self.queue, d)
+        decision = dead_letter_now(self.queue, d, f"payload cannot be decoded: {exc}")
         log.error(
             "queue %s: message %s cannot be decoded (%s): %s",
             self.queue.name,
@@ -646,4 +651,4 @@ class Consumer:
             ),
         )
         self.counts.add("undecodable")
-        return decision or self._decide(d, retry())
+        return decision or self._decide(d, retry(f"payload cannot be decoded: {exc}"))

@@ -29,6 +29,8 @@ log = logging.getLogger("runtime")
 
 #: the keys of ``queue.stats``, in the order ``qgen stats`` prints them
 STATS_KEYS = ("ready", "delayed", "in_flight", "dead", "processed", "oldest_ready_s")
+#: what ``queue.stats`` adds for a queue with a last_error column
+ERROR_KEYS = ("last_error", "dead_last_error")
 _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
 
 
@@ -67,15 +69,23 @@ async def stats(queue: Queue, db: Any, group: str | None = None) -> dict[str, An
     """The queue's counts by the database's clock (see ``Queue.stats``)."""
     result = await _run(queue, db, S.STATS, _params(queue, group))
     row = result.rows[0]
-    out = {k: _number(row[k]) for k in STATS_KEYS}
+    out: dict[str, Any] = {k: _number(row[k]) for k in STATS_KEYS}
     if out["oldest_ready_s"] is not None:
         out["oldest_ready_s"] = max(0.0, float(out["oldest_ready_s"]))
+    for k in ERROR_KEYS:  # a last_error column: why the newest failed and dead messages failed
+        if k in row:
+            out[k] = row[k]
     return out
 
 
 def _dead_row(queue: Queue, row: dict[str, Any]) -> dict[str, Any]:
+    """A dead row as shown: its payload decoded and, with an attempt column, ``deliveries``,
+    how many times it was delivered (the column holds the number the next delivery would
+    read: the move to the dead letter counts the last one)."""
     out = dict(row)
     out["payload"] = decode_payload(row["payload"], queue.decoder)
+    if row.get("attempt") is not None:
+        out["deliveries"] = max(int(row["attempt"]) - 1, 0)
     return out
 
 
