@@ -198,6 +198,42 @@ async def prune(
             return total
 
 
+async def groups(queue: Queue, db: Any) -> dict[str, int]:
+    """The unfinished rows of each group of the queue's table: ``{"orders": 12}``."""
+    _need_group(queue)
+    result = await _run(queue, db, S.GROUPS, {})
+    return {str(r["group"]): int(r["pending"]) for r in result.rows}
+
+
+async def regroup(queue: Queue, db: Any, from_group: str, group: str | None = None) -> int:
+    """Move the unfinished rows of ``from_group`` to ``group`` (default: the queue's own),
+    e.g. the rows a renamed queue left in its old group; how many moved. Refuses the queue's
+    own group and its dead-letter group (a redrive sends dead messages back)."""
+    _need_group(queue)
+    target = group if group is not None else queue.default_group
+    if not isinstance(from_group, str) or not from_group or target is None:
+        raise InvalidArgument(
+            f"regroup needs the group to move from and one to move to, not {from_group!r} → "
+            f"{target!r}"
+        )
+    if from_group in (target, queue.dead_group):
+        what = "the dead-letter group" if from_group == queue.dead_group else "the same group"
+        raise InvalidArgument(
+            f"queue '{queue.name}': {from_group!r} is {what}; name the group the rows were "
+            "left in (`qgen verify` lists them), or use `qgen dead redrive` for dead messages"
+        )
+    params = {"from_group": from_group, "group": target}
+    return (await _run(queue, db, S.REGROUP, params)).rowcount or 0
+
+
+def _need_group(queue: Queue) -> None:
+    if not queue.rendered.get(S.GROUPS):
+        raise ConfigurationError(
+            f"queue '{queue.name}' has no group column (or its file predates `groups`): "
+            "render it again with `qgen render`"
+        )
+
+
 async def cancel(queue: Queue, db: Any, id: int) -> bool:
     """Finish a message that is not in flight, as ack would (see ``Queue.cancel``)."""
     from runtime.forms.advisory import AdvisoryForm

@@ -29,16 +29,18 @@ class Decision:
 
 
 def _error(queue: Queue, outcome: Outcome | None, reason: str | None) -> str | None:
-    """What a last_error column is given: the reason, or what the handler returned; None
-    without that column (so deliveries of one outcome settle together whatever their reason)."""
-    if "last_error" not in queue.columns:
-        return None
+    """What ``:error`` binds: with a last_error column, the reason (or what the handler
+    returned); without one, only a custom event's reason (its own SQL may use it), so that
+    deliveries of one outcome still settle together whatever their reason."""
+    kind = outcome.kind if outcome is not None else None
     if reason is None and outcome is not None:
         reason = outcome.reason
-    if reason is None and outcome is not None and outcome.kind is OutcomeKind.RETRY:
-        reason = "the handler returned retry() without a reason"
-    if reason is None and outcome is not None and outcome.kind is OutcomeKind.RETRY_AFTER:
-        reason = f"the handler returned retry_after({outcome.delay_s:g}) without a reason"
+    if "last_error" not in queue.columns:
+        return reason if kind is OutcomeKind.CUSTOM else None
+    if reason is None and kind is OutcomeKind.RETRY:
+        return "the handler returned retry() without a reason"
+    if reason is None and outcome is not None and kind is OutcomeKind.RETRY_AFTER:
+        return f"the handler returned retry_after({outcome.delay_s:g}) without a reason"
     return reason
 
 

@@ -230,3 +230,31 @@ def test_qgen_dead_shows_the_deliveries_made_and_why(project) -> None:
     )
     code, out, err = qgen("stats", *c)
     assert code == 0 and "queue 'jobs': last dead error: ValueError: line one\\nline two" in out
+
+
+def test_a_custom_event_binds_its_reason(engine):
+    async def park(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
+        return runtime.custom("park", reason="waiting for stock")
+
+    async def go() -> None:
+        qt = await make_queue(
+            engine,
+            "row_lock",
+            columns=("attempt", "processed_at", "last_error"),
+            custom={
+                "park": "UPDATE {t} SET processed_at = {now}, last_error = :error WHERE id = :id"
+            },
+        )
+        try:
+            await qt.enqueue({"n": 1})
+            counts = await runtime.Consumer(qt.url, qt.queue, park, concurrency=1).drain()
+            assert counts == {"custom.park": 1}
+            (row,) = await qt.rows()
+            assert (row["last_error"], row["processed_at"] is not None) == (
+                "waiting for stock",
+                True,
+            )
+        finally:
+            await qt.drop()
+
+    run(go())
