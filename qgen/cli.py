@@ -276,16 +276,25 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from runtime.verify import verify
 
     url, queues = _loaded(args, args.queues)
+    decl = load_declaration(args.config)
+    tables: dict[str, Any] = {}  # one queue per table with a group column reads its groups
+    for q in queues:
+        if q.rendered.get("groups"):
+            tables.setdefault(q.table.casefold(), q)
 
-    async def work(conn: Any) -> list[tuple[str, list[object]]]:
-        return [(q.name, list(await verify(conn, q))) for q in queues]
+    async def work(conn: Any) -> dict[str, list[Any]]:
+        found = {q.name: list(await verify(conn, q)) for q in queues}
+        for q in tables.values():
+            if not any(f.problem == "the table does not exist" for f in found[q.name]):
+                found[q.name] += _unclaimed(decl, q, await q.groups(conn))
+        return found
 
     differs = 0
-    for name, findings in _on_db(url, work):
-        if not findings:
+    for name, findings in _on_db(url, work).items():
+        if not any(not f.note for f in findings):
             print(f"queue '{name}': matches its declaration")
         for f in findings:
-            differs += 1
+            differs += not f.note
             print(f"queue '{name}': {f}")
     return 1 if differs else 0
 
@@ -369,6 +378,32 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unclaimed(decl: Any, queue: Any, groups: dict[str, int]) -> list[Any]:
+    """The groups of a queue's table that hold unfinished rows but that no declared queue of
+    that table claims (its default_group) or dead-letters into: a renamed queue's old group."""
+    import shlex
+
+    from runtime.verify import Finding
+
+    claimed = set()
+    for q in decl.queues.values():
+        if q.table.casefold() == queue.table.casefold():
+            claimed.add(q.default_group)
+            claimed.add(q.dead_letter.group if q.dead_letter else None)
+    return [
+        Finding(
+            queue.table,
+            f"{count} unfinished row(s) in group {one_line(repr(group))}, which no declared queue "
+            "claims (a queue renamed? a queue's group defaults to its name)",
+            f"move them to a queue's group: qgen regroup {queue.name} --from "
+            f"{one_line(shlex.quote(group))} (or declare default_group = {json.dumps(group)} "
+            "on the queue that should claim them)",
+        )
+        for group, count in groups.items()
+        if group not in claimed
+    ]
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
@@ -397,12 +432,21 @@ def cmd_stats(args: argparse.Namespace) -> int:
             ).rstrip()
         )
     print("(- : not known in this queue's form or columns; see docs/howto/operate.md)")
+    for name, stats in found:
+        for key, what in (("last_error", "last error"), ("dead_last_error", "last dead error")):
+            if stats.get(key):
+                print(f"queue '{name}': {what}: {one_line(stats[key])}")
     return 0
 
 
 def _dead_line(row: dict[str, Any]) -> str:
-    extra = "".join(f" {k}={row[k]}" for k in ("attempt", "group", "enqueued_at") if k in row)
-    return f"{row['id']}{extra} payload={json.dumps(row['payload'], sort_keys=True, default=str)}"
+    """``7 deliveries=3 group=orders_dead enqueued_at=… payload={…} last_error=KeyError: 'x'``"""
+    extra = "".join(
+        f" {k}={row[k]}" for k in ("deliveries", "group", "enqueued_at") if row.get(k) is not None
+    )
+    payload = json.dumps(row["payload"], sort_keys=True, default=str)
+    error = f" last_error={json.dumps(row['last_error'])}" if row.get("last_error") else ""
+    return f"{row['id']}{extra} payload={payload}{error}"
 
 
 def cmd_dead(args: argparse.Namespace) -> int:
@@ -457,6 +501,38 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
     for name, deleted in _on_db(url, work):
         print(f"queue '{name}': {deleted} processed row(s) deleted")
+    return 0
+
+
+def cmd_regroup(args: argparse.Namespace) -> int:
+    url, (queue,) = _loaded(args, [args.queue])
+    decl = load_declaration(args.config)
+    for other in decl.queues.values():
+        dead = other.dead_letter.group if other.dead_letter else None
+        if other.table.casefold() == queue.table.casefold() and args.from_group in (
+            other.default_group,
+            dead,
+        ):
+            print(
+                one_line(
+                    f"qgen regroup: group {args.from_group!r} is claimed by queue '{other.name}'"
+                    f"{' (its dead letter)' if args.from_group == dead else ''}: name the group "
+                    "the rows were left in (`qgen verify` lists them)"
+                ),
+                file=sys.stderr,
+            )
+            return 2
+
+    async def work(conn: Any) -> int:
+        return await queue.regroup(conn, args.from_group, args.to)
+
+    moved = _on_db(url, work)
+    to = args.to if args.to is not None else queue.default_group
+    print(
+        one_line(
+            f"queue '{queue.name}': {moved} row(s) moved from group {args.from_group!r} to {to!r}"
+        )
+    )
     return 0
 
 
@@ -629,7 +705,10 @@ def parser() -> argparse.ArgumentParser:
         description="Compare each queue's live table with its rendered file: the columns each "
         "role needs and their types, the attempt column's default (1), the id generated by the "
         "database, the claim's index, NOT NULL columns the enqueue would leave empty, and the "
-        "dead-letter table. Prints one line per difference with its fix; exit 1 if any.",
+        "dead-letter table (its columns' types against the queue table's), and unfinished rows in "
+        "groups no declared queue claims (a renamed queue's old group). Prints one line per "
+        "difference with its fix (exit 1 if any), and notes such as a NOT NULL column of "
+        "other_columns every enqueue must give.",
     )
     p.add_argument("queues", nargs="*", metavar="QUEUE", help="only these queues (default: all)")
     p.add_argument(
@@ -744,6 +823,20 @@ def parser() -> argparse.ArgumentParser:
     from qgen.serve import add_parser as add_serve
 
     add_serve(sub)
+
+    p = sub.add_parser(
+        "regroup",
+        help="move the unfinished rows of a group no queue claims into a queue's group",
+        description="Move the unfinished rows of group --from on QUEUE's table into QUEUE's "
+        "default_group (or --to), in one statement with bound parameters: the rows a renamed "
+        "queue left in its old group, which `qgen verify` lists. Refuses a group a declared "
+        "queue claims or dead-letters into.",
+    )
+    p.add_argument("queue", metavar="QUEUE", help="the queue whose group receives the rows")
+    p.add_argument("--from", dest="from_group", required=True, help="the group to move from")
+    p.add_argument("--to", help="the group to move to (default: the queue's default_group)")
+    on_db(p)
+    p.set_defaults(fn=cmd_regroup)
     return ap
 
 

@@ -32,7 +32,12 @@ QUEUE_COLUMNS = (
     "priority",
     "fifo_key",
     "dedupe_key",
+    "last_error",
 )
+#: a type of other_columns, spliced into the schema's DDL: words, digits, spaces, parentheses
+#: and commas only (BIGINT, VARCHAR(40), NUMERIC(12, 2), TEXT NOT NULL), nothing that could
+#: end the column or start a statement
+COLUMN_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_ (),]{0,79}")
 OUTBOX_COLUMNS = ("id", "payload", "topic", "key", "created_at", "processed_at")
 QUEUE_OUTCOMES = ("ack", "drop", "retry", "retry_after", "dead_letter")
 OUTBOX_OUTCOMES = ("mark",)
@@ -141,6 +146,8 @@ class QueueDeclaration:
     custom: Mapping[str, Sql] = field(default_factory=dict)
     #: the table's columns qgen has no role for, which the service's SQL and enqueue may set
     other_columns: tuple[str, ...] = ()
+    #: the SQL types other_columns declares (``{ user_id = "BIGINT" }``); the rest are TEXT
+    other_types: Mapping[str, str] = field(default_factory=dict)
     kind: str = "queue"
 
     def has(self, column: str) -> bool:
@@ -414,6 +421,7 @@ def _shares_by_group(a: Unit, b: Unit) -> bool:
         and a.has("group")
         and dict(a.columns) == dict(b.columns)
         and a.other_columns == b.other_columns
+        and dict(a.other_types) == dict(b.other_types)
         and a.form == b.form
         and group_key(a.default_group or "") != group_key(b.default_group or "")
     )
@@ -693,7 +701,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
             )
         default_group = r.group(where, "default_group", default_group)
 
-    other_columns = _other_columns(r, where, q.get("other_columns", []), columns)
+    other_columns, other_types = _other_columns(r, where, q.get("other_columns", []), columns)
     if "dedupe_key" in columns:
         _check_pending_key(r, where, columns, other_columns)
     statements, custom = _own_sql(r, where, q, QUEUE_OUTCOMES, dialects)
@@ -717,6 +725,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         statements=statements,
         custom=custom,
         other_columns=other_columns,
+        other_types=other_types,
     )
 
 
@@ -734,18 +743,26 @@ def _check_pending_key(
             )
 
 
-def _other_columns(r: _Reader, where: str, raw: Any, columns: Mapping[str, str]) -> tuple[str, ...]:
-    """The table's columns without a role: identifiers, each once, none a mapped column."""
-    if not isinstance(raw, list):
+def _other_columns(
+    r: _Reader, where: str, raw: Any, columns: Mapping[str, str]
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The table's columns without a role: identifiers, each once, none a mapped column; a
+    list of names, or a table of name = "SQL type" (the type the schema block creates)."""
+    if isinstance(raw, dict):
+        names, types = list(raw), raw
+    elif isinstance(raw, list):
+        names, types = raw, {}
+    else:
         raise r.fail(
             where,
             "other_columns",
-            "expected a list of column names",
-            'write other_columns = ["kind", "status"]',
+            "expected a list of column names or a table of column types",
+            'write other_columns = ["kind", "status"] or { user_id = "BIGINT", kind = "TEXT" }',
         )
     taken = {c.casefold(): role for role, c in columns.items()}
     out: list[str] = []
-    for value in raw:
+    typed: dict[str, str] = {}
+    for value in names:
         col = r.identifier(where, "other_columns", value)
         if col.casefold() in taken or col.casefold() in (o.casefold() for o in out):
             mapped = taken.get(col.casefold())
@@ -758,7 +775,32 @@ def _other_columns(r: _Reader, where: str, raw: Any, columns: Mapping[str, str])
                 "list each column once, and only columns without a role",
             )
         out.append(col)
-    return tuple(out)
+        if col in types:
+            typed[col] = _column_type(r, where, col, types[col])
+    return tuple(out), typed
+
+
+def _column_type(r: _Reader, where: str, col: str, value: Any) -> str:
+    """A column's SQL type as written into CREATE TABLE: a conservative grammar (words,
+    digits, spaces, parentheses and commas, parentheses balanced), so it cannot end the
+    column definition or start another statement."""
+    text = value.strip() if isinstance(value, str) else value
+    ok = isinstance(text, str) and COLUMN_TYPE.fullmatch(text) is not None
+    depth = 0
+    for ch in text if ok else "":
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        ok = ok and 0 <= depth <= 1
+    words = set(text.upper().replace("(", " ").replace(")", " ").split()) if ok else set()
+    if not ok or depth or words & {"PRIMARY", "UNIQUE", "REFERENCES"}:
+        raise r.fail(
+            where,
+            f"other_columns.{col}",
+            f"{_show(value)} is not a column type qgen writes into the schema",
+            "write a type of letters, digits, spaces, commas and one level of parentheses, "
+            "without keys (PRIMARY, UNIQUE, REFERENCES: the dead-letter table copies it), "
+            'e.g. "BIGINT", "VARCHAR(40)" or "NUMERIC(12, 2) NOT NULL"',
+        )
+    return " ".join(text.split())
 
 
 def _outbox(r: _Reader, raw: Any, dialects: tuple[str, ...]) -> OutboxDeclaration:

@@ -156,6 +156,11 @@ def context(unit: Unit, dialect: Dialect) -> dict:
         "c": c,
         #: every column of the table: (role, quoted name), then ("other", name) for the rest
         "columns": [*c.items(), *(("other", q(o)) for o in others)],
+        #: the SQL types other_columns declares, by quoted name (the rest: the dialect's text)
+        "other_types": {
+            q(o): t
+            for o, t in (unit.other_types if isinstance(unit, QueueDeclaration) else {}).items()
+        },
         #: the columns without a role: (quoted name, the enqueue's parameter for its value)
         "others": [(q(o), dialect.placeholder(f"value_{o}")) for o in others],
         "has": unit.has,

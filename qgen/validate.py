@@ -17,7 +17,18 @@ from runtime.sqltext import driver_params, to_named
 
 # what the runtime binds for each kind of step; a service's SQL may use any of these
 PARAMS = {
-    "queue": {"id", "token", "group", "attempt", "dead_group", "payload", "delay_s", "lease_s"},
+    "queue": {
+        "id",
+        "token",
+        "group",
+        "attempt",
+        "dead_group",
+        "payload",
+        "delay_s",
+        "lease_s",
+        # why the delivery failed (retry, retry_after, dead letter, custom(reason=…))
+        "error",
+    },
     # the outbox binds a record's own fields; its key is :record_key (sqlglot's MySQL reader
     # takes :key for the keyword)
     "outbox": {"id", "payload", "topic", "record_key"},

@@ -32,6 +32,7 @@ from runtime.errors import (
 )
 from runtime.metrics import Metrics
 from runtime.outcomes import (
+    LAST_ERROR_MAX,
     MAX_DELAY_S,
     ExponentialBackoff,
     Immediate,
@@ -66,6 +67,7 @@ def load(path: str | Path, encoder: Encoder | None = None, decoder: Decoder | No
 
 
 __all__ = [
+    "LAST_ERROR_MAX",
     "MAX_DELAY_S",
     "BrokerError",
     "ConfigurationError",

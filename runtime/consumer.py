@@ -33,6 +33,7 @@ from runtime.outcomes import (
     Outcome,
     RetryPolicy,
     default_retry_policy,
+    describe_exception,
     outcome_of,
     retry,
     with_policy,
@@ -622,7 +623,7 @@ class Consumer:
                 outcome = await asyncio.wait_for(result, self.handler_timeout)
             if type(outcome) is not Outcome and inspect.isawaitable(outcome):
                 outcome = await outcome  # a plain def that returned a coroutine
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # the consumer itself is cancelled (stop_timeout, the caller)
@@ -632,7 +633,7 @@ class Consumer:
                 d.message.id,
                 extra=self._fields(d, "retry", started),
             )
-            return retry()
+            return retry(describe_exception(exc))
         except (KeyboardInterrupt, SystemExit) as exc:
             log.error(
                 "queue %s: handler for message %s raised %s: stopping the consumer "
@@ -645,8 +646,8 @@ class Consumer:
             if self._fatal is None:
                 self._fatal = exc
             self.stop()
-            return retry()
-        except ConnectionLost:
+            return retry(describe_exception(exc))
+        except ConnectionLost as exc:
             if ctx.db is not None and ctx.db.closed:
                 raise  # the worker's own connection (ctx.db) is gone: a connection loss
             log.exception(
@@ -655,8 +656,8 @@ class Consumer:
                 d.message.id,
                 extra=self._fields(d, "retry", started),
             )
-            return retry()
-        except TimeoutError:
+            return retry(describe_exception(exc))
+        except TimeoutError as exc:
             log.error(
                 "queue %s: handler for message %s ran past %ss: taken as retry()",
                 self.queue.name,
@@ -664,15 +665,20 @@ class Consumer:
                 self.handler_timeout,
                 extra=self._fields(d, "retry", started),
             )
-            return retry()
-        except (Exception, GeneratorExit):
+            if (
+                self.handler_timeout is not None
+                and time.monotonic() - started >= self.handler_timeout
+            ):
+                return retry(f"handler timed out after {self.handler_timeout:g} s")
+            return retry(describe_exception(exc))  # a TimeoutError the handler raised itself
+        except (Exception, GeneratorExit) as exc:
             log.exception(
                 "queue %s: handler for message %s raised: taken as retry()",
                 self.queue.name,
                 d.message.id,
                 extra=self._fields(d, "retry", started),
             )
-            return retry()
+            return retry(describe_exception(exc))
         try:
             return outcome_of(outcome)
         except TypeError as exc:
@@ -683,7 +689,7 @@ class Consumer:
                 exc,
                 extra=self._fields(d, "retry", started),
             )
-            return retry()
+            return retry(f"the handler returned {type(outcome).__name__}, not an outcome")
 
     async def _handle(self, conn: Connection, d: Delivery) -> Decision:
         """Run the handler; its outcome, turned into the statement that settles it."""
@@ -712,7 +718,7 @@ class Consumer:
                 extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
             )
             self.counts.add("unknown_custom")
-            return self._decide(d, retry())
+            return self._decide(d, retry(str(exc)))
 
     def _decide(self, d: Delivery, outcome: Outcome) -> Decision:
         """The statement that settles ``outcome``, a retry delayed by the retry policy."""
@@ -721,7 +727,7 @@ class Consumer:
     def _undecodable(self, d: Delivery, exc: PayloadError) -> Decision:
         """A stored payload the decoder refuses: never handled; to the dead letter at once, or
         (with none declared) a failure like any other."""
-        decision = dead_letter_now(self.queue, d)
+        decision = dead_letter_now(self.queue, d, f"payload cannot be decoded: {exc}")
         log.error(
             "queue %s: message %s cannot be decoded (%s): %s",
             self.queue.name,
@@ -733,4 +739,4 @@ class Consumer:
             ),
         )
         self.counts.add("undecodable")
-        return decision or self._decide(d, retry())
+        return decision or self._decide(d, retry(f"payload cannot be decoded: {exc}"))

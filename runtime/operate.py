@@ -29,6 +29,8 @@ log = logging.getLogger("runtime")
 
 #: the keys of ``queue.stats``, in the order ``qgen stats`` prints them
 STATS_KEYS = ("ready", "delayed", "in_flight", "dead", "processed", "oldest_ready_s")
+#: what ``queue.stats`` adds for a queue with a last_error column
+ERROR_KEYS = ("last_error", "dead_last_error")
 _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
 
 
@@ -67,13 +69,19 @@ async def stats(queue: Queue, db: Any, group: str | None = None) -> dict[str, An
     """The queue's counts by the database's clock (see ``Queue.stats``)."""
     result = await _run(queue, db, S.STATS, _params(queue, group))
     row = result.rows[0]
-    out = {k: _number(row[k]) for k in STATS_KEYS}
+    out: dict[str, Any] = {k: _number(row[k]) for k in STATS_KEYS}
     if out["oldest_ready_s"] is not None:
         out["oldest_ready_s"] = max(0.0, float(out["oldest_ready_s"]))
+    for k in ERROR_KEYS:  # a last_error column: why the newest failed and dead messages failed
+        if k in row:
+            out[k] = row[k]
     return out
 
 
 def _dead_row(queue: Queue, row: dict[str, Any]) -> dict[str, Any]:
+    """A dead row as shown: its payload decoded and, with an attempt column, ``deliveries``,
+    how many times it was delivered (the column holds the number the next delivery would
+    read: the move to the dead letter counts the last one)."""
     out = dict(row)
     try:
         out["payload"] = decode_payload(row["payload"], queue.decoder)
@@ -84,6 +92,8 @@ def _dead_row(queue: Queue, row: dict[str, Any]) -> dict[str, Any]:
         if isinstance(raw, bytes | bytearray | memoryview):
             raw = bytes(raw).decode("utf-8", "replace")
         out["payload"], out["payload_error"] = str(raw), str(exc)
+    if row.get("attempt") is not None:
+        out["deliveries"] = max(int(row["attempt"]) - 1, 0)
     return out
 
 
@@ -194,6 +204,42 @@ async def prune(
         total += deleted
         if deleted < batch:
             return total
+
+
+async def groups(queue: Queue, db: Any) -> dict[str, int]:
+    """The unfinished rows of each group of the queue's table: ``{"orders": 12}``."""
+    _need_group(queue)
+    result = await _run(queue, db, S.GROUPS, {})
+    return {str(r["group"]): int(r["pending"]) for r in result.rows}
+
+
+async def regroup(queue: Queue, db: Any, from_group: str, group: str | None = None) -> int:
+    """Move the unfinished rows of ``from_group`` to ``group`` (default: the queue's own),
+    e.g. the rows a renamed queue left in its old group; how many moved. Refuses the queue's
+    own group and its dead-letter group (a redrive sends dead messages back)."""
+    _need_group(queue)
+    target = group if group is not None else queue.default_group
+    if not isinstance(from_group, str) or not from_group or target is None:
+        raise InvalidArgument(
+            f"regroup needs the group to move from and one to move to, not {from_group!r} → "
+            f"{target!r}"
+        )
+    if from_group in (target, queue.dead_group):
+        what = "the dead-letter group" if from_group == queue.dead_group else "the same group"
+        raise InvalidArgument(
+            f"queue '{queue.name}': {from_group!r} is {what}; name the group the rows were "
+            "left in (`qgen verify` lists them), or use `qgen dead redrive` for dead messages"
+        )
+    params = {"from_group": from_group, "group": target}
+    return (await _run(queue, db, S.REGROUP, params)).rowcount or 0
+
+
+def _need_group(queue: Queue) -> None:
+    if not queue.rendered.get(S.GROUPS):
+        raise ConfigurationError(
+            f"queue '{queue.name}' has no group column (or its file predates `groups`): "
+            "render it again with `qgen render`"
+        )
 
 
 async def cancel(queue: Queue, db: Any, id: int) -> bool:

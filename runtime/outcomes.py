@@ -13,6 +13,27 @@ from runtime.errors import InvalidArgument
 
 #: the longest delay retry_after() and enqueue(delay=) accept: one year, in seconds
 MAX_DELAY_S = 365 * 24 * 3600.0
+#: the most characters a last_error column is given: longer text is cut on a character
+#: boundary and ends with "…" (2,000 characters are at most 8,000 bytes: every engine's TEXT)
+LAST_ERROR_MAX = 2000
+
+
+def error_text(text: str) -> str:
+    """Why a delivery failed, as a last_error column keeps it: at most LAST_ERROR_MAX
+    characters, NUL shown escaped (PostgreSQL's text refuses it), anything that is not
+    UTF-8-encodable (a lone surrogate) replaced."""
+    text = str(text).replace("\x00", "\\x00")
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    if len(text) > LAST_ERROR_MAX:
+        text = text[: LAST_ERROR_MAX - 1] + "…"
+    return text
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``KeyError: 'user_id'``: the exception's type and message, as last_error shows it."""
+    message = str(exc)
+    name = type(exc).__name__
+    return error_text(f"{name}: {message}" if message else name)
 
 
 def delay_seconds(
@@ -54,6 +75,8 @@ class Outcome:
     kind: OutcomeKind
     delay_s: float | None = None
     name: str | None = None
+    #: why the delivery failed (retry, retry_after, custom): what a last_error column keeps
+    reason: str | None = None
 
     @property
     def label(self) -> str:
@@ -78,21 +101,36 @@ def drop() -> Outcome:
     return _DROP
 
 
-def retry() -> Outcome:
-    """Deliver again at once (or move to the dead letter at the cap): ``return runtime.retry()``."""
-    return _RETRY
+def _reason(reason: str | None) -> str | None:
+    if reason is None:
+        return None
+    if not isinstance(reason, str):
+        raise InvalidArgument(f"reason must be text, not {reason!r}")
+    return error_text(reason)
 
 
-def retry_after(delay: float | timedelta) -> Outcome:
-    """Deliver again after a delay kept in the row: ``return runtime.retry_after(30)``.
+def retry(reason: str | None = None) -> Outcome:
+    """Deliver again at once (or move to the dead letter at the cap): ``return runtime.retry()``;
+    ``retry(reason="upstream 503")`` says why, for a last_error column."""
+    return _RETRY if reason is None else Outcome(OutcomeKind.RETRY, reason=_reason(reason))
+
+
+def retry_after(delay: float | timedelta, reason: str | None = None) -> Outcome:
+    """Deliver again after a delay kept in the row: ``return runtime.retry_after(30)``;
+    ``reason=`` says why, for a last_error column.
 
     ValueError at the call for NaN, an infinity, a negative delay or one past MAX_DELAY_S."""
-    return Outcome(OutcomeKind.RETRY_AFTER, delay_s=delay_seconds(delay, "retry_after's delay"))
+    return Outcome(
+        OutcomeKind.RETRY_AFTER,
+        delay_s=delay_seconds(delay, "retry_after's delay"),
+        reason=_reason(reason),
+    )
 
 
-def custom(name: str) -> Outcome:
-    """Run the queue's own declared event instead: ``return runtime.custom("park")``."""
-    return Outcome(OutcomeKind.CUSTOM, name=name)
+def custom(name: str, reason: str | None = None) -> Outcome:
+    """Run the queue's own declared event instead: ``return runtime.custom("park")``; its SQL
+    may bind ``:error``, the ``reason`` given here."""
+    return Outcome(OutcomeKind.CUSTOM, name=name, reason=_reason(reason))
 
 
 def outcome_of(returned: object) -> Outcome:
@@ -198,4 +236,4 @@ def with_policy(outcome: Outcome, attempt: int | None, policy: RetryPolicy | Non
     if policy is None or outcome.kind is not OutcomeKind.RETRY:
         return outcome
     delay = policy.delay(attempt)
-    return outcome if delay is None else retry_after(delay)
+    return outcome if delay is None else retry_after(delay, reason=outcome.reason)

@@ -428,6 +428,21 @@ class Queue:
 
         return await operate.purge_dead(self, db, ids)
 
+    async def groups(self, db: Any) -> dict[str, int]:
+        """The unfinished rows of each group of the queue's table (a table with a group
+        column): ``await queue.groups(db)`` → ``{"orders": 12, "orders_dead": 1}``."""
+        from runtime import operate
+
+        return await operate.groups(self, db)
+
+    async def regroup(self, db: Any, from_group: str, group: str | None = None) -> int:
+        """Move the unfinished rows of ``from_group`` into ``group`` (default: this queue's
+        default_group), e.g. what a renamed queue left behind; returns how many moved.
+        ``await queue.regroup(db, "orders")``"""
+        from runtime import operate
+
+        return await operate.regroup(self, db, from_group, group)
+
     async def prune(
         self, db: Any, older_than_s: float, batch: int = 1000, group: str | None = None
     ) -> int:

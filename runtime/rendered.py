@@ -107,6 +107,9 @@ class StatementName(StrEnum):
     REDRIVE_BLOCKED_ALL = "redrive_blocked_all"
     PURGE_DEAD = "purge_dead"
     PURGE_DEAD_ALL = "purge_dead_all"
+    # the unfinished rows of each group, and moving a group's rows to another (qgen verify)
+    GROUPS = "groups"
+    REGROUP = "regroup"
     CANCEL = "cancel"
     # the outbox's
     PUT = "put"

@@ -28,7 +28,25 @@ class Decision:
     commits_handler_writes: bool
 
 
-def _params(queue: Queue, delivery: Delivery, outcome: Outcome | None) -> dict[str, Any]:
+def _error(queue: Queue, outcome: Outcome | None, reason: str | None) -> str | None:
+    """What ``:error`` binds: with a last_error column, the reason (or what the handler
+    returned); without one, only a custom event's reason (its own SQL may use it), so that
+    deliveries of one outcome still settle together whatever their reason."""
+    kind = outcome.kind if outcome is not None else None
+    if reason is None and outcome is not None:
+        reason = outcome.reason
+    if "last_error" not in queue.columns:
+        return reason if kind is OutcomeKind.CUSTOM else None
+    if reason is None and kind is OutcomeKind.RETRY:
+        return "the handler returned retry() without a reason"
+    if reason is None and outcome is not None and kind is OutcomeKind.RETRY_AFTER:
+        return f"the handler returned retry_after({outcome.delay_s:g}) without a reason"
+    return reason
+
+
+def _params(
+    queue: Queue, delivery: Delivery, outcome: Outcome | None, reason: str | None = None
+) -> dict[str, Any]:
     return {
         "id": delivery.message.id,
         "token": delivery.token,
@@ -37,18 +55,20 @@ def _params(queue: Queue, delivery: Delivery, outcome: Outcome | None) -> dict[s
         "dead_group": queue.dead_group,
         "lease_s": queue.lease_s,
         "delay_s": outcome.delay_s if outcome is not None else None,
+        "error": _error(queue, outcome, reason),
     }
 
 
-def dead_letter_now(queue: Queue, delivery: Delivery) -> Decision | None:
+def dead_letter_now(queue: Queue, delivery: Delivery, reason: str) -> Decision | None:
     """Move the row to its dead letter whatever its attempt (a payload that cannot be
-    decoded will never be handled); None when the queue declares no dead letter."""
+    decoded will never be handled), ``reason`` for last_error; None when the queue declares
+    no dead letter."""
     if not queue.rendered.get(S.DEAD_LETTER):
         return None
     return Decision(
         str(S.DEAD_LETTER),
         S.DEAD_LETTER,
-        _params(queue, delivery, None),
+        _params(queue, delivery, None, reason),
         commits_handler_writes=False,
     )
 

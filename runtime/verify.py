@@ -28,6 +28,8 @@ ROLE_TYPES: dict[str, dict[str, str]] = {
         "dedupe_key": r"text|character varying.*",
         "attempt": r"integer|bigint|smallint",
         "time": r"timestamp with time zone",
+        # up to LAST_ERROR_MAX characters: a VARCHAR(n) would refuse a longer one
+        "last_error": r"text",
     },
     # DATETIME(6): a lease token is the expiry to the microsecond; fewer digits lose it
     "mysql": {
@@ -37,6 +39,7 @@ ROLE_TYPES: dict[str, dict[str, str]] = {
         "dedupe_key": r"varchar.*",
         "attempt": r"(big|small|tiny|medium)?int.*",
         "time": r"datetime\(6\)",
+        "last_error": r"(long|medium)?text",
     },
     # SQLite stores times as ISO text: any type but an INTEGER or REAL one keeps them as written
     "sqlite": {
@@ -46,6 +49,7 @@ ROLE_TYPES: dict[str, dict[str, str]] = {
         "dedupe_key": r"text|varchar.*|",
         "attempt": r"int.*",
         "time": r"(?!.*(int|real|floa|doub)).*",
+        "last_error": r"text|clob|",
     },
 }
 _TIME_ROLES = ("retry_after", "locked_until", "processed_at", "enqueued_at")
@@ -55,14 +59,42 @@ _TYPE_LIKE = {"priority": "attempt", "fifo_key": "group"}
 
 @dataclass(frozen=True)
 class Finding:
-    """One difference between the table and its file, with the fix."""
+    """One difference between the table and its file, with the fix; a ``note`` is what the
+    service must do with a table that otherwise matches (``qgen verify`` still exits 0)."""
 
     table: str
     problem: str
     fix: str
+    note: bool = False
 
     def __str__(self) -> str:
+        if self.note:
+            return f"note: {self.table}: {self.problem}; {self.fix}"
         return f"{self.table}: {self.problem}; fix: {self.fix}"
+
+
+#: a column type's family, as the database names it: a move between the queue and its
+#: dead-letter table copies each column, which needs the same family on both sides
+_FAMILIES = (
+    ("int", r"(big|small|tiny|medium)?int(eger)?\b.*|(big|small)?serial|int[248]"),
+    ("json", r"jsonb?"),
+    ("text", r"(long|medium|tiny)?text|(character )?varying.*|(var)?char.*|character.*|string"),
+    ("time", r"timestamp.*|datetime.*|date|time( .*)?"),
+    ("decimal", r"numeric.*|decimal.*"),
+    ("float", r"real|double.*|float.*"),
+    ("bool", r"bool(ean)?"),
+    ("bytes", r"bytea|(long|medium|tiny)?blob|(var)?binary.*"),
+)
+
+
+def type_family(type_name: str, dialect: str) -> str:
+    """``bigint`` → int, ``character varying(40)`` → text, ``DATETIME(6)`` → time; a type it
+    does not know is its own family. MariaDB describes JSON as longtext: text there."""
+    kind = " ".join(str(type_name).lower().split())
+    for family, pattern in _FAMILIES:
+        if re.fullmatch(pattern, kind):
+            return "text" if family == "json" and dialect in ("mysql", "mariadb") else family
+    return kind
 
 
 def _split(table: str) -> dict[str, Any]:
@@ -153,7 +185,20 @@ async def verify(conn: Connection, queue: Queue) -> list[Finding]:
     written = {
         queue.columns[r] for r in ("id", "payload", "group", "retry_after") if r in queue.columns
     }
-    written |= set(queue.rendered.header.other_columns)
+    others = queue.rendered.header.other_columns
+    written |= set(others)
+    for name in others:
+        row = cols.get(name)
+        if row is not None and not row.get("nullable"):
+            found.append(
+                Finding(
+                    t,
+                    f"column {name!r} (other_columns) is NOT NULL, and an enqueue whose values= "
+                    "leaves it out writes NULL there (its default does not apply)",
+                    f"every enqueue needs values={{{name!r}: …}}",
+                    note=True,
+                )
+            )
     for name, row in cols.items():
         empty = not row.get("nullable") and _default(row) is None and not row.get("generated")
         if empty and name not in written:
@@ -187,6 +232,44 @@ async def verify(conn: Connection, queue: Queue) -> list[Finding]:
             found.append(
                 Finding(
                     dead, f"the dead-letter table lacks {', '.join(missing)}", f"add them to {dead}"
+                )
+            )
+        if dead_cols:
+            found += _dead_table_findings(queue, cols, dead_cols)
+    return found
+
+
+def _dead_table_findings(
+    queue: Queue, cols: dict[str, dict[str, Any]], dead_cols: dict[str, dict[str, Any]]
+) -> list[Finding]:
+    """The dead-letter table holds each row of the queue table as it is, and a redrive moves
+    it back: each column must be of the same type family on both sides, and nullable there
+    where it is nullable here."""
+    dialect, dead, found = queue.dialect.name, queue.rendered.header.dead_table, []
+    for name in [*queue.columns.values(), *queue.rendered.header.other_columns]:
+        live, kept = cols.get(name), dead_cols.get(name)
+        if live is None or kept is None:
+            continue
+        here, there = type_family(live["type"], dialect), type_family(kept["type"], dialect)
+        if here != there:
+            found.append(
+                Finding(
+                    str(dead),
+                    f"column {name!r} is {str(kept['type']).lower()} in the dead-letter table "
+                    f"but {str(live['type']).lower()} in {queue.table}: a move to the dead "
+                    "letter or a redrive would fail or change its values",
+                    f"give {dead}.{name} the type {str(live['type']).lower()} (declare it "
+                    f'under other_columns, e.g. {{ {name} = "{str(live["type"]).upper()}" }}, '
+                    "and the schema block creates both tables alike)",
+                )
+            )
+        elif live.get("nullable") and not kept.get("nullable"):
+            found.append(
+                Finding(
+                    str(dead),
+                    f"column {name!r} is NOT NULL in the dead-letter table but nullable in "
+                    f"{queue.table}: moving a row without a value there would fail",
+                    f"make {dead}.{name} nullable",
                 )
             )
     return found

@@ -75,6 +75,9 @@ def params_for(dialect: str) -> dict[str, Any]:
         "age_s": 60.0,
         # operating a queue: prune's batch
         "batch": 100,
+        # regroup: the group its rows are moved from; last_error: why a delivery failed
+        "from_group": "old",
+        "error": "RuntimeError: boom",
         # the ordering roles' enqueue
         "priority": 3,
         "fifo_key": "k",

@@ -58,14 +58,15 @@ FUTURE_S = 3600
 OTHER_GROUP = "other"
 
 #: outcomes as the steps print them → (the model's outcome, its delay state, what the
-#: handler returns: None is a handler without a return, which acks)
+#: handler returns: None is a handler without a return, which acks); each failure says
+#: why (a quote, a percent sign, non-ASCII), which last_error keeps
 OUTCOMES: dict[str, tuple[str, str, Outcome | None]] = {
     "ack": ("ack", "due", ack()),
     "None": ("none", "due", None),
     "drop": ("drop", "due", drop()),
-    "retry": ("retry", "due", retry()),
-    "retry_after 0s": ("retry_after", "due", retry_after(0)),
-    "retry_after 1h": ("retry_after", "future", retry_after(FUTURE_S)),
+    "retry": ("retry", "due", retry(reason="it's 100% down")),
+    "retry_after 0s": ("retry_after", "due", retry_after(0, reason="soon ✓")),
+    "retry_after 1h": ("retry_after", "future", retry_after(FUTURE_S, reason="later")),
 }
 #: the outcomes one Consumer round returns for the deliveries of its claim, in order
 ROUND = st.lists(st.sampled_from(list(OUTCOMES)), min_size=3, max_size=3)
@@ -95,6 +96,7 @@ def table_shapes(draw: st.DrawFn, form: str) -> Shape:
         priority=draw(st.booleans()),
         fifo_key=draw(st.booleans()),
         dedupe_key=draw(st.booleans()),
+        last_error=draw(st.booleans()),
     )
 
 
@@ -350,7 +352,9 @@ class QueueMachine(RuleBasedStateMachine):
         # what the Consumer does with a handler's return value, then its settlement
         decision = decide(self.queue, h.runtime, outcome_of(runtime_outcome))
         logged = [r for r in self.warnings.records if r.levelno >= logging.WARNING]
-        expected = self.model.settle(h.model, kind, delay, handler_wrote=self.transactional)
+        expected = self.model.settle(
+            h.model, kind, delay, handler_wrote=self.transactional, error=runtime_outcome.reason
+        )
         assert decision.label == expected.label, (
             f"{h!r}: the runtime settles {outcome} as {decision.label}, the model as "
             f"{expected.label}"
@@ -458,6 +462,8 @@ class QueueMachine(RuleBasedStateMachine):
                 select.append(f"{self.col(role)} AS {self.q('qgen_' + role)}")
         if "dedupe_key" in cols:
             select.append(f"{self.col('dedupe_key')} AS dkey")
+        if "last_error" in cols:
+            select.append(f"{self.col('last_error')} AS why")
         found = await (await self.session.conn("db")).fetchall(
             f"SELECT {', '.join(select)} FROM {self.q(table)} ORDER BY {self.col('id')}"
         )
@@ -473,6 +479,7 @@ class QueueMachine(RuleBasedStateMachine):
                 int(r["qgen_priority"]) if "qgen_priority" in r else None,
                 r.get("qgen_fifo_key"),
                 r.get("dkey"),
+                r.get("why"),
             )
             for r in found
         ]
@@ -492,6 +499,7 @@ def _expected(rows: dict[int, Row]) -> list[tuple]:
             r.priority,
             r.fifo_key,
             r.key,
+            r.last_error,
         )
         for _, r in sorted(rows.items())
     ]
@@ -508,6 +516,7 @@ _FIELDS = (
     "priority",
     "fifo_key",
     "key",
+    "last_error",
 )
 
 

@@ -310,8 +310,8 @@ def test_unknown_parameter(dialect: str) -> None:
     exc = rejected(dialect, "UPDATE jobs_q SET attempt = 1 WHERE id = :bogus")
     assert exc.problem == f"unknown parameter :bogus [{dialect}]"
     assert exc.fix == (
-        "the runtime binds only :attempt, :dead_group, :delay_s, :group, :id, :lease_s, "
-        ":payload, :token"
+        "the runtime binds only :attempt, :dead_group, :delay_s, :error, :group, :id, "
+        ":lease_s, :payload, :token"
     )
 
 
@@ -319,7 +319,8 @@ def test_every_bound_parameter_is_accepted() -> None:
     sql = (
         "UPDATE jobs_q SET attempt = :attempt, grp = :dead_group, payload = :payload "
         "WHERE id = :id AND grp = :group AND CAST(:delay_s AS TEXT) <> '' "
-        "AND CAST(:lease_s AS TEXT) <> '' AND CAST(:token AS TEXT) <> ''"
+        "AND CAST(:lease_s AS TEXT) <> '' AND CAST(:token AS TEXT) <> '' "
+        "AND CAST(:error AS TEXT) <> ''"
     )
     check("postgres", sql)
     check("sqlite", sql)

@@ -87,8 +87,10 @@ class Form:
         """A group cut into what one statement settles: ``(name, part)``, the deliveries of
         one outcome (and delay) whose file has its ``<outcome>_many`` statement, or one
         delivery alone (``None``: its own statement; a declared override, a custom event and
-        a move into a dead table have no ``_many``). Each item keeps its index in ``items``."""
-        many: dict[tuple[str, Any], list[tuple[int, Delivery, Decision]]] = {}
+        a move into a dead table have no ``_many``). Each item keeps its index in ``items``.
+        With a last_error column, only deliveries of the same error text share a statement:
+        a broken deploy's identical errors still settle as one."""
+        many: dict[tuple[str, Any, Any], list[tuple[int, Delivery, Decision]]] = {}
         alone: list[tuple[str | None, list[tuple[int, Delivery, Decision]]]] = []
         ids = [d.message.id for d, _ in items]
         unique = len(set(ids)) == len(ids)  # one statement cannot tell two tokens of a row
@@ -99,15 +101,21 @@ class Form:
             else:
                 step = many_of[decision.step] = self._many_name(decision.step)
             if unique and step:
-                key = (step, decision.params.get("delay_s"))
+                key = (step, decision.params.get("delay_s"), decision.params.get("error"))
                 many.setdefault(key, []).append((i, d, decision))
             else:
                 alone.append((None, [(i, d, decision)]))
-        return [*((step, part) for (step, _), part in many.items()), *alone]
+        return [*((step, part) for (step, _, _), part in many.items()), *alone]
 
     def many_params(self, part: list[tuple[int, Delivery, Decision]]) -> dict[str, Any]:
-        """What a ``_many`` statement binds besides its rows: the part's delay, the dead group."""
-        return {"delay_s": part[0][2].params.get("delay_s"), "dead_group": self.queue.dead_group}
+        """What a ``_many`` statement binds besides its rows: the part's delay and error, the
+        dead group."""
+        params = part[0][2].params
+        return {
+            "delay_s": params.get("delay_s"),
+            "error": params.get("error"),
+            "dead_group": self.queue.dead_group,
+        }
 
     @staticmethod
     def needs_transaction(

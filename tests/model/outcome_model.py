@@ -25,6 +25,8 @@ The rules, as SPEC.md gives them:
   lease clears the lease; advisory writes nothing (the unlock returns the row).
 * retry_after(d): the row is due d seconds from now (plus row lock's +1, lease's clear);
   without a retry_after column it is a retry, with a warning.
+* last_error: a retry, a retry_after and a move to the dead letter (group or table) write
+  the delivery's error text there; ack and drop leave it as it was.
 * The cap: a retry or retry_after of a delivery whose attempt has reached max_attempts moves
   the row to its dead letter instead, with a warning: its group becomes the dead-letter group,
   or it moves into the dead-letter table (same columns, payload and count kept, lease NULL).
@@ -87,6 +89,8 @@ class Shape:
     priority: bool = False
     fifo_key: bool = False
     dedupe_key: bool = False
+    #: a last_error column: why the last failed delivery failed
+    last_error: bool = False
 
     def __post_init__(self) -> None:
         assert self.form in FORMS, self.form
@@ -117,6 +121,8 @@ class Row:
     fifo_key: str | None = None
     #: the dedupe_key column (None: NULL, or no such column)
     key: str | None = None
+    #: the last_error column (None: NULL, or no such column)
+    last_error: str | None = None
 
 
 @dataclass
@@ -378,11 +384,17 @@ class OutcomeModel:
         return Settlement(kind, warnings=tuple(warnings))
 
     def settle(
-        self, d: Delivery, outcome: str, delay: str = "due", handler_wrote: bool = False
+        self,
+        d: Delivery,
+        outcome: str,
+        delay: str = "due",
+        handler_wrote: bool = False,
+        error: str | None = None,
     ) -> Settlement:
         """Settle an open delivery with ``outcome`` (retry_after: ``delay`` "due" or "future").
 
         ``handler_wrote``: in transactional mode the handler wrote one row, kept only by an ack.
+        ``error``: why the delivery failed, which a retry (or dead letter) writes to last_error.
         """
         assert d.state == "open", d
         decision = self.decide(d, outcome)
@@ -393,6 +405,8 @@ class OutcomeModel:
             return Settlement(decision.label, lease_lost=True, warnings=decision.warnings)
         assert row is not None, f"{d.name}: its row is held, so it is still there"
         self._apply(row, decision.label, delay)
+        if self.shape.last_error and decision.label not in ("ack", "drop"):
+            (self.dead if d.id in self.dead else self.rows)[d.id].last_error = error
         d.state = "settled"
         if handler_wrote and decision.label == "ack":
             if form == "row_lock":

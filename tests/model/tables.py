@@ -41,6 +41,7 @@ PLAIN_NAMES = {
     "priority": "priority",
     "fifo_key": "fifo_key",
     "dedupe_key": "dedupe_key",
+    "last_error": "last_error",
 }
 RENAMED = {
     "id": "msg_id",
@@ -53,6 +54,7 @@ RENAMED = {
     "priority": "urgency",
     "fifo_key": "ordering_key",
     "dedupe_key": "uniq",
+    "last_error": "why",
 }
 
 
@@ -71,6 +73,8 @@ def declaration(
         roles.append("locked_until")
     if shape.dedupe_key:
         roles.append("dedupe_key")
+    if shape.last_error:
+        roles.append("last_error")
     q: dict[str, Any] = {
         "table": table,
         "form": shape.form,

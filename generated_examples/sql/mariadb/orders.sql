@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:2b6410fb7697166e49015ff24de42a71a87d3e863f317d2355db4f52436719fd
+-- seal: sha256:cdd5755e384aacd4d090f75a10913d6981f24cbc5a7ff0afea283a66b5b5619b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -363,6 +363,23 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `queue` AS `group`, COUNT(*) AS pending
+FROM `orders_queue`
+WHERE `processed_at` IS NULL
+GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `orders_queue`
+SET `queue` = %(group)s
+WHERE `queue` = %(from_group)s
+  AND `processed_at` IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

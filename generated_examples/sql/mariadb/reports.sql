@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:887b61dd3ccb066bc3c83018ef49e9e783969b04d95af22e38cf8c232a207d0f
+-- seal: sha256:f3396d1590f77a21ad4e18547b3fd51a74287598183890f43ef7e9975289d62a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -213,6 +213,21 @@ WHERE `grp` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `reports_queue`
 WHERE `grp` = %(dead_group)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `grp` AS `group`, COUNT(*) AS pending
+FROM `reports_queue`
+GROUP BY `grp`
+ORDER BY `grp`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `reports_queue`
+SET `grp` = %(group)s
+WHERE `grp` = %(from_group)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

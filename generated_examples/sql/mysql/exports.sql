@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:2e5ad8640a27f2f7d15981dab7364b44fd84f3718b1706e60444058a25066f1b
+-- seal: sha256:d87f60fdcb7845ea29c2d154258b9ba742fc62ff2c7b2d3ea5712403ad32e464
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -225,6 +225,21 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `exports_queue`
 WHERE `lane` = %(dead_group)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `lane` AS `group`, COUNT(*) AS pending
+FROM `exports_queue`
+GROUP BY `lane`
+ORDER BY `lane`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `exports_queue`
+SET `lane` = %(group)s
+WHERE `lane` = %(from_group)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

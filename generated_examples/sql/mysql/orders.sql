@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:8f5cdecacaeb4a1b1cde84a7bd9510c0aab2598eb80975cec4f069e1778e6064
+-- seal: sha256:3ae8528ec90201e4983efbbda97fd25f6185a57b73be7c69c4998d5ffac9c443
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -363,6 +363,23 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `queue` AS `group`, COUNT(*) AS pending
+FROM `orders_queue`
+WHERE `processed_at` IS NULL
+GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `orders_queue`
+SET `queue` = %(group)s
+WHERE `queue` = %(from_group)s
+  AND `processed_at` IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

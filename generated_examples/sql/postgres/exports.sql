@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
--- seal: sha256:59033e49d0aee472aa4438fd552690c0ed309dd495e9a329e3cff3b7c57c6493
+-- seal: sha256:c6253ba4c63c93e48a66540550bf0e6412bf423c3474493f24c448c796a9ab14
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -252,6 +252,21 @@ WHERE "lane" = %(dead_group)s
 -- kinds: writes
 DELETE FROM "exports_queue"
 WHERE "lane" = %(dead_group)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "lane" AS "group", COUNT(*) AS pending
+FROM "exports_queue"
+GROUP BY "lane"
+ORDER BY "lane";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "exports_queue"
+SET "lane" = %(group)s
+WHERE "lane" = %(from_group)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.

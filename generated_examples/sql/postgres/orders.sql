@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- channel: "qgen.orders_queue"
--- seal: sha256:14b1c31c1c59ab032429cb4e5c4674b58afd3834be803252d383f853e15859cf
+-- seal: sha256:8f779b3dca9035b6bcea4e7ffc75cce6c7e5cb36171e197a961ebb42ad08d4b7
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -367,6 +367,23 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "queue" AS "group", COUNT(*) AS pending
+FROM "orders_queue"
+WHERE "processed_at" IS NULL
+GROUP BY "queue"
+ORDER BY "queue";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "queue" = %(group)s
+WHERE "queue" = %(from_group)s
+  AND "processed_at" IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

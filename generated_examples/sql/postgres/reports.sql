@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
--- seal: sha256:79086c78f51c3557d427e231db4020198adbb1c60a034c698cad4e48c111c47d
+-- seal: sha256:aef1e9ef036f53cec5111219cac1b0c09cdc0f517b12a4c896654143f7970eef
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -220,6 +220,21 @@ WHERE "grp" = %(dead_group)s
 -- kinds: writes
 DELETE FROM "reports_queue"
 WHERE "grp" = %(dead_group)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "grp" AS "group", COUNT(*) AS pending
+FROM "reports_queue"
+GROUP BY "grp"
+ORDER BY "grp";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "grp" = %(group)s
+WHERE "grp" = %(from_group)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

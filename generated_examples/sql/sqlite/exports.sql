@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:b93d2025f6ce4d4ff310c856c6ed11f7cb9770812ae5c490ff060f90638fe723
+-- seal: sha256:338ac9c34102c76a5e39e68c32e1e50dec9a32c652167615088367c9fa4761c0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -197,6 +197,21 @@ WHERE "lane" = :dead_group
 -- kinds: writes
 DELETE FROM "exports_queue"
 WHERE "lane" = :dead_group;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "lane" AS "group", COUNT(*) AS pending
+FROM "exports_queue"
+GROUP BY "lane"
+ORDER BY "lane";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "exports_queue"
+SET "lane" = :group
+WHERE "lane" = :from_group;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:19e45b49322c595c8f4eb58ebe50d72fba9e0bf100fc00926fd44e56fb9a5adf
+-- seal: sha256:57ec428f3029df3bd3541cc38625a0b2ece804667e948ace3c41382c2c607fee
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -345,6 +345,23 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "queue" AS "group", COUNT(*) AS pending
+FROM "orders_queue"
+WHERE "processed_at" IS NULL
+GROUP BY "queue"
+ORDER BY "queue";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "queue" = :group
+WHERE "queue" = :from_group
+  AND "processed_at" IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:d0c08b221d9f1d51e558ede62698d90a2c7a7265ca7ba4ad7a728201a355e373
+-- seal: sha256:e9066e0583226b2a0752ec5eb8fd8e6021c91836e734d8f065eece4adc88faa7
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -203,6 +203,21 @@ WHERE "grp" = :dead_group
 -- kinds: writes
 DELETE FROM "reports_queue"
 WHERE "grp" = :dead_group;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "grp" AS "group", COUNT(*) AS pending
+FROM "reports_queue"
+GROUP BY "grp"
+ORDER BY "grp";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "grp" = :group
+WHERE "grp" = :from_group;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

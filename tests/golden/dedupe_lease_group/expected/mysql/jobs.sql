@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:5b6c6f2ae1c2e37d6429b520b542601507f1eb2d944b51c2d8766c860b0a39c1
+-- seal: sha256:5936756fd7bfff794658341e1d200ab2cf932ab2dc7e697afc21e98a535f99d8
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -366,6 +366,23 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `queue` AS `group`, COUNT(*) AS pending
+FROM `jobs`
+WHERE `processed_at` IS NULL
+GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `jobs`
+SET `queue` = %(group)s
+WHERE `queue` = %(from_group)s
+  AND `processed_at` IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

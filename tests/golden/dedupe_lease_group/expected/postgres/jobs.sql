@@ -9,7 +9,7 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
--- seal: sha256:3a131e28f943a043918822d55d3dbc1ff5c54881c9c6ec834c046564d24d5559
+-- seal: sha256:6f5c38d066c82d39798c73242165a281a08ba624244e57e26d40716f8c8edc6a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -368,6 +368,23 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "queue" AS "group", COUNT(*) AS pending
+FROM "jobs"
+WHERE "processed_at" IS NULL
+GROUP BY "queue"
+ORDER BY "queue";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "jobs"
+SET "queue" = %(group)s
+WHERE "queue" = %(from_group)s
+  AND "processed_at" IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

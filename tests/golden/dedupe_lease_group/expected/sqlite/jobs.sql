@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:70b5ab2dbbcd0b348b9e9fe48a8074c3f89dc8822b2930fe7cdf85042533a301
+-- seal: sha256:94e6e995af0308769a213e4a6bb16834251e661e9928145943caeee29900025c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -345,6 +345,23 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "queue" AS "group", COUNT(*) AS pending
+FROM "jobs"
+WHERE "processed_at" IS NULL
+GROUP BY "queue"
+ORDER BY "queue";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "jobs"
+SET "queue" = :group
+WHERE "queue" = :from_group
+  AND "processed_at" IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

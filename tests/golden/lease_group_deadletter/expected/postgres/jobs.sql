@@ -9,7 +9,7 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
--- seal: sha256:2690be2669a9309c1d73b4bf42574ac93f766737570035467615f768e52d8075
+-- seal: sha256:6eaa57a24994c9628aa538918702b8a1fd152c34ace8acc19128fad3a1a4ce79
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -303,6 +303,23 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "queue" AS "group", COUNT(*) AS pending
+FROM "jobs"
+WHERE "processed_at" IS NULL
+GROUP BY "queue"
+ORDER BY "queue";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "jobs"
+SET "queue" = %(group)s
+WHERE "queue" = %(from_group)s
+  AND "processed_at" IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

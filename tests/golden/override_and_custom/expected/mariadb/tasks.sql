@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:f2329aae76ecd77a4e3b975f72bbe3996f0a4a03fe071597aa858b8cb18eba5d
+-- seal: sha256:ba050e2505f0d052c218f7f016a8ab413f65193a58c4300da246728b08cbffe0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -243,6 +243,21 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `tasks`
 WHERE `lane` = %(dead_group)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `lane` AS `group`, COUNT(*) AS pending
+FROM `tasks`
+GROUP BY `lane`
+ORDER BY `lane`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `tasks`
+SET `lane` = %(group)s
+WHERE `lane` = %(from_group)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:0ae3234aad6acc3324a26b6aaa052399a4d1863c30349f5e8564dec1b188a6f1
+-- seal: sha256:576afe74e6f5d8059880967175a82218e3b1c4e353fdb5e5de08e00eeb8c62ca
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -243,6 +243,21 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `tasks`
 WHERE `lane` = %(dead_group)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `lane` AS `group`, COUNT(*) AS pending
+FROM `tasks`
+GROUP BY `lane`
+ORDER BY `lane`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `tasks`
+SET `lane` = %(group)s
+WHERE `lane` = %(from_group)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

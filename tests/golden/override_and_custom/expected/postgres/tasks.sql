@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
--- seal: sha256:525aef647f8d00f91502cfb3c238520299f7f538e187978b26bc798f35dce989
+-- seal: sha256:8d24ad0c8f6353c695f4a9c35c5ca9023a93c25fb1bc86bcd555be53b7c8d5f5
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -246,6 +246,21 @@ WHERE "lane" = %(dead_group)s
 -- kinds: writes
 DELETE FROM "tasks"
 WHERE "lane" = %(dead_group)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "lane" AS "group", COUNT(*) AS pending
+FROM "tasks"
+GROUP BY "lane"
+ORDER BY "lane";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "tasks"
+SET "lane" = %(group)s
+WHERE "lane" = %(from_group)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

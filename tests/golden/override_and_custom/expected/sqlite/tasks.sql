@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:52cc5c79336392cc7bfe19175495d3bc02fe5616f4238a6c76797d6c552f3268
+-- seal: sha256:094463bf41397a2acb307cc8247cd0f85be9409db8768e011feee007846ec14b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -225,6 +225,21 @@ WHERE "lane" = :dead_group
 -- kinds: writes
 DELETE FROM "tasks"
 WHERE "lane" = :dead_group;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "lane" AS "group", COUNT(*) AS pending
+FROM "tasks"
+GROUP BY "lane"
+ORDER BY "lane";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "tasks"
+SET "lane" = :group
+WHERE "lane" = :from_group;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:f6ff67663be319390c035a347cb45e05ebcf889a8fa536d3b0964f2ec3ba8eb3
+-- seal: sha256:c499e127fd78e27671e4e488a245ef082cf416d5205a6c5403b082198beff9bc
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -310,6 +310,23 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `queue` AS `group`, COUNT(*) AS pending
+FROM `ledger`
+WHERE `processed_at` IS NULL
+GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `ledger`
+SET `queue` = %(group)s
+WHERE `queue` = %(from_group)s
+  AND `processed_at` IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:0a45db9b70aa3e13cba284a6803668a8f163e705611f2b7f26581e87e218630c
+-- seal: sha256:e5c22e4e1bf10b5b346f47c9fba4301a8beed8ca989ef52766a2b42bd9c7819c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -310,6 +310,23 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `queue` AS `group`, COUNT(*) AS pending
+FROM `ledger`
+WHERE `processed_at` IS NULL
+GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `ledger`
+SET `queue` = %(group)s
+WHERE `queue` = %(from_group)s
+  AND `processed_at` IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ledger"
 -- channel: "qgen.ledger"
--- seal: sha256:3cae101a20ce1ece726b3f3d35d449f65d2608d96dacc1170a6fa7abc5f4c7f7
+-- seal: sha256:57de48614c11d76d0bb593fba0163297f17a4aa3f4543faa909d8a24eff0b4cf
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -314,6 +314,23 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "queue" AS "group", COUNT(*) AS pending
+FROM "ledger"
+WHERE "processed_at" IS NULL
+GROUP BY "queue"
+ORDER BY "queue";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "ledger"
+SET "queue" = %(group)s
+WHERE "queue" = %(from_group)s
+  AND "processed_at" IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

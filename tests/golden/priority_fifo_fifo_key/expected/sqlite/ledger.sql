@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:96f50709842572a6b79994c9d1febacbbed6cc75ce054ba565d8bc98309f626c
+-- seal: sha256:73f975d4e4490e49a716d0efa52aebf2943e4bd3938b42e55d4f7e00fc53ca64
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -291,6 +291,23 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "queue" AS "group", COUNT(*) AS pending
+FROM "ledger"
+WHERE "processed_at" IS NULL
+GROUP BY "queue"
+ORDER BY "queue";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "ledger"
+SET "queue" = :group
+WHERE "queue" = :from_group
+  AND "processed_at" IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

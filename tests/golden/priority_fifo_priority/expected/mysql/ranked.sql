@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ranked_dead"}
 -- lease_s: 30
 -- default_group: "ranked"
--- seal: sha256:38a6c282a7955d5b23ed4e780b55bc5ba9c02c0a1400e7308114960b86ff65bb
+-- seal: sha256:96c19c271b6ab29ccb0c98776f4b166b7cc8ed61741274c97b09f61c1843ece2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -300,6 +300,23 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `queue` AS `group`, COUNT(*) AS pending
+FROM `ranked`
+WHERE `processed_at` IS NULL
+GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `ranked`
+SET `queue` = %(group)s
+WHERE `queue` = %(from_group)s
+  AND `processed_at` IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

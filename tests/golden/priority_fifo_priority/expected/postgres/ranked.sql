@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
--- seal: sha256:b489eee37085e1b96e7b09f83929cd05f4537136e23faca5f4f1ec620d6eefde
+-- seal: sha256:32707f95d059be23379828b609a18e33aeba1efd578d950b88b045b9a3d7b4ce
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -304,6 +304,23 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "queue" AS "group", COUNT(*) AS pending
+FROM "ranked"
+WHERE "processed_at" IS NULL
+GROUP BY "queue"
+ORDER BY "queue";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "ranked"
+SET "queue" = %(group)s
+WHERE "queue" = %(from_group)s
+  AND "processed_at" IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ranked_dead"}
 -- lease_s: 30
 -- default_group: "ranked"
--- seal: sha256:99354fdd51efbe4446804b896ef148f1851caacbce16ad697210c51d8ffddfe5
+-- seal: sha256:1d90cadbf168ea0dd3c4acb606c24f2fad7d0a9f96c83a0b8b3edd42ca1204e3
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -281,6 +281,23 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "queue" AS "group", COUNT(*) AS pending
+FROM "ranked"
+WHERE "processed_at" IS NULL
+GROUP BY "queue"
+ORDER BY "queue";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "ranked"
+SET "queue" = :group
+WHERE "queue" = :from_group
+  AND "processed_at" IS NULL;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

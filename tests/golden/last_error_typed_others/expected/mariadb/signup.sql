@@ -1,0 +1,283 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "signup"
+-- dialect: "mariadb"
+-- form: "lease"
+-- table: "signup_queue"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "last_error": "last_error"}
+-- max_attempts: 3
+-- dead_letter: {"table": "signup_dead"}
+-- lease_s: 30
+-- other_columns: ["user_id", "kind", "note"]
+-- seal: sha256:fb921b2378521d87764e3fa2a4fda59b9a94be9ceffc37dd4b03bedb60a29f5c
+
+-- name: schema
+-- Creates the queue table, its dead-letter table, if missing.
+-- kinds: writes writes
+CREATE TABLE IF NOT EXISTS `signup_queue` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `locked_until` DATETIME(6) NULL,
+  `last_error` TEXT NULL,
+  `user_id` BIGINT,
+  `kind` VARCHAR(40),
+  `note` TEXT
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `signup_dead` (
+  `id` BIGINT NOT NULL PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `locked_until` DATETIME(6) NULL,
+  `last_error` TEXT NULL,
+  `user_id` BIGINT,
+  `kind` VARCHAR(40),
+  `note` TEXT
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; value_<column> gives each other column its value.
+-- kinds: writes reads
+INSERT INTO `signup_queue` (`payload`, `retry_after`, `user_id`, `kind`, `note`)
+VALUES (%(payload)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(value_user_id)s, %(value_kind)s, %(value_note)s);
+SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `signup_queue`
+WHERE `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: claim
+-- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction.
+-- kinds: reads reads writes
+SELECT `id` AS id
+FROM `signup_queue`
+WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+ORDER BY `id`
+LIMIT %(scan)s;
+SELECT `signup_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `signup_queue` FORCE INDEX (PRIMARY) ON `signup_queue`.`id` = j.qgen_id
+WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `signup_queue` FORCE INDEX (PRIMARY) ON `signup_queue`.`id` = j.qgen_id
+SET `signup_queue`.`locked_until` = %(token)s, `signup_queue`.`attempt` = `signup_queue`.`attempt` + 1;
+
+-- name: extend
+-- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+-- kinds: reads writes
+SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
+UPDATE `signup_queue`
+SET `locked_until` = %(new_token)s
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack
+-- Finishes the row: deletes it.
+-- kinds: writes
+DELETE FROM `signup_queue`
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+DELETE FROM `signup_queue`
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: retry
+-- Returns the row at once by clearing its lease (the claim already counted the attempt); records why in last_error.
+-- kinds: writes
+UPDATE `signup_queue`
+SET `locked_until` = NULL, `last_error` = %(error)s
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now and clears its lease; records why in last_error.
+-- kinds: writes
+UPDATE `signup_queue`
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL, `last_error` = %(error)s
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: reads writes
+SELECT `signup_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `signup_queue` FORCE INDEX (PRIMARY) ON `signup_queue`.`id` = j.qgen_id AND `signup_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+DELETE `signup_queue`
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `signup_queue` FORCE INDEX (PRIMARY) ON `signup_queue`.`id` = j.qgen_id AND `signup_queue`.`locked_until` = j.qgen_token;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: reads writes
+SELECT `signup_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `signup_queue` FORCE INDEX (PRIMARY) ON `signup_queue`.`id` = j.qgen_id AND `signup_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+DELETE `signup_queue`
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `signup_queue` FORCE INDEX (PRIMARY) ON `signup_queue`.`id` = j.qgen_id AND `signup_queue`.`locked_until` = j.qgen_token;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; records why in last_error; the ids it returned.
+-- kinds: reads writes
+SELECT `signup_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `signup_queue` FORCE INDEX (PRIMARY) ON `signup_queue`.`id` = j.qgen_id AND `signup_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `signup_queue` FORCE INDEX (PRIMARY) ON `signup_queue`.`id` = j.qgen_id AND `signup_queue`.`locked_until` = j.qgen_token
+SET `locked_until` = NULL, `last_error` = %(error)s;
+
+-- name: retry_after_many
+-- Returns the rows of pairs that still hold their token delay_s seconds from now and clears their lease; records why in last_error; the ids it touched.
+-- kinds: reads writes
+SELECT `signup_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `signup_queue` FORCE INDEX (PRIMARY) ON `signup_queue`.`id` = j.qgen_id AND `signup_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `signup_queue` FORCE INDEX (PRIMARY) ON `signup_queue`.`id` = j.qgen_id AND `signup_queue`.`locked_until` = j.qgen_token
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_until` = NULL, `last_error` = %(error)s;
+
+-- name: dead_letter
+-- At the cap: moves the row into signup_dead, payload and count kept (a copy, then a delete, in one transaction), lease cleared; records why in last_error.
+-- kinds: writes writes
+INSERT INTO `signup_dead` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`, `last_error`, `user_id`, `kind`, `note`)
+SELECT `id`, `payload`, `attempt`, `retry_after`, NULL, %(error)s, `user_id`, `kind`, `note`
+FROM `signup_queue`
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+DELETE FROM `signup_queue`
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE `signup_queue`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE `signup_queue`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT COLUMN_NAME AS name, COLUMN_TYPE AS type, IS_NULLABLE = 'YES' AS nullable, COLUMN_DEFAULT AS `default`, EXTRA LIKE '%%auto_increment%%' AS `generated`
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+ORDER BY ORDINAL_POSITION;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT INDEX_NAME AS name, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') AS columns, 0 AS partial
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+GROUP BY INDEX_NAME
+ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `signup_queue`
+  WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `signup_queue`
+  WHERE `retry_after` > UTC_TIMESTAMP(6)
+) AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `signup_queue`
+  WHERE `locked_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, (
+  SELECT COUNT(*)
+  FROM `signup_dead`
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT `last_error`
+  FROM `signup_queue`
+  WHERE `last_error` IS NOT NULL
+  ORDER BY `id` DESC
+  LIMIT 1
+) AS `last_error`, (
+  SELECT `last_error`
+  FROM `signup_dead`
+  WHERE `last_error` IS NOT NULL
+  ORDER BY `id` DESC
+  LIMIT 1
+) AS `dead_last_error`;
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `last_error` AS last_error
+FROM `signup_dead`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `last_error` AS last_error
+FROM `signup_dead`
+WHERE `id` < %(after_id)s
+ORDER BY `id` DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `last_error` AS last_error
+FROM `signup_dead`
+WHERE `id` = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to signup_queue as first deliveries (attempt 1, no delay, no lease): moved, a copy then a delete in one transaction, so a message is never in both tables.
+-- kinds: writes writes
+INSERT INTO `signup_queue` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`, `last_error`, `user_id`, `kind`, `note`)
+SELECT `id`, `payload`, 1, NULL, NULL, `last_error`, `user_id`, `kind`, `note`
+FROM `signup_dead`
+WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+DELETE FROM `signup_dead`
+WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes writes
+INSERT INTO `signup_queue` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`, `last_error`, `user_id`, `kind`, `note`)
+SELECT `id`, `payload`, 1, NULL, NULL, `last_error`, `user_id`, `kind`, `note`
+FROM `signup_dead`;
+DELETE FROM `signup_dead`;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM `signup_dead`
+WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM `signup_dead`;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM `signup_queue`
+WHERE `id` = %(id)s AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

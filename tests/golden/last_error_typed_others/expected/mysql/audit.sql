@@ -1,0 +1,292 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "audit"
+-- dialect: "mysql"
+-- form: "row_lock"
+-- table: "audit_queue"
+-- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "last_error": "why"}
+-- max_attempts: 5
+-- dead_letter: {"group": "audit_dead"}
+-- default_group: "audit"
+-- other_columns: ["source"]
+-- seal: sha256:d7475c771b16091e1c01767a2c66cef724723cf06540ba1b9e5a728f3a95c967
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes
+CREATE TABLE IF NOT EXISTS `audit_queue` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `queue` VARCHAR(191) NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `retry_after` DATETIME(6) NULL,
+  `processed_at` DATETIME(6) NULL,
+  `why` TEXT NULL,
+  `source` TEXT NULL,
+  INDEX `audit_queue_claim` (`queue`, `processed_at`, `id`)
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; value_<column> gives each other column its value.
+-- kinds: writes reads
+INSERT INTO `audit_queue` (`payload`, `queue`, `retry_after`, `source`)
+VALUES (%(payload)s, %(group)s, UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, %(value_source)s);
+SELECT LAST_INSERT_ID() AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -(TIMESTAMPDIFF(MICROSECOND, MIN(`retry_after`), UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `audit_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: claim
+-- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
+-- kinds: reads reads
+SELECT `id` AS id
+FROM `audit_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+ORDER BY `id`
+LIMIT %(scan)s;
+SELECT `audit_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+-- kinds: writes
+UPDATE `audit_queue`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+UPDATE `audit_queue`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;
+
+-- name: retry
+-- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead); records why in why.
+-- kinds: writes
+UPDATE `audit_queue`
+SET `attempt` = `attempt` + 1, `why` = %(error)s
+WHERE `id` = %(id)s;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now, counting the attempt; records why in why.
+-- kinds: writes
+UPDATE `audit_queue`
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1, `why` = %(error)s
+WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): marks them processed.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
+SET `processed_at` = UTC_TIMESTAMP(6);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
+SET `processed_at` = UTC_TIMESTAMP(6);
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt; records why in why.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
+SET `attempt` = `attempt` + 1, `why` = %(error)s;
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt; records why in why.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1, `why` = %(error)s;
+
+-- name: dead_letter_many
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt; records why in why.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
+SET `queue` = %(dead_group)s, `attempt` = `attempt` + 1, `why` = %(error)s;
+
+-- name: dead_letter
+-- At the cap: sets the row's group to the dead-letter group; records why in why.
+-- kinds: writes
+UPDATE `audit_queue`
+SET `queue` = %(dead_group)s, `attempt` = `attempt` + 1, `why` = %(error)s
+WHERE `id` = %(id)s;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT COLUMN_NAME AS name, COLUMN_TYPE AS type, IS_NULLABLE = 'YES' AS nullable, COLUMN_DEFAULT AS `default`, EXTRA LIKE '%%auto_increment%%' AS `generated`
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+ORDER BY ORDINAL_POSITION;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT INDEX_NAME AS name, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') AS columns, 0 AS partial
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+GROUP BY INDEX_NAME
+ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `audit_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+) AS `ready`, (
+  SELECT COUNT(*)
+  FROM `audit_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND `retry_after` > UTC_TIMESTAMP(6)
+) AS `delayed`, NULL AS `in_flight`, (
+  SELECT COUNT(*)
+  FROM `audit_queue`
+  WHERE `queue` = %(dead_group)s
+    AND `processed_at` IS NULL
+) AS `dead`, (
+  SELECT COUNT(*)
+  FROM `audit_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NOT NULL
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT `why`
+  FROM `audit_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND `why` IS NOT NULL
+  ORDER BY `id` DESC
+  LIMIT 1
+) AS `last_error`, (
+  SELECT `why`
+  FROM `audit_queue`
+  WHERE `queue` = %(dead_group)s
+    AND `processed_at` IS NULL
+    AND `why` IS NOT NULL
+  ORDER BY `id` DESC
+  LIMIT 1
+) AS `dead_last_error`;
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, `why` AS last_error
+FROM `audit_queue`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, `why` AS last_error
+FROM `audit_queue`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` < %(after_id)s
+ORDER BY `id` DESC
+LIMIT %(limit)s;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, `why` AS last_error
+FROM `audit_queue`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL
+  AND `id` = %(id)s;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay).
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
+SET `queue` = %(group)s, `attempt` = 1, `retry_after` = NULL
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE `audit_queue`
+SET `queue` = %(group)s, `attempt` = 1, `retry_after` = NULL
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE `audit_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM `audit_queue`
+WHERE `queue` = %(dead_group)s
+  AND `processed_at` IS NULL;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM `audit_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
+ORDER BY `processed_at`, `id`
+LIMIT %(batch)s;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `queue` AS `group`, COUNT(*) AS pending
+FROM `audit_queue`
+WHERE `processed_at` IS NULL
+GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `audit_queue`
+SET `queue` = %(group)s
+WHERE `queue` = %(from_group)s
+  AND `processed_at` IS NULL;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `audit_queue`
+WHERE `id` = %(id)s AND `processed_at` IS NULL AND `queue` <> %(dead_group)s
+FOR UPDATE SKIP LOCKED;
+UPDATE `audit_queue`
+SET `processed_at` = UTC_TIMESTAMP(6)
+WHERE `id` = %(id)s;

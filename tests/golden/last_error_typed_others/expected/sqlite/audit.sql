@@ -1,0 +1,284 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "audit"
+-- dialect: "sqlite"
+-- form: "row_lock"
+-- table: "audit_queue"
+-- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "last_error": "why"}
+-- max_attempts: 5
+-- dead_letter: {"group": "audit_dead"}
+-- default_group: "audit"
+-- other_columns: ["source"]
+-- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
+-- seal: sha256:3fd41a817419ac57caa0424f94014276059eac9eb596ec88f8fc556fb6ff37dd
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes
+CREATE TABLE IF NOT EXISTS "audit_queue" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "queue" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT,
+  "processed_at" TEXT,
+  "why" TEXT,
+  "source" TEXT
+);
+CREATE INDEX IF NOT EXISTS "audit_queue_claim" ON "audit_queue" ("queue", "id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "audit_queue_processed" ON "audit_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; value_<column> gives each other column its value.
+-- kinds: writes-returning
+INSERT INTO "audit_queue" ("payload", "queue", "retry_after", "source")
+VALUES (:payload, :group, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), :value_source)
+RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "audit_queue"
+WHERE "queue" = :group
+  AND "processed_at" IS NULL
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- name: claim
+-- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+FROM "audit_queue"
+WHERE "queue" = :group
+  AND "processed_at" IS NULL
+  AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id;
+
+-- name: retry
+-- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead); records why in why.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "attempt" = "attempt" + 1, "why" = :error
+WHERE "id" = :id;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now, counting the attempt; records why in why.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1, "why" = :error
+WHERE "id" = :id;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): marks them processed.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt; records why in why.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "attempt" = "attempt" + 1, "why" = :error
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_after_many
+-- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt; records why in why.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1, "why" = :error
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: dead_letter_many
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt; records why in why.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "queue" = :dead_group, "attempt" = "attempt" + 1, "why" = :error
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: dead_letter
+-- At the cap: sets the row's group to the dead-letter group; records why in why.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "queue" = :dead_group, "attempt" = "attempt" + 1, "why" = :error
+WHERE "id" = :id;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "audit_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "audit_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", NULL AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "audit_queue"
+  WHERE "queue" = :dead_group
+    AND "processed_at" IS NULL
+) AS "dead", (
+  SELECT COUNT(*)
+  FROM "audit_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s", (
+  SELECT "why"
+  FROM "audit_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND "why" IS NOT NULL
+  ORDER BY "id" DESC
+  LIMIT 1
+) AS "last_error", (
+  SELECT "why"
+  FROM "audit_queue"
+  WHERE "queue" = :dead_group
+    AND "processed_at" IS NULL
+    AND "why" IS NOT NULL
+  ORDER BY "id" DESC
+  LIMIT 1
+) AS "dead_last_error";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group", "why" AS last_error
+FROM "audit_queue"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group", "why" AS last_error
+FROM "audit_queue"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" < :after_id
+ORDER BY "id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group", "why" AS last_error
+FROM "audit_queue"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to the live group (group) as first deliveries (attempt 1, no delay).
+-- kinds: writes
+UPDATE "audit_queue"
+SET "queue" = :group, "attempt" = 1, "retry_after" = NULL
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "queue" = :group, "attempt" = 1, "retry_after" = NULL
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL;
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "audit_queue"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL
+  AND "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "audit_queue"
+WHERE "queue" = :dead_group
+  AND "processed_at" IS NULL;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "audit_queue"
+WHERE "id" IN (
+  SELECT "id"
+  FROM "audit_queue"
+  WHERE "queue" = :group
+    AND "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
+  ORDER BY "processed_at", "id"
+  LIMIT :batch
+);
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "queue" AS "group", COUNT(*) AS pending
+FROM "audit_queue"
+WHERE "processed_at" IS NULL
+GROUP BY "queue"
+ORDER BY "queue";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "queue" = :group
+WHERE "queue" = :from_group
+  AND "processed_at" IS NULL;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE "id" = :id AND "processed_at" IS NULL AND "queue" <> :dead_group;

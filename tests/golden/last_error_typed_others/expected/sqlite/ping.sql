@@ -1,0 +1,116 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "ping"
+-- dialect: "sqlite"
+-- form: "advisory"
+-- table: "ping_queue"
+-- columns: {"id": "id", "payload": "payload", "last_error": "last_error"}
+-- max_attempts: null
+-- dead_letter: null
+-- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
+-- seal: sha256:ae6b5aed026aa32e01bb5a4f0d2024760770f89fe02baba9614a35fb232077c5
+
+-- name: schema
+-- Creates the queue table, if missing.
+-- kinds: writes
+CREATE TABLE IF NOT EXISTS "ping_queue" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "last_error" TEXT
+);
+
+-- name: enqueue
+-- Adds one message.
+-- kinds: writes-returning
+INSERT INTO "ping_queue" ("payload")
+VALUES (:payload)
+RETURNING "id" AS id;
+
+-- name: claim
+-- Lists up to scan ready rows; the runtime keeps the first limit whose keys (held in its process) are free.
+-- kinds: reads
+SELECT "id" AS id
+FROM "ping_queue"
+ORDER BY "id"
+LIMIT :scan;
+
+-- name: take
+-- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable; a row not returned was settled since the claim (unlock it).
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "ping_queue"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: ack
+-- Finishes the row: deletes it.
+-- kinds: writes
+DELETE FROM "ping_queue"
+WHERE "id" = :id;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+DELETE FROM "ping_queue"
+WHERE "id" = :id;
+
+-- name: retry
+-- Under its key: returns the row at once (the take already counted the attempt); records why in last_error; then unlock.
+-- kinds: writes
+UPDATE "ping_queue"
+SET "last_error" = :error
+WHERE "id" = :id;
+
+-- name: ack_many
+-- Under their keys: finishes the rows ids (a JSON array): deletes them; then unlock.
+-- kinds: writes
+DELETE FROM "ping_queue"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- Under their keys: finishes poison messages exactly as ack_many does; then unlock.
+-- kinds: writes
+DELETE FROM "ping_queue"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_many
+-- Under their keys: returns the rows ids at once (the take already counted the attempt); records why in last_error; then unlock.
+-- kinds: writes
+UPDATE "ping_queue"
+SET "last_error" = :error
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "ping_queue"
+
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT "last_error"
+  FROM "ping_queue"
+  WHERE "last_error" IS NOT NULL
+  ORDER BY "id" DESC
+  LIMIT 1
+) AS "last_error";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "ping_queue"
+WHERE "id" = :id;

@@ -1,0 +1,263 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "signup"
+-- dialect: "sqlite"
+-- form: "lease"
+-- table: "signup_queue"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "last_error": "last_error"}
+-- max_attempts: 3
+-- dead_letter: {"table": "signup_dead"}
+-- lease_s: 30
+-- other_columns: ["user_id", "kind", "note"]
+-- seal: sha256:870c143b7316ffc6d4fe505b4625e3c4a0fc5e706b8edac33c80db7baaf9588e
+
+-- name: schema
+-- Creates the queue table, its dead-letter table, if missing.
+-- kinds: writes writes
+CREATE TABLE IF NOT EXISTS "signup_queue" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT,
+  "locked_until" TEXT,
+  "last_error" TEXT,
+  "user_id" BIGINT,
+  "kind" VARCHAR(40),
+  "note" TEXT
+);
+CREATE TABLE IF NOT EXISTS "signup_dead" (
+  "id" INTEGER PRIMARY KEY,
+  "payload" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "retry_after" TEXT,
+  "locked_until" TEXT,
+  "last_error" TEXT,
+  "user_id" BIGINT,
+  "kind" VARCHAR(40),
+  "note" TEXT
+);
+
+-- name: enqueue
+-- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; value_<column> gives each other column its value.
+-- kinds: writes-returning
+INSERT INTO "signup_queue" ("payload", "retry_after", "user_id", "kind", "note")
+VALUES (:payload, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), :value_user_id, :value_kind, :value_note)
+RETURNING "id" AS id;
+
+-- name: next_due
+-- Seconds until the first delayed message (retry_after in the future) becomes claimable, by the database's clock; NULL when none: how long an idle consumer may sleep.
+-- kinds: reads
+SELECT -((julianday('now') - julianday(MIN("retry_after"))) * 86400.0) AS due_s
+FROM "signup_queue"
+WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- name: claim
+-- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token.
+-- kinds: writes-returning
+UPDATE "signup_queue"
+SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds'), "attempt" = "attempt" + 1
+WHERE "id" IN (
+  SELECT "id"
+  FROM "signup_queue"
+  WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ORDER BY "id"
+  LIMIT :limit
+)
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "locked_until" AS token;
+
+-- name: extend
+-- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
+-- kinds: writes-returning
+UPDATE "signup_queue"
+SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
+WHERE "id" = :id AND "locked_until" = :token
+RETURNING "locked_until" AS new_token;
+
+-- name: ack
+-- Finishes the row: deletes it.
+-- kinds: writes
+DELETE FROM "signup_queue"
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+DELETE FROM "signup_queue"
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: retry
+-- Returns the row at once by clearing its lease (the claim already counted the attempt); records why in last_error.
+-- kinds: writes
+UPDATE "signup_queue"
+SET "locked_until" = NULL, "last_error" = :error
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: retry_after
+-- Returns the row delay_s seconds from now and clears its lease; records why in last_error.
+-- kinds: writes
+UPDATE "signup_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL, "last_error" = :error
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: deletes them; the ids it finished (a pair missing lost its lease).
+-- kinds: writes-returning
+DELETE FROM "signup_queue"
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: writes-returning
+DELETE FROM "signup_queue"
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; records why in last_error; the ids it returned.
+-- kinds: writes-returning
+UPDATE "signup_queue"
+SET "locked_until" = NULL, "last_error" = :error
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_after_many
+-- Returns the rows of pairs that still hold their token delay_s seconds from now and clears their lease; records why in last_error; the ids it touched.
+-- kinds: writes-returning
+UPDATE "signup_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "locked_until" = NULL, "last_error" = :error
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: dead_letter
+-- At the cap: moves the row into signup_dead, payload and count kept (a copy, then a delete, in one transaction), lease cleared; records why in last_error.
+-- kinds: writes writes
+INSERT INTO "signup_dead" ("id", "payload", "attempt", "retry_after", "locked_until", "last_error", "user_id", "kind", "note")
+SELECT "id", "payload", "attempt", "retry_after", NULL, :error, "user_id", "kind", "note"
+FROM "signup_queue"
+WHERE "id" = :id AND "locked_until" = :token;
+DELETE FROM "signup_queue"
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE "signup_queue"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE "signup_queue"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "signup_queue"
+  WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", (
+  SELECT COUNT(*)
+  FROM "signup_queue"
+  WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "delayed", (
+  SELECT COUNT(*)
+  FROM "signup_queue"
+  WHERE "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "in_flight", (
+  SELECT COUNT(*)
+  FROM "signup_dead"
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT "last_error"
+  FROM "signup_queue"
+  WHERE "last_error" IS NOT NULL
+  ORDER BY "id" DESC
+  LIMIT 1
+) AS "last_error", (
+  SELECT "last_error"
+  FROM "signup_dead"
+  WHERE "last_error" IS NOT NULL
+  ORDER BY "id" DESC
+  LIMIT 1
+) AS "dead_last_error";
+
+-- name: dead_list
+-- Lists up to limit dead messages with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "last_error" AS last_error
+FROM "signup_dead"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: dead_list_newest
+-- Lists up to limit dead messages with ids below after_id, newest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "last_error" AS last_error
+FROM "signup_dead"
+WHERE "id" < :after_id
+ORDER BY "id" DESC
+LIMIT :limit;
+
+-- name: dead_show
+-- Reads one dead message by id.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "last_error" AS last_error
+FROM "signup_dead"
+WHERE "id" = :id;
+
+-- name: redrive
+-- Sends the dead messages ids (a JSON array) back to signup_queue as first deliveries (attempt 1, no delay, no lease): moved, a copy then a delete in one transaction, so a message is never in both tables.
+-- kinds: writes writes
+INSERT INTO "signup_queue" ("id", "payload", "attempt", "retry_after", "locked_until", "last_error", "user_id", "kind", "note")
+SELECT "id", "payload", 1, NULL, NULL, "last_error", "user_id", "kind", "note"
+FROM "signup_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+DELETE FROM "signup_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: redrive_all
+-- Sends every dead message back as a first delivery, as redrive does.
+-- kinds: writes writes
+INSERT INTO "signup_queue" ("id", "payload", "attempt", "retry_after", "locked_until", "last_error", "user_id", "kind", "note")
+SELECT "id", "payload", 1, NULL, NULL, "last_error", "user_id", "kind", "note"
+FROM "signup_dead";
+DELETE FROM "signup_dead";
+
+-- name: purge_dead
+-- Deletes the dead messages ids (a JSON array) for good.
+-- kinds: writes
+DELETE FROM "signup_dead"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: purge_dead_all
+-- Deletes every dead message for good.
+-- kinds: writes
+DELETE FROM "signup_dead";
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "signup_queue"
+WHERE "id" = :id AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'));
