@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import re
@@ -559,7 +560,7 @@ class Consumer:
                 if d.lost:  # the extender found its lease gone: another claim has the row
                     self._skip_lost(d)
                     continue
-                await completer.handle(conn, d, lambda d=d: self._handle(conn, d))
+                await completer.handle(conn, d, functools.partial(self._handle, conn, d))
             await completer.finish(conn)
             for d in pending:  # claimed, never started: back at once
                 if await self.form.return_unstarted(conn, d):

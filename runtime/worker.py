@@ -93,7 +93,8 @@ def import_handler(spec: str) -> Callable[..., Any]:
             )
     if not callable(target):
         raise ConfigurationError(f"handler {spec!r} is not callable")
-    return target
+    handler: Callable[..., Any] = target
+    return handler
 
 
 def _import_failed(spec: str, module_name: str, exc: BaseException) -> ConfigurationError:
