@@ -293,8 +293,9 @@ class Consumer:
             while not stopped.done() and any(not w.done() for w in workers):
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
-                    if task is not stopped and task.exception() is not None:
-                        raise task.exception()  # type: ignore[misc]
+                    failure = None if task is stopped else task.exception()
+                    if failure is not None:
+                        raise failure
             if stopped.done():
                 _, late = await asyncio.wait(workers, timeout=self.stop_timeout)
                 for task in late:

@@ -104,7 +104,7 @@ class MySQLConnection(Connection):
     ) -> None:
         super().__init__(url, dialect)
         self._my = my
-        self._executor = executor
+        self._executor: ThreadPoolExecutor | None = executor  # None once released
         self._err = pymysql_mod.err
         # One DictCursor reused for every statement: it only ever runs on the executor's thread.
         self._cur = my.cursor()
@@ -215,7 +215,7 @@ class MySQLConnection(Connection):
                 self._release_hard()
             raise
         finally:
-            self._executor = None  # type: ignore[assignment]
+            self._executor = None
             executor.shutdown(wait=False)
 
     async def abort(self) -> None:
@@ -233,7 +233,7 @@ class MySQLConnection(Connection):
                 sock.shutdown(socket.SHUT_RDWR)
         executor = self._executor
         if executor is not None:
-            self._executor = None  # type: ignore[assignment]
+            self._executor = None
             # Free the descriptor after whatever is still queued on the thread has failed.
             with contextlib.suppress(RuntimeError):
                 executor.submit(_force_close, self._my)
