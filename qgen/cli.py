@@ -325,9 +325,13 @@ def cmd_apply(args: argparse.Namespace) -> int:
     async def work(conn: Any) -> None:
         for target in targets:  # each reported as it is done: an error later keeps the lines
             label = _label(target)
+            result: Any
             try:
-                result = await (plan if args.dry_run else apply)(conn, target)
-                findings = result.findings if args.dry_run else []
+                if args.dry_run:
+                    result = await plan(conn, target)
+                    findings = result.findings
+                else:
+                    result, findings = await apply(conn, target), []
             except SchemaDiffers as exc:  # the others are still applied
                 result, findings = None, exc.findings
             if findings:
@@ -458,6 +462,12 @@ def cmd_dead(args: argparse.Namespace) -> int:
     if action == "show" and len(args.ids) != 1:
         print("qgen dead show: give exactly one message id", file=sys.stderr)
         return 2
+    if action == "show" and args.all:
+        print(
+            "qgen dead show: --all is for redrive and purge: give exactly one message id",
+            file=sys.stderr,
+        )
+        return 2
     ids = None if getattr(args, "all", False) else args.ids
 
     async def work(conn: Any) -> Any:
@@ -466,7 +476,7 @@ def cmd_dead(args: argparse.Namespace) -> int:
                 conn, limit=args.limit, after_id=args.after_id, newest_first=args.newest
             )
         if action == "show":
-            return await queue.dead_show(conn, ids[0])
+            return await queue.dead_show(conn, args.ids[0])
         if action == "redrive":
             return await queue.redrive(conn, ids, group=args.group)
         return await queue.purge_dead(conn, ids)
@@ -480,7 +490,7 @@ def cmd_dead(args: argparse.Namespace) -> int:
     elif action == "show":
         if result is None:
             print(
-                f"qgen dead show: queue '{queue.name}' has no dead message {ids[0]}",
+                f"qgen dead show: queue '{queue.name}' has no dead message {args.ids[0]}",
                 file=sys.stderr,
             )
             return 1
@@ -524,7 +534,8 @@ def cmd_regroup(args: argparse.Namespace) -> int:
             return 2
 
     async def work(conn: Any) -> int:
-        return await queue.regroup(conn, args.from_group, args.to)
+        moved: int = await queue.regroup(conn, args.from_group, args.to)
+        return moved
 
     moved = _on_db(url, work)
     to = args.to if args.to is not None else queue.default_group
@@ -540,7 +551,8 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     url, (queue,) = _loaded(args, [args.queue])
 
     async def work(conn: Any) -> bool:
-        return await queue.cancel(conn, args.id)
+        cancelled: bool = await queue.cancel(conn, args.id)
+        return cancelled
 
     if _on_db(url, work):
         print(f"queue '{queue.name}': message {args.id} cancelled")
@@ -843,7 +855,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.fn(args)
+        code: int = args.fn(args)
+        return code
     except GeneratorBug as exc:  # qgen refused SQL it wrote itself: a bug of qgen's own
         print(f"qgen: {exc}", file=sys.stderr)
         return 3

@@ -234,8 +234,12 @@ class _Reader:
     def table_name(self, where: str, key: str, value: Any) -> str:
         """A table: an identifier, or schema.identifier (a PostgreSQL schema, a MySQL/MariaDB
         database, an attached SQLite database)."""
-        parts = value.split(".") if isinstance(value, str) else [value]
-        if len(parts) > 2 or not all(isinstance(p, str) and IDENTIFIER.fullmatch(p) for p in parts):
+        parts = value.split(".") if isinstance(value, str) else []
+        if (
+            not isinstance(value, str)
+            or len(parts) > 2
+            or not all(IDENTIFIER.fullmatch(p) for p in parts)
+        ):
             raise self.fail(
                 where,
                 key,
@@ -594,8 +598,9 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         if "group" in dl:
             dead_letter = DeadLetter(group=r.group(where, "dead_letter.group", dl["group"]))
         else:
-            dead_letter = DeadLetter(table=r.table_name(where, "dead_letter.table", dl["table"]))
-            if dead_letter.table.casefold() == table.casefold():
+            dead_table = r.table_name(where, "dead_letter.table", dl["table"])
+            dead_letter = DeadLetter(table=dead_table)
+            if dead_table.casefold() == table.casefold():
                 raise r.fail(
                     where,
                     "dead_letter.table",

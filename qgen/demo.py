@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TextIO
 
 from qgen.build import render_declaration
 from qgen.declaration import parse_declaration
@@ -80,7 +81,8 @@ async def _demo(folder: Path) -> list[tuple[str, str, str]]:
             return runtime.retry_after(0.2)
         if step == "park":
             return runtime.custom("park")
-        return getattr(runtime, step)()
+        outcome: runtime.Outcome = getattr(runtime, step)()
+        return outcome
 
     # the demo retries at once to stay short; a queue with retry_after backs off by default
     consumer = runtime.Consumer(
@@ -119,7 +121,7 @@ async def _demo(folder: Path) -> list[tuple[str, str, str]]:
     return report
 
 
-class _ShortLog(logging.StreamHandler):
+class _ShortLog(logging.StreamHandler[TextIO]):
     """The demo's log: one line a record, the exception by its message (no traceback)."""
 
     def __init__(self) -> None:

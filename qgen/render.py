@@ -10,6 +10,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -101,7 +102,7 @@ def _short_name(name: str) -> str:
     return name[:54] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
-def context(unit: Unit, dialect: Dialect) -> dict:
+def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
     """What a template sees: quoted identifiers by their logical name, and small helpers."""
     order = QUEUE_COLUMNS if isinstance(unit, QueueDeclaration) else OUTBOX_COLUMNS
     q = dialect.quote_ident

@@ -8,8 +8,12 @@ import ipaddress
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qgen.declaration import load_declaration
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 log = logging.getLogger("qgen")
 
@@ -47,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(fn=cmd_serve)
 
 
-def build(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def build(args: argparse.Namespace) -> Starlette:
     """The console app for ``args`` (what ``qgen serve`` runs), without serving it."""
     import runtime
     from qgen.cli import _loaded

@@ -8,7 +8,7 @@ from pathlib import Path
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokenizer_core import TokenType
 
 from qgen.declaration import DeclarationError, GeneratorBug, QueueDeclaration, Unit
 from runtime.dialects import PENDING_KEY, Dialect
@@ -113,7 +113,7 @@ def parse(sql: str, dialect: Dialect) -> exp.Expression:
     """Parse one driver-style statement in the dialect (placeholders read as :name)."""
     # a parameter named like a keyword (:key) trips sqlglot's MySQL reader: read a prefixed name
     named = _NAMED_PARAM.sub(r":qp_\1", to_named(sql))
-    trees = [t for t in sqlglot.parse(named, read=dialect.sqlglot) if t is not None]
+    trees = [t for t in sqlglot.parse(named, read=dialect.sqlglot) if isinstance(t, exp.Expression)]
     if len(trees) != 1:
         raise ParseError(f"expected one statement, found {len(trees)}")
     if isinstance(trees[0], exp.Update) and not trees[0].expressions:
@@ -326,7 +326,7 @@ class _Names:
         """An unqualified column resolves in its query's own sources first, then outward: the
         statement's own when a derived source or an output alias has it before a declared
         table does."""
-        node: exp.Expression | None = col
+        node: exp.Expr | None = col
         while node is not None:
             scope = node.parent
             if isinstance(scope, exp.CTE):

@@ -62,6 +62,7 @@ def load(path: str | Path, encoder: Encoder | None = None, decoder: Decoder | No
     if rendered.header.kind == "outbox":
         from runtime.outbox import Outbox
 
+        # load() is typed as returning a Queue (its public signature, what most callers load)
         return Outbox(rendered, encoder=encoder, decoder=decoder)  # type: ignore[return-value]
     return Queue(rendered, encoder=encoder, decoder=decoder)
 

@@ -424,7 +424,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         coro.send(None)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        value: T = done.value
+        return value
     coro.close()
     raise RuntimeError(  # pragma: no cover - a sync adapter never awaits anything real
         "a sync call awaited something: pass a blocking connection to the sync API"

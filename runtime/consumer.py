@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import re
@@ -292,8 +293,9 @@ class Consumer:
             while not stopped.done() and any(not w.done() for w in workers):
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
-                    if task is not stopped and task.exception() is not None:
-                        raise task.exception()  # type: ignore[misc]
+                    failure = None if task is stopped else task.exception()
+                    if failure is not None:
+                        raise failure
             if stopped.done():
                 _, late = await asyncio.wait(workers, timeout=self.stop_timeout)
                 for task in late:
@@ -559,7 +561,7 @@ class Consumer:
                 if d.lost:  # the extender found its lease gone: another claim has the row
                     self._skip_lost(d)
                     continue
-                await completer.handle(conn, d, lambda d=d: self._handle(conn, d))
+                await completer.handle(conn, d, functools.partial(self._handle, conn, d))
             await completer.finish(conn)
             for d in pending:  # claimed, never started: back at once
                 if await self.form.return_unstarted(conn, d):

@@ -46,6 +46,7 @@ async def _run(queue: Queue, db: Any, name: str, params: dict[str, Any]) -> Any:
 
     conn = await adapted(db)
     check_dialect(queue.rendered, conn)
+    # an Adapted connection is always in a transaction: run_step never needs its begin()
     return await run_step(conn, queue.rendered.require(name), params)  # type: ignore[arg-type]
 
 

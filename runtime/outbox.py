@@ -128,7 +128,7 @@ class Outbox:
         conn = await adapted(db)
         check_dialect(self.rendered, conn)
         result = await run_step(
-            conn,  # type: ignore[arg-type]
+            conn,  # type: ignore[arg-type]  # Adapted: always in a transaction, never begins
             self.rendered.require(S.PUT),
             self._put_params(payload, topic, key),
         )

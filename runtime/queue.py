@@ -254,6 +254,12 @@ class Queue:
                 continue
             new = result.rows[0]["id"] if result.rows else None
             if new or params.get("dedupe_key") is None:
+                if new is None:
+                    raise DatabaseError(
+                        f"queue '{self.name}': the database added no row to '{self.table}' and "
+                        "returned no id (a trigger or rule on that table skipped the insert); "
+                        "nothing was enqueued: let inserts into the queue table through"
+                    )
                 return Enqueued(int(new))
             found = await run_step(conn, self.rendered.require(S.ENQUEUE_EXISTING), params)
             if found.rows:

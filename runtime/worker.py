@@ -93,7 +93,8 @@ def import_handler(spec: str) -> Callable[..., Any]:
             )
     if not callable(target):
         raise ConfigurationError(f"handler {spec!r} is not callable")
-    return target
+    handler: Callable[..., Any] = target
+    return handler
 
 
 def _import_failed(spec: str, module_name: str, exc: BaseException) -> ConfigurationError:
@@ -200,12 +201,16 @@ async def serve(consumers: Consumer | Sequence[Consumer], drain: bool) -> list[C
         loop.add_signal_handler(signum, on_signal, signum)
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception()]
+        failed = [
+            exc
+            for t in tasks
+            if t.done() and not t.cancelled() and (exc := t.exception()) is not None
+        ]
         if failed:
             for c in group:
                 c.stop()
             await asyncio.gather(*tasks, return_exceptions=True)
-            raise failed[0].exception()  # type: ignore[misc]
+            raise failed[0]
         return [await t for t in tasks]
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):

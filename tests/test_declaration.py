@@ -119,6 +119,30 @@ BAD: list[tuple[str, str, str, str, str]] = [
         'add attempt = "attempt" under columns',
     ),
     (
+        "dead_letter-table-is-the-queue-table",
+        """
+        [queues.orders]
+        table = "orders_queue"
+        max_attempts = 3
+        dead_letter = { table = "Orders_Queue" }
+        """,
+        "dead_letter.table",
+        "the dead-letter table is the queue's own",
+        'name another table, e.g. "orders_queue_dead"',
+    ),
+    (
+        "dead_letter-table-not-text",
+        """
+        [queues.orders]
+        table = "orders_queue"
+        max_attempts = 3
+        dead_letter = { table = 5 }
+        """,
+        "dead_letter.table",
+        "is not a table name",
+        "use an identifier",
+    ),
+    (
         "dead_letter-without-max_attempts",
         """
         [queues.orders]

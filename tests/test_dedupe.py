@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from engines import engine_params, run
+from engines import engine_params, run, unique_table
 from queues import make_queue
 from test_service import sync_connection
 
@@ -262,5 +262,41 @@ def test_verify_finds_the_dedupe_index_and_misses_it_when_dropped(engine, varian
                 assert "no unique" in str(finding) and "dedupe_key" in str(finding)
         finally:
             await qt.drop()
+
+    run(go())
+
+
+# A BEFORE INSERT trigger that skips the row: the enqueue's RETURNING gives no id. (On MySQL and
+# MariaDB a trigger can only refuse an insert with an error, and LAST_INSERT_ID always answers.)
+_SKIP_INSERTS = {
+    "sqlite": [
+        "CREATE TRIGGER {name} BEFORE INSERT ON {table} BEGIN SELECT RAISE(IGNORE); END",
+    ],
+    "postgres": [
+        "CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$",
+        "CREATE TRIGGER {name} BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION {name}()",
+    ],
+}
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite", "postgres"), indirect=True)
+def test_an_enqueue_that_adds_no_row_says_so(engine):
+    """An unkeyed enqueue the database skips (a trigger) raises one clear DatabaseError."""
+
+    async def go():
+        qt = await make_queue(engine, "lease")
+        name = unique_table("skip")
+        try:
+            for sql in _SKIP_INSERTS[engine.name]:
+                await qt.sql(sql.format(name=name, table=qt.q(qt.table)))
+            async with await runtime.connect(qt.url) as db:
+                with pytest.raises(runtime.DatabaseError, match="added no row") as caught:
+                    await qt.queue.enqueue(db, {"n": 1})
+            assert qt.table in str(caught.value) and "nothing was enqueued" in str(caught.value)
+            assert await qt.rows() == []
+        finally:
+            await qt.drop()
+            if engine.name == "postgres":
+                await qt.sql(f"DROP FUNCTION IF EXISTS {name}()")
 
     run(go())

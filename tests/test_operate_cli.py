@@ -117,6 +117,7 @@ def test_stats_dead_and_prune_from_the_command_line(project) -> None:
         (["dead", "redrive", "jobs"], "give the message ids, or --all"),
         (["dead", "purge", "jobs", "1", "--all"], "give the message ids, or --all"),
         (["dead", "show", "jobs"], "give exactly one message id"),
+        (["dead", "show", "jobs", "1", "--all"], "--all is for redrive and purge"),
         (["prune", "--older-than", "-5"], "older_than_s must be from 0"),
     ],
 )

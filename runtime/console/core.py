@@ -254,7 +254,8 @@ class Console:
             row = await _call(operate.dead_show, q, conn, id)
         if row is None:
             raise ConsoleError(404, f"queue '{q.name}' has no dead message {id}")
-        return plain(row)
+        shown: dict[str, Any] = plain(row)
+        return shown
 
     # -- writing -----------------------------------------------------------------------
 
@@ -263,7 +264,7 @@ class Console:
         q = self.dead_queue(name)
         wanted = None if ids is None else list(ids)
         async with await _open(self.db) as conn:
-            n = await _call(operate.redrive, q, conn, wanted, group)
+            n: int = await _call(operate.redrive, q, conn, wanted, group)
         if wanted is not None and len(wanted) == 1 and n == 0:
             raise ConsoleError(404, f"queue '{q.name}' has no dead message {wanted[0]}")
         self._snapshot = None
@@ -277,7 +278,7 @@ class Console:
         q = self.dead_queue(name)
         wanted = None if ids is None else list(ids)
         async with await _open(self.db) as conn:
-            n = await _call(operate.purge_dead, q, conn, wanted)
+            n: int = await _call(operate.purge_dead, q, conn, wanted)
         if wanted is not None and len(wanted) == 1 and n == 0:
             raise ConsoleError(404, f"queue '{q.name}' has no dead message {wanted[0]}")
         self._snapshot = None

@@ -339,7 +339,8 @@ class _Web:
 
     @staticmethod
     def _base(request: Request) -> str:
-        return request.scope.get("root_path", "").rstrip("/")
+        root: str = request.scope.get("root_path", "")
+        return root.rstrip("/")
 
     def _context(self, request: Request, title: str, **values: Any) -> dict[str, Any]:
         nonce = self.guard.session_nonce(request.cookies.get(COOKIE)) if self.allow_writes else None

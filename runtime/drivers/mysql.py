@@ -32,6 +32,7 @@ from runtime.errors import ConfigurationError, ConnectionLost
 
 if TYPE_CHECKING:
     import pymysql
+    from pymysql.cursors import DictCursor
 
 T = TypeVar("T")
 
@@ -95,7 +96,7 @@ class MySQLConnection(Connection):
 
     def __init__(
         self,
-        my: pymysql.connections.Connection,
+        my: pymysql.connections.Connection[DictCursor],
         executor: ThreadPoolExecutor,
         url: str,
         dialect: Dialect,
@@ -103,7 +104,7 @@ class MySQLConnection(Connection):
     ) -> None:
         super().__init__(url, dialect)
         self._my = my
-        self._executor = executor
+        self._executor: ThreadPoolExecutor | None = executor  # None once released
         self._err = pymysql_mod.err
         # One DictCursor reused for every statement: it only ever runs on the executor's thread.
         self._cur = my.cursor()
@@ -214,7 +215,7 @@ class MySQLConnection(Connection):
                 self._release_hard()
             raise
         finally:
-            self._executor = None  # type: ignore[assignment]
+            self._executor = None
             executor.shutdown(wait=False)
 
     async def abort(self) -> None:
@@ -232,10 +233,10 @@ class MySQLConnection(Connection):
                 sock.shutdown(socket.SHUT_RDWR)
         executor = self._executor
         if executor is not None:
-            self._executor = None  # type: ignore[assignment]
+            self._executor = None
             # Free the descriptor after whatever is still queued on the thread has failed.
             with contextlib.suppress(RuntimeError):
-                executor.submit(self._my._force_close)
+                executor.submit(_force_close, self._my)
             executor.shutdown(wait=False)
 
     async def server_version_text(self) -> str:
@@ -297,8 +298,10 @@ async def open_mysql(
     safe_url = redact_url(url)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qgen-mysql")
 
-    def connect_and_setup(host: str, port: int) -> pymysql.connections.Connection:
-        my = pymysql_mod.connect(host=host, port=port, **params)
+    def connect_and_setup(host: str, port: int) -> pymysql.connections.Connection[DictCursor]:
+        my: pymysql.connections.Connection[DictCursor] = pymysql_mod.connect(
+            host=host, port=port, **params
+        )
         try:
             _set_keepalives(my, keepalives)
             with my.cursor() as cur:
@@ -319,7 +322,7 @@ async def open_mysql(
                             "or remove that option of the URL"
                         ) from exc
         except BaseException:
-            my._force_close()
+            _force_close(my)
             raise
         return my
 
@@ -358,7 +361,15 @@ def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _set_keepalives(my: pymysql.connections.Connection, keepalives: dict[str, int]) -> None:
+def _force_close(my: pymysql.connections.Connection[DictCursor]) -> None:
+    """Drop the socket without a goodbye to the server (PyMySQL's own, which its type stubs
+    leave out)."""
+    my._force_close()  # type: ignore[attr-defined]  # private PyMySQL method, not in types-PyMySQL
+
+
+def _set_keepalives(
+    my: pymysql.connections.Connection[DictCursor], keepalives: dict[str, int]
+) -> None:
     """Turn TCP keepalives on for the connection's socket (not a Unix socket's), with the
     idle/interval/count and user timeout given; options this platform lacks are skipped."""
     sock: socket.socket | None = getattr(my, "_sock", None)

@@ -141,7 +141,8 @@ class SQLiteConnection(Connection):
         try:
             # aiosqlite's own queue, one hop per call: its public Cursor API would cost a hop
             # for execute() and another for each fetch.
-            return await self._db._execute(fn, self._raw, *args)
+            result: T = await self._db._execute(fn, self._raw, *args)
+            return result
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc

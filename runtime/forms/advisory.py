@@ -77,7 +77,7 @@ class AdvisoryForm(Form):
         """Release the keys of these rows (a row whose key is released is claimable again)."""
         ids = list(ids)
         mine = self._held.get(conn) if conn is not None else None
-        if mine is not None:
+        if conn is not None and mine is not None:
             mine.difference_update(ids)
             if not mine:
                 del self._held[conn]
@@ -156,7 +156,8 @@ class AdvisoryForm(Form):
         try:
             if conn is not None and conn.in_transaction and not conn.closed:
                 await conn.rollback()
-            await self.unlock(conn, {d.message.id, *self._held.get(conn, ())})
+            held = self._held.get(conn, ()) if conn is not None else ()
+            await self.unlock(conn, {d.message.id, *held})
         finally:
             if conn is not None and self.queue.dialect.server_advisory:
                 await conn.abort()
