@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -123,6 +124,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     mode = "writes allowed with the token" if args.allow_writes else "read-only"
     log.info("qgen serve: http://%s:%d/ (%s)", args.host, args.port, mode)
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then raises the signal again for the
+    # handler it found: a no-op handler makes that graceful stop exit 0, as `qgen worker` does
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     uvicorn.run(
         app,
         host=args.host,

@@ -78,9 +78,13 @@ def test_qgen_serve_answers_with_the_databases_numbers(project, tmp_path):
         auth = {"Authorization": f"Bearer {TOKEN}"}
         assert _get(redrive, method="POST", headers=auth) == (200, b'{"redriven":1}')
         assert run(project.dead_ids()) == dead[1:]
-    finally:
+        # SIGTERM is the graceful stop: the server shuts down and exits 0, as qgen worker does
         server.terminate()
-        server.wait(10)
+        assert server.wait(10) == 0
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            server.wait(10)
 
 
 def _qgen(*argv: str) -> tuple[int, str]:
