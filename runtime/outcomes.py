@@ -230,10 +230,17 @@ def default_retry_policy(
     )
 
 
+#: what last_error says of a retry() the handler gave no reason for
+PLAIN_RETRY = "the handler returned retry() without a reason"
+
+
 def with_policy(outcome: Outcome, attempt: int | None, policy: RetryPolicy | None) -> Outcome:
     """A retry() under a policy: retry_after(the policy's delay), or retry() as it is when the
     policy says None (``Immediate``); any other outcome as it is."""
     if policy is None or outcome.kind is not OutcomeKind.RETRY:
         return outcome
     delay = policy.delay(attempt)
-    return outcome if delay is None else retry_after(delay, reason=outcome.reason)
+    if delay is None:
+        return outcome
+    # the row says why as the handler put it: a plain retry() stays one in last_error
+    return retry_after(delay, reason=outcome.reason or PLAIN_RETRY)

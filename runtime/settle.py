@@ -9,7 +9,7 @@ from typing import Any
 from runtime.delivery import Delivery
 from runtime.errors import UnknownCustomEvent
 from runtime.metrics import fields
-from runtime.outcomes import Outcome, OutcomeKind
+from runtime.outcomes import PLAIN_RETRY, Outcome, OutcomeKind
 from runtime.queue import Queue
 from runtime.rendered import StatementName as S
 
@@ -38,7 +38,7 @@ def _error(queue: Queue, outcome: Outcome | None, reason: str | None) -> str | N
     if "last_error" not in queue.columns:
         return reason if kind is OutcomeKind.CUSTOM else None
     if reason is None and kind is OutcomeKind.RETRY:
-        return "the handler returned retry() without a reason"
+        return PLAIN_RETRY
     if reason is None and outcome is not None and kind is OutcomeKind.RETRY_AFTER:
         return f"the handler returned retry_after({outcome.delay_s:g}) without a reason"
     return reason

@@ -55,7 +55,13 @@ def test_each_failure_is_written_with_its_settlement(engine, form, dead, window)
         try:
             await qt.enqueue(*({"n": n} for n in range(1, 7)))
             counts = await runtime.Consumer(
-                qt.url, qt.queue, handle, concurrency=1, batch=10, settle_window=window
+                qt.url,
+                qt.queue,
+                handle,
+                concurrency=1,
+                batch=10,
+                settle_window=window,
+                retry_policy=runtime.Immediate(),
             ).drain()
             assert counts["dead_letter"] == 3, counts
             dead_rows = by_n(await qt.dead_rows())
@@ -254,6 +260,26 @@ def test_a_custom_event_binds_its_reason(engine):
                 "waiting for stock",
                 True,
             )
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_the_default_backoff_keeps_the_reason_of_a_failure(engine, form):
+    """Under the default policy a failure comes back later, not at once, and its row says why."""
+
+    async def go() -> None:
+        qt = await make_queue(engine, form, columns=COLUMNS, max_attempts=5)
+        try:
+            await qt.enqueue({"n": 3}, {"n": 6})
+            counts = await runtime.Consumer(qt.url, qt.queue, handle, concurrency=1).drain()
+            assert counts == {"retry_after": 2}, counts
+            rows = by_n(await qt.rows())
+            assert rows[3]["last_error"] == "KeyError: 'user_id'"
+            assert rows[6]["last_error"] == "the handler returned retry() without a reason"
+            assert rows[3]["retry_after_future"] == rows[6]["retry_after_future"] == 1
         finally:
             await qt.drop()
 
