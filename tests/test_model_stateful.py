@@ -350,10 +350,11 @@ class QueueMachine(RuleBasedStateMachine):
         self.run(self.handler_writes(conn, h))
         self.warnings.records.clear()
         # what the Consumer does with a handler's return value, then its settlement
-        decision = decide(self.queue, h.runtime, outcome_of(runtime_outcome))
+        settled_as = outcome_of(runtime_outcome)
+        decision = decide(self.queue, h.runtime, settled_as)
         logged = [r for r in self.warnings.records if r.levelno >= logging.WARNING]
         expected = self.model.settle(
-            h.model, kind, delay, handler_wrote=self.transactional, error=runtime_outcome.reason
+            h.model, kind, delay, handler_wrote=self.transactional, error=settled_as.reason
         )
         assert decision.label == expected.label, (
             f"{h!r}: the runtime settles {outcome} as {decision.label}, the model as "
