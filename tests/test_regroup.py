@@ -44,6 +44,8 @@ def qgen(*argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def space(engine: Engine) -> Iterator[str]:
     name, url = run(create_namespace(engine))
+    if engine.name == "sqlite":  # the qgen commands create a SQLite file only when told to
+        url += ("&" if "?" in url else "?") + "mode=rwc"
     yield url
     run(drop_namespace(engine, name))
 
