@@ -9,45 +9,105 @@ from __future__ import annotations
 #: the distribution this `runtime` comes from (another one ships a top-level `runtime` too)
 __distribution__ = "qgen-sql"
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from runtime.apply import SchemaDiffers, SchemaObject, apply, apply_sync
-from runtime.connect import connect
-from runtime.consumer import Consumer
-from runtime.counts import Counts
-from runtime.delivery import Ctx, Message
-from runtime.errors import (
-    BrokerError,
-    ConfigurationError,
-    ConnectionLost,
-    DatabaseError,
-    DialectMismatch,
-    InvalidArgument,
-    LeaseLost,
-    PayloadError,
-    RedriveRefused,
-    RenderedFileError,
-    ServerTooOld,
-    UnknownCustomEvent,
-)
-from runtime.metrics import Metrics
-from runtime.outcomes import (
-    LAST_ERROR_MAX,
-    MAX_DELAY_S,
-    ExponentialBackoff,
-    Immediate,
-    Outcome,
-    OutcomeKind,
-    RetryPolicy,
-    ack,
-    custom,
-    drop,
-    retry,
-    retry_after,
-)
-from runtime.payloads import Decoder, Encoder
-from runtime.queue import Enqueued, Queue
-from runtime.rendered import read_rendered
+if TYPE_CHECKING:
+    from runtime.apply import SchemaDiffers, SchemaObject, apply, apply_sync
+    from runtime.connect import connect
+    from runtime.consumer import Consumer
+    from runtime.counts import Counts
+    from runtime.delivery import Ctx, Message
+    from runtime.errors import (
+        BrokerError,
+        ConfigurationError,
+        ConnectionLost,
+        DatabaseError,
+        DialectMismatch,
+        InvalidArgument,
+        LeaseLost,
+        PayloadError,
+        RedriveRefused,
+        RenderedFileError,
+        ServerTooOld,
+        UnknownCustomEvent,
+    )
+    from runtime.metrics import Metrics
+    from runtime.outcomes import (
+        LAST_ERROR_MAX,
+        MAX_DELAY_S,
+        ExponentialBackoff,
+        Immediate,
+        Outcome,
+        OutcomeKind,
+        RetryPolicy,
+        ack,
+        custom,
+        drop,
+        retry,
+        retry_after,
+    )
+    from runtime.payloads import Decoder, Encoder
+    from runtime.queue import Enqueued, Queue
+
+# `import runtime` loads nothing else: each public name is imported on first use (PEP 562), so
+# the generator (`qgen render`), which needs only the file format and the dialect table, never
+# loads the consumer, the drivers or the forms.
+_LAZY: dict[str, str] = {
+    "SchemaDiffers": "runtime.apply",
+    "SchemaObject": "runtime.apply",
+    "apply": "runtime.apply",
+    "apply_sync": "runtime.apply",
+    "connect": "runtime.connect",
+    "Consumer": "runtime.consumer",
+    "Counts": "runtime.counts",
+    "Ctx": "runtime.delivery",
+    "Message": "runtime.delivery",
+    "BrokerError": "runtime.errors",
+    "ConfigurationError": "runtime.errors",
+    "ConnectionLost": "runtime.errors",
+    "DatabaseError": "runtime.errors",
+    "DialectMismatch": "runtime.errors",
+    "InvalidArgument": "runtime.errors",
+    "LeaseLost": "runtime.errors",
+    "PayloadError": "runtime.errors",
+    "RedriveRefused": "runtime.errors",
+    "RenderedFileError": "runtime.errors",
+    "ServerTooOld": "runtime.errors",
+    "UnknownCustomEvent": "runtime.errors",
+    "Metrics": "runtime.metrics",
+    "LAST_ERROR_MAX": "runtime.outcomes",
+    "MAX_DELAY_S": "runtime.outcomes",
+    "ExponentialBackoff": "runtime.outcomes",
+    "Immediate": "runtime.outcomes",
+    "Outcome": "runtime.outcomes",
+    "OutcomeKind": "runtime.outcomes",
+    "RetryPolicy": "runtime.outcomes",
+    "ack": "runtime.outcomes",
+    "custom": "runtime.outcomes",
+    "drop": "runtime.outcomes",
+    "retry": "runtime.outcomes",
+    "retry_after": "runtime.outcomes",
+    "Decoder": "runtime.payloads",
+    "Encoder": "runtime.payloads",
+    "Enqueued": "runtime.queue",
+    "Queue": "runtime.queue",
+    "read_rendered": "runtime.rendered",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def load(path: str | Path, encoder: Encoder | None = None, decoder: Decoder | None = None) -> Queue:
@@ -58,6 +118,9 @@ def load(path: str | Path, encoder: Encoder | None = None, decoder: Decoder | No
     carry, e.g. ``lambda v: {"$dt": v.isoformat()}``) and ``decoder`` is called with every
     decoded JSON object (dict) and returns what stands for it, on enqueue and delivery alike.
     """
+    from runtime.queue import Queue
+    from runtime.rendered import read_rendered
+
     rendered = read_rendered(path)
     if rendered.header.kind == "outbox":
         from runtime.outbox import Outbox
