@@ -10,6 +10,8 @@ from __future__ import annotations
 __distribution__ = "qgen-sql"
 
 import importlib
+import sys
+import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +110,21 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """`runtime.connect` and `runtime.apply` name both a function and the module that defines
+    it. Importing such a module makes Python set the package's attribute to the module; this
+    keeps the function there, as the eager imports used to."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _LAZY.get(name) == value.__name__:
+            self.__dict__[name] = getattr(value, name)
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def load(path: str | Path, encoder: Encoder | None = None, decoder: Decoder | None = None) -> Queue:

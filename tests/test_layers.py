@@ -99,3 +99,15 @@ def test_every_public_name_resolves() -> None:
     for name in runtime.__all__:
         assert getattr(runtime, name) is not None, name
     assert "Consumer" in dir(runtime)
+
+
+def test_a_function_named_like_its_module_stays_the_function() -> None:
+    probe = (
+        "import runtime.connect, runtime.apply, runtime\n"
+        "import inspect\n"
+        "print(inspect.isfunction(runtime.connect), inspect.isfunction(runtime.apply))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.split() == ["True", "True"], done.stderr

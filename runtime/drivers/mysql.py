@@ -28,6 +28,7 @@ from runtime.drivers.base import (
     import_driver,
     redact_url,
 )
+from runtime.drivers.private import mysql_force_close, mysql_socket
 from runtime.errors import ConfigurationError, ConnectionLost
 
 if TYPE_CHECKING:
@@ -227,7 +228,7 @@ class MySQLConnection(Connection):
     def _release_hard(self) -> None:
         # shutdown() (not close()) from this thread: a recv() blocked on the executor thread
         # returns at once, PyMySQL raises "Lost connection" there, and no COM_QUIT is sent.
-        sock: socket.socket | None = getattr(self._my, "_sock", None)
+        sock = mysql_socket(self._my)
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
@@ -236,7 +237,7 @@ class MySQLConnection(Connection):
             self._executor = None
             # Free the descriptor after whatever is still queued on the thread has failed.
             with contextlib.suppress(RuntimeError):
-                executor.submit(_force_close, self._my)
+                executor.submit(mysql_force_close, self._my)
             executor.shutdown(wait=False)
 
     async def server_version_text(self) -> str:
@@ -322,7 +323,7 @@ async def open_mysql(
                             "or remove that option of the URL"
                         ) from exc
         except BaseException:
-            _force_close(my)
+            mysql_force_close(my)
             raise
         return my
 
@@ -361,18 +362,12 @@ def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _force_close(my: pymysql.connections.Connection[DictCursor]) -> None:
-    """Drop the socket without a goodbye to the server (PyMySQL's own, which its type stubs
-    leave out)."""
-    my._force_close()  # type: ignore[attr-defined]  # private PyMySQL method, not in types-PyMySQL
-
-
 def _set_keepalives(
     my: pymysql.connections.Connection[DictCursor], keepalives: dict[str, int]
 ) -> None:
     """Turn TCP keepalives on for the connection's socket (not a Unix socket's), with the
     idle/interval/count and user timeout given; options this platform lacks are skipped."""
-    sock: socket.socket | None = getattr(my, "_sock", None)
+    sock = mysql_socket(my)
     if sock is None or sock.family == socket.AF_UNIX:
         return
     # PyMySQL turns keepalives on with the system's timings (two hours idle on Linux)

@@ -32,6 +32,7 @@ from runtime.drivers.base import (
     import_driver,
     redact_url,
 )
+from runtime.drivers.private import aiosqlite_call, aiosqlite_raw, aiosqlite_thread
 from runtime.errors import ConfigurationError, DatabaseError
 
 if TYPE_CHECKING:
@@ -141,8 +142,7 @@ class SQLiteConnection(Connection):
         try:
             # aiosqlite's own queue, one hop per call: its public Cursor API would cost a hop
             # for execute() and another for each fetch.
-            result: T = await self._db._execute(fn, self._raw, *args)
-            return result
+            return await aiosqlite_call(self._db, fn, self._raw, *args)
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
@@ -344,17 +344,17 @@ async def open_sqlite(url: str, path: str, query: str = "", **kwargs: Any) -> SQ
     except asyncio.CancelledError:
         # aiosqlite has queued its thread's stop too: let the thread end while the loop runs
         with contextlib.suppress(BaseException):
-            await asyncio.to_thread(db._thread.join, 5.0)
+            await asyncio.to_thread(aiosqlite_thread(db).join, 5.0)
         raise
     except sqlite3.Error as exc:
         # aiosqlite has queued its worker thread's stop; wait for it here, while the event loop
         # still runs, or the thread reports to a closed loop when the caller exits.
         with contextlib.suppress(Exception):
-            await asyncio.to_thread(db._thread.join, 5.0)
+            await asyncio.to_thread(aiosqlite_thread(db).join, 5.0)
         raise ConfigurationError(
             f"cannot open the SQLite database {path!r} ({redact_url(url)}): {first_line(exc)}"
         ) from exc
-    conn = SQLiteConnection(db, db._conn, url, path)
+    conn = SQLiteConnection(db, aiosqlite_raw(db), url, path)
     try:
         for pragma in _PRAGMAS:
             await conn.execute(pragma)
