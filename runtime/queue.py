@@ -12,7 +12,7 @@ from typing import Any
 from runtime import wake
 from runtime.adapters import Adapted, adapt, adapted, run_sync
 from runtime.dialects import Dialect
-from runtime.drivers.base import Connection
+from runtime.drivers.base import Connection, atomic
 from runtime.errors import (
     ConfigurationError,
     DatabaseError,
@@ -340,8 +340,8 @@ class Queue:
         nothing of the batch is written. Consumers wake as for ``enqueue`` (PostgreSQL folds
         a transaction's notifications into one). With ``dedupe_keys`` (one key or None per
         payload) it returns the list of ``Enqueued`` ids instead, in order: ``[i for i in ids
-        if i.duplicate]`` are the ones a pending message already held; the batch runs in one
-        transaction (the caller's if one is open)."""
+        if i.duplicate]`` are the ones a pending message already held. The batch runs in one
+        transaction (the caller's if one is open): all of it is written or none."""
         conn = await adapted(db)
         check_dialect(self.rendered, conn)
         items = list(payloads)
@@ -364,23 +364,16 @@ class Queue:
         # their own around it); ids are not read back here
         insert = next(st for st in self.rendered.require(S.ENQUEUE) if st.kind is not Kind.READS)
         if params:
-            await conn.executemany(insert, params)
+            # one transaction for the batch (the caller's if one is open): on an autocommit
+            # connection each row would otherwise commit alone and a failure leave a part
+            async with atomic(conn):
+                await conn.executemany(insert, params)
             self._wake(conn)
         return len(params)
 
     async def _enqueue_each(self, conn: Any, params: list[dict[str, Any]]) -> list[Enqueued]:
-        own_tx = not conn.in_transaction
-        if own_tx:
-            await conn.begin()
-        try:
-            out = [await self._enqueue(conn, p) for p in params]
-            if own_tx:
-                await conn.commit()
-            return out
-        except BaseException:
-            if own_tx and not conn.closed:
-                await conn.rollback()
-            raise
+        async with atomic(conn):
+            return [await self._enqueue(conn, p) for p in params]
 
     # ----------------------------------------------------------------- operating
 

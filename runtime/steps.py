@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.drivers.base import Connection
+from runtime.drivers.base import Connection, atomic
 from runtime.rendered import Kind, Statement, Step
 
 
@@ -30,10 +30,7 @@ async def run_step(conn: Connection, statements: Step, params: Mapping[str, Any]
     """
     if len(statements) == 1:
         return await _run_one(conn, statements[0], dict(params), StepResult())
-    own_tx = not conn.in_transaction
-    if own_tx:
-        await conn.begin()
-    try:
+    async with atomic(conn):
         result, bound = StepResult(), dict(params)
         for sql in statements:
             result = await _run_one(conn, sql, bound, result)
@@ -42,13 +39,7 @@ async def run_step(conn: Connection, statements: Step, params: Mapping[str, Any]
                     break
                 bound.update(result.rows[0])
                 bound["ids"] = json.dumps([r["id"] for r in result.rows if "id" in r])
-        if own_tx:
-            await conn.commit()
-        return result
-    except BaseException:
-        if own_tx and not conn.closed:
-            await conn.rollback()
-        raise
+    return result
 
 
 async def _run_one(

@@ -107,6 +107,24 @@ def database_error(exc: BaseException, deadlock: bool = False) -> DatabaseError:
     return error
 
 
+@contextlib.asynccontextmanager
+async def atomic(conn: Any, immediate: bool = False) -> AsyncIterator[None]:
+    """Run the block in a transaction unless one is open: begin now, commit at the end, roll
+    back on any error (or cancellation). Inside the caller's transaction it adds nothing: the
+    caller's commit decides. ``conn`` is a Connection or an adapted service connection."""
+    if conn.in_transaction:
+        yield
+        return
+    await conn.begin(immediate)
+    try:
+        yield
+    except BaseException:
+        if not conn.closed:
+            await conn.rollback()
+        raise
+    await conn.commit()
+
+
 class Connection(abc.ABC):
     """One open database connection, async, in autocommit mode outside begin()/commit()."""
 
