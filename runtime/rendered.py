@@ -111,6 +111,9 @@ class StatementName(StrEnum):
     GROUPS = "groups"
     REGROUP = "regroup"
     CANCEL = "cancel"
+    # a rate limit's token bucket (qgen.toml rate_limit): taken before a claim, the unused returned
+    RATE_TAKE = "rate_take"
+    RATE_REFUND = "rate_refund"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"

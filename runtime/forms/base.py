@@ -19,6 +19,7 @@ from runtime.drivers.base import Connection
 from runtime.errors import LeaseLost
 from runtime.queue import Queue
 from runtime.rendered import StatementName
+from runtime.rendered import StatementName as S
 from runtime.settle import Decision
 from runtime.steps import StepResult, run_step
 
@@ -141,6 +142,27 @@ class Form:
                 await self.run(conn, decision.step, decision.params)
 
     # -- the form's own steps
+    async def claim_within_rate(self, conn: Connection, limit: int, group: str | None) -> Batch:
+        """``claim``, held to the queue's rate limit when its file has one: first the bucket
+        grants up to ``limit`` tokens (``rate_take``, a transaction of its own), the claim
+        takes at most that many, and the tokens it did not use go back (``rate_refund``).
+        Nothing granted: an empty batch, ``contended`` (others took the tokens for now)."""
+        take = self.queue.rendered.get(S.RATE_TAKE)
+        if take is None:
+            return await self.claim(conn, limit, group)
+        params = self.claim_params(limit, group)
+        rows = (await run_step(conn, take, params)).rows
+        granted = int(rows[0]["limit"]) if rows else 0
+        if granted <= 0:
+            return Batch(contended=True)
+        batch = await self.claim(conn, granted, group)
+        unused = granted - len(batch)
+        # a row-lock batch holds its transaction: its unused tokens stay spent (fewer starts,
+        # never more), so the bucket's row is never held for a batch
+        if unused > 0 and not conn.in_transaction:
+            await self.run(conn, S.RATE_REFUND, params | {"unused": unused})
+        return batch
+
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         raise NotImplementedError
 
