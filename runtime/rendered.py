@@ -114,6 +114,8 @@ class StatementName(StrEnum):
     # a rate limit's token bucket (qgen.toml rate_limit): taken before a claim, the unused returned
     RATE_TAKE = "rate_take"
     RATE_REFUND = "rate_refund"
+    # max_in_flight on a row-lock queue: the slot rows its claims lock, made once
+    LIMIT_SLOTS = "limit_slots"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"

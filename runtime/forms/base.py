@@ -49,6 +49,8 @@ class Form:
         self.spread = spread
         #: a settlement's statement → its ``_many`` twin (None: the file has none)
         self._many_of: dict[str | None, str | None] = {}
+        #: the groups whose max_in_flight slot rows this form made sure of (limit_slots)
+        self._slots_made: set[str | None] = set()
 
     # -- helpers shared by the forms
     async def run(
@@ -143,10 +145,14 @@ class Form:
 
     # -- the form's own steps
     async def claim_within_rate(self, conn: Connection, limit: int, group: str | None) -> Batch:
-        """``claim``, held to the queue's rate limit when its file has one: first the bucket
+        """``claim``, held to the queue's rate limit when its file has one (and, before the
+        first, max_in_flight's slot rows made once, ``limit_slots``): first the bucket
         grants up to ``limit`` tokens (``rate_take``, a transaction of its own), the claim
         takes at most that many, and the tokens it did not use go back (``rate_refund``).
         Nothing granted: an empty batch, ``contended`` (others took the tokens for now)."""
+        if group not in self._slots_made and self.queue.rendered.get(S.LIMIT_SLOTS):
+            await self.run(conn, S.LIMIT_SLOTS, self.claim_params(limit, group))
+            self._slots_made.add(group)
         take = self.queue.rendered.get(S.RATE_TAKE)
         if take is None:
             return await self.claim(conn, limit, group)
