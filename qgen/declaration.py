@@ -33,6 +33,7 @@ QUEUE_COLUMNS = (
     "fifo_key",
     "dedupe_key",
     "last_error",
+    "concurrency_key",
 )
 #: a type of other_columns, spliced into the schema's DDL: words, digits, spaces, parentheses
 #: and commas only (BIGINT, VARCHAR(40), NUMERIC(12, 2), TEXT NOT NULL), nothing that could
@@ -54,7 +55,13 @@ QUEUE_KEYS = (
     "other_columns",
     "statements",
     "custom",
+    "concurrency_limit",
+    "max_in_flight",
+    "rate_limit",
 )
+#: concurrency_limit and max_in_flight: in flight at once; rate_limit: message starts a second
+LIMIT_RANGE = (1, 1_000_000)
+RATE_RANGE = (0.001, 1_000_000.0)
 OUTBOX_KEYS = ("table", "columns", "statements", "custom")
 
 
@@ -130,6 +137,22 @@ class DeadLetter:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What a queue's claim lets through: per concurrency_key and queue-wide in flight, and
+    message starts a second (a token bucket of ``rate_burst`` tokens)."""
+
+    concurrency_limit: int | None = None
+    max_in_flight: int | None = None
+    rate_per_s: float | None = None
+    rate_burst: float | None = None
+
+    def __bool__(self) -> bool:
+        return any(
+            v is not None for v in (self.concurrency_limit, self.max_in_flight, self.rate_per_s)
+        )
+
+
+@dataclass(frozen=True)
 class QueueDeclaration:
     """One [queues.NAME] table of qgen.toml, checked (the runtime's loaded queue is
     ``runtime.Queue``)."""
@@ -149,6 +172,8 @@ class QueueDeclaration:
     #: the SQL types other_columns declares (``{ user_id = "BIGINT" }``); the rest are TEXT
     other_types: Mapping[str, str] = field(default_factory=dict)
     kind: str = "queue"
+    #: limits the claim enforces (None: none); see _limits
+    limits: Limits = field(default_factory=lambda: Limits())
 
     def has(self, column: str) -> bool:
         return column in self.columns
@@ -709,6 +734,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
     other_columns, other_types = _other_columns(r, where, q.get("other_columns", []), columns)
     if "dedupe_key" in columns:
         _check_pending_key(r, where, columns, other_columns)
+    limits = _limits(r, where, q, form, columns)
     statements, custom = _own_sql(r, where, q, QUEUE_OUTCOMES, dialects)
     if "dead_letter" in statements and dead_letter is None:
         raise r.fail(
@@ -731,6 +757,87 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         custom=custom,
         other_columns=other_columns,
         other_types=other_types,
+        limits=limits,
+    )
+
+
+def _whole(r: _Reader, where: str, key: str, value: Any, fix: str) -> int:
+    low, high = LIMIT_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise r.fail(where, key, f"{_show(value)} is not a whole number from {low} to {high}", fix)
+    return value
+
+
+def _limits(
+    r: _Reader,
+    where: str,
+    q: Mapping[str, Any],
+    form: str,
+    columns: Mapping[str, str],
+) -> Limits:
+    """concurrency_limit (with a concurrency_key column), max_in_flight and rate_limit."""
+    per_key = None
+    if "concurrency_limit" in q:
+        per_key = _whole(
+            r, where, "concurrency_limit", q["concurrency_limit"], "write concurrency_limit = 5"
+        )
+        if "concurrency_key" not in columns:
+            raise r.fail(
+                where,
+                "concurrency_limit",
+                "concurrency_limit needs a concurrency_key column (what it counts per)",
+                'add concurrency_key = "customer" under columns, or remove concurrency_limit',
+            )
+    elif "concurrency_key" in columns:
+        raise r.fail(
+            where,
+            "columns.concurrency_key",
+            "a concurrency_key without concurrency_limit",
+            "add concurrency_limit = 5 (at most 5 messages of a key in flight at once)",
+        )
+    in_flight = None
+    if "max_in_flight" in q:
+        in_flight = _whole(
+            r, where, "max_in_flight", q["max_in_flight"], "write max_in_flight = 50"
+        )
+        if form == "advisory":
+            raise r.fail(
+                where,
+                "max_in_flight",
+                "the advisory form cannot enforce max_in_flight: keys other sessions hold are "
+                "not countable in the claim's SQL (and SQLite's live in their process)",
+                'use form = "lease" or "row_lock", or limit per key with concurrency_limit',
+            )
+    rate = burst = None
+    if "rate_limit" in q:
+        rl = r.table(where, "rate_limit", q["rate_limit"])
+        r.keys(
+            where,
+            {f"rate_limit.{k}": v for k, v in rl.items()},
+            ("rate_limit.per_s", "rate_limit.burst"),
+        )
+        low, high = RATE_RANGE
+        fix = "write rate_limit = { per_s = 20 } (at most 20 message starts a second)"
+        for key in ("per_s", "burst"):
+            value = rl.get(key)
+            if key == "per_s" and value is None:
+                raise r.fail(where, "rate_limit.per_s", "missing", fix)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or not (low <= value <= high if key == "per_s" else 1 <= value <= high)
+            ):
+                raise r.fail(
+                    where,
+                    f"rate_limit.{key}",
+                    f"{_show(value)} is not a number from {low if key == 'per_s' else 1:g} to {high:g}",
+                    fix if key == "per_s" else "write burst = 20 (tokens the bucket holds)",
+                )
+        rate = float(rl["per_s"])
+        burst = float(rl.get("burst", max(1.0, rate)))
+    return Limits(
+        concurrency_limit=per_key, max_in_flight=in_flight, rate_per_s=rate, rate_burst=burst
     )
 
 

@@ -17,6 +17,7 @@ import jinja2
 from qgen.declaration import (
     OUTBOX_COLUMNS,
     QUEUE_COLUMNS,
+    Limits,
     OutboxDeclaration,
     QueueDeclaration,
     Sql,
@@ -136,6 +137,17 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
             fifo_columns.append(c["processed_at"])
         fifo_columns.append(c["id"])
     dedupe = q(_short_name(f"{bare}_dedupe"))
+    # limits: the (concurrency_key, [processed_at], id) index the per-key window reads, and
+    # the table of the queue's token bucket and in-flight slots
+    limits = unit.limits if isinstance(unit, QueueDeclaration) else Limits()
+    keyed = q(_short_name(f"{bare}_concurrency"))
+    key_columns: list[str] = []
+    if limits.concurrency_limit is not None:
+        key_columns = [c["concurrency_key"]]
+        if not dialect.partial_index and unit.has("processed_at"):
+            key_columns.append(c["processed_at"])
+        key_columns.append(c["id"])
+    limits_table = _short_name(f"{bare}_limits")
 
     def pending(alias: str = "") -> list[str]:
         """What keeps a row's dedupe key taken: not processed, not in the dead-letter group."""
@@ -185,6 +197,15 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
         "dedupe_columns": [c[k] for k in ("group", "dedupe_key") if k in c],
         "pending": pending,
         "pending_key": q(PENDING_KEY),
+        "limits": limits,
+        "key_index": keyed,
+        "key_index_ref": f"{q(schema)}.{keyed}" if schema else keyed,
+        "key_columns": key_columns,
+        "lt": dialect.quote_table(f"{schema}.{limits_table}" if schema else limits_table),
+        #: the bucket a queue's limits are counted in: its group, or its name
+        "bucket": dialect.placeholder("group")
+        if unit.has("group")
+        else dialect.quote_text(unit.name),
     }
 
 
@@ -211,6 +232,24 @@ def _template_blocks(text: str) -> list[DraftBlock]:
     return out
 
 
+def _with_limits(blocks: list[DraftBlock], limits: list[DraftBlock]) -> list[DraftBlock]:
+    """The form's blocks with its limits' (templates/*/limits.sql.j2): a limits block named
+    as a form's block joins it (``claim``: its statements run first, in the claim's
+    transaction; ``schema``: after), its line saying what it adds; the rest are blocks of
+    their own, after the claim."""
+    by_name = {b.name: b for b in blocks}
+    extra: list[DraftBlock] = []
+    for lb in limits:
+        block = by_name.get(lb.name)
+        if block is None:
+            extra.append(lb)
+            continue
+        block.doc = block.doc.removesuffix(".") + lb.doc
+        block.sql = [*lb.sql, *block.sql] if lb.name == "claim" else [*block.sql, *lb.sql]
+    at = next(i for i, b in enumerate(blocks) if b.name == "claim") + 1
+    return [*blocks[:at], *extra, *blocks[at:]]
+
+
 def _service_sql(sql: Sql, dialect: Dialect) -> list[str]:
     return [to_driver(s, dialect) for s in sql.for_dialect(dialect.name)]
 
@@ -224,9 +263,13 @@ def render_unit(unit: Unit, dialect_name: str, env: jinja2.Environment | None = 
     dialect = DIALECTS[dialect_name]
     ctx = context(unit, dialect)
     ctx["x"] = env.get_template(_template_for(env, dialect.name, "expr.sql.j2")).make_module(ctx)
+    limits = env.get_template(_template_for(env, dialect.name, "limits.sql.j2"))
+    ctx["lim"] = limits.make_module(ctx)
     form = unit.form if isinstance(unit, QueueDeclaration) else "outbox"
     text = env.get_template(_template_for(env, dialect.name, f"{form}.sql.j2")).render(ctx)
     blocks = _template_blocks(text)
+    if ctx["limits"]:
+        blocks = _with_limits(blocks, _template_blocks(limits.render(ctx)))
 
     # a declared override settles its outcome one delivery at a time: no `<outcome>_many`
     blocks = [

@@ -481,7 +481,7 @@ class Consumer:
                     if replacing and self.metrics is not None:
                         call(self.metrics, "on_reconnect")
                 try:
-                    claimed = await self.form.claim(conn, self.batch, self.group)
+                    claimed = await self.form.claim_within_rate(conn, self.batch, self.group)
                     backoff.reset()
                     if len(claimed) >= self.batch:  # maybe more: wake one more idle worker
                         self._wakeup.poke()

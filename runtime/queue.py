@@ -90,13 +90,14 @@ def _priority(queue: str, priority: Any) -> int | None:
 FIFO_KEY_MAX = 191
 
 
-def _fifo_key(queue: str, key: Any) -> str | None:
-    """A fifo_key as the enqueue binds it: 1 to FIFO_KEY_MAX characters, or None."""
+def _fifo_key(queue: str, key: Any, role: str = "fifo_key") -> str | None:
+    """A fifo_key (or concurrency_key) as the enqueue binds it: 1 to FIFO_KEY_MAX characters,
+    or None."""
     if key is None:
         return None
     if not isinstance(key, str) or not 1 <= len(key) <= FIFO_KEY_MAX:
         raise InvalidArgument(
-            f"queue '{queue}': fifo_key {key!r} is not a string of 1 to {FIFO_KEY_MAX} characters"
+            f"queue '{queue}': {role} {key!r} is not a string of 1 to {FIFO_KEY_MAX} characters"
         )
     return key
 
@@ -159,6 +160,7 @@ class Queue:
         priority: int | None = None,
         fifo_key: str | None = None,
         dedupe_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> dict[str, Any]:
         cols = self.columns
         if group is not None and "group" not in cols:
@@ -196,6 +198,13 @@ class Queue:
             raise ConfigurationError(
                 f"queue '{self.name}' has no fifo_key column: enqueue without fifo_key=, or "
                 "declare columns.fifo_key and render again"
+            )
+        if "concurrency_key" in cols:
+            params["concurrency_key"] = _fifo_key(self.name, concurrency_key, "concurrency_key")
+        elif concurrency_key is not None:
+            raise ConfigurationError(
+                f"queue '{self.name}' has no concurrency_key column: enqueue without "
+                "concurrency_key=, or declare columns.concurrency_key and render again"
             )
         for col in others:  # a column not given gets NULL: list only those you set
             params[f"value_{col}"] = (values or {}).get(col)
@@ -288,6 +297,7 @@ class Queue:
         fifo_key: str | None = None,
         dedupe_key: str | None = None,
         values: Mapping[str, Any] | None = None,
+        concurrency_key: str | None = None,
     ) -> Enqueued:
         """Add one message on ``db``, inside its open transaction if there is one; returns the
         new message's id. ``await queue.enqueue(db, {"order": 7}, delay=30)``
@@ -304,7 +314,8 @@ class Queue:
         (``other_columns``) their values; ``priority`` (a priority column) puts the message
         before lower ones in the claim (None: the column's default, 0); ``fifo_key`` (a fifo_key
         column) delivers it only after every earlier message of that key has finished
-        (None: no ordering). A payload an engine could not keep as it is raises
+        (None: no ordering); ``concurrency_key`` (a concurrency_key column) counts it against
+        its key's concurrency_limit (None: not limited). A payload an engine could not keep as it is raises
         PayloadError, nothing written; a delay that is NaN, infinite, negative or past
         MAX_DELAY_S raises ValueError.
 
@@ -317,7 +328,9 @@ class Queue:
         check_dialect(self.rendered, conn)
         id_ = await self._enqueue(
             conn,
-            self._enqueue_params(payload, delay, group, values, priority, fifo_key, dedupe_key),
+            self._enqueue_params(
+                payload, delay, group, values, priority, fifo_key, dedupe_key, concurrency_key
+            ),
         )
         self._wake(conn)
         return id_
@@ -332,6 +345,7 @@ class Queue:
         fifo_key: str | None = None,
         dedupe_keys: Iterable[str | None] | None = None,
         values: Mapping[str, Any] | None = None,
+        concurrency_key: str | None = None,
     ) -> Any:
         """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``
         (``priority`` and ``fifo_key`` apply to every item; items of one key keep their order)
@@ -354,7 +368,9 @@ class Queue:
         for i, (p, key) in enumerate(zip(items, keys, strict=True)):
             try:
                 params.append(
-                    self._enqueue_params(p, delay, group, values, priority, fifo_key, key)
+                    self._enqueue_params(
+                        p, delay, group, values, priority, fifo_key, key, concurrency_key
+                    )
                 )
             except PayloadError as exc:
                 raise PayloadError(f"item {i} of the batch: {exc}") from None
@@ -487,6 +503,7 @@ class SyncQueue:
         fifo_key: str | None = None,
         dedupe_key: str | None = None,
         values: Mapping[str, Any] | None = None,
+        concurrency_key: str | None = None,
     ) -> Enqueued:
         """``queue.sync.enqueue(conn, payload, …)`` → the new message's id (see enqueue)."""
         return run_sync(
@@ -499,6 +516,7 @@ class SyncQueue:
                 fifo_key=fifo_key,
                 dedupe_key=dedupe_key,
                 values=values,
+                concurrency_key=concurrency_key,
             )
         )
 
@@ -512,6 +530,7 @@ class SyncQueue:
         fifo_key: str | None = None,
         dedupe_keys: Iterable[str | None] | None = None,
         values: Mapping[str, Any] | None = None,
+        concurrency_key: str | None = None,
     ) -> Any:
         """``queue.sync.enqueue_many(conn, payloads, …)`` → how many (the ids with dedupe_keys)."""
         return run_sync(
@@ -524,6 +543,7 @@ class SyncQueue:
                 fifo_key=fifo_key,
                 dedupe_keys=dedupe_keys,
                 values=values,
+                concurrency_key=concurrency_key,
             )
         )
 

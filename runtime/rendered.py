@@ -111,6 +111,11 @@ class StatementName(StrEnum):
     GROUPS = "groups"
     REGROUP = "regroup"
     CANCEL = "cancel"
+    # a rate limit's token bucket (qgen.toml rate_limit): taken before a claim, the unused returned
+    RATE_TAKE = "rate_take"
+    RATE_REFUND = "rate_refund"
+    # max_in_flight on a row-lock queue: the slot rows its claims lock, made once
+    LIMIT_SLOTS = "limit_slots"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"

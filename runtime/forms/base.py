@@ -19,6 +19,7 @@ from runtime.drivers.base import Connection
 from runtime.errors import LeaseLost
 from runtime.queue import Queue
 from runtime.rendered import StatementName
+from runtime.rendered import StatementName as S
 from runtime.settle import Decision
 from runtime.steps import StepResult, run_step
 
@@ -48,6 +49,8 @@ class Form:
         self.spread = spread
         #: a settlement's statement → its ``_many`` twin (None: the file has none)
         self._many_of: dict[str | None, str | None] = {}
+        #: the groups whose max_in_flight slot rows this form made sure of (limit_slots)
+        self._slots_made: set[str | None] = set()
 
     # -- helpers shared by the forms
     async def run(
@@ -141,6 +144,31 @@ class Form:
                 await self.run(conn, decision.step, decision.params)
 
     # -- the form's own steps
+    async def claim_within_rate(self, conn: Connection, limit: int, group: str | None) -> Batch:
+        """``claim``, held to the queue's rate limit when its file has one (and, before the
+        first, max_in_flight's slot rows made once, ``limit_slots``): first the bucket
+        grants up to ``limit`` tokens (``rate_take``, a transaction of its own), the claim
+        takes at most that many, and the tokens it did not use go back (``rate_refund``).
+        Nothing granted: an empty batch, ``contended`` (others took the tokens for now)."""
+        if group not in self._slots_made and self.queue.rendered.get(S.LIMIT_SLOTS):
+            await self.run(conn, S.LIMIT_SLOTS, self.claim_params(limit, group))
+            self._slots_made.add(group)
+        take = self.queue.rendered.get(S.RATE_TAKE)
+        if take is None:
+            return await self.claim(conn, limit, group)
+        params = self.claim_params(limit, group)
+        rows = (await run_step(conn, take, params)).rows
+        granted = int(rows[0]["limit"]) if rows else 0
+        if granted <= 0:
+            return Batch(contended=True)
+        batch = await self.claim(conn, granted, group)
+        unused = granted - len(batch)
+        # a row-lock batch holds its transaction: its unused tokens stay spent (fewer starts,
+        # never more), so the bucket's row is never held for a batch
+        if unused > 0 and not conn.in_transaction:
+            await self.run(conn, S.RATE_REFUND, params | {"unused": unused})
+        return batch
+
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         raise NotImplementedError
 

@@ -1,0 +1,171 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "reports"
+-- dialect: "mysql"
+-- form: "row_lock"
+-- table: "reports_queue"
+-- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt"}
+-- max_attempts: null
+-- dead_letter: null
+-- default_group: "reports"
+-- seal: sha256:9aacff87da7e36ef86474753c9bba83dc4285a882a74e9750598bfe4218e69c1
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing; the table `reports_queue_limits` of its in-flight slots.
+-- kinds: writes writes
+CREATE TABLE IF NOT EXISTS `reports_queue` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `queue` VARCHAR(191) NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  INDEX `reports_queue_claim` (`queue`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `reports_queue_limits` (
+  `bucket` VARCHAR(191) NOT NULL,
+  `slot` INT NOT NULL DEFAULT 0,
+  `tokens` DOUBLE,
+  `granted` INT NOT NULL DEFAULT 0,
+  `refilled_at` DATETIME(6) NULL,
+  PRIMARY KEY (`bucket`, `slot`)
+);
+
+-- name: enqueue
+-- Adds one message.
+-- kinds: writes reads
+INSERT INTO `reports_queue` (`payload`, `queue`)
+VALUES (%(payload)s, %(group)s);
+SELECT LAST_INSERT_ID() AS id;
+
+-- name: claim
+-- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped; at most 4 in flight: it first locks up to limit of the 4 slot rows of `reports_queue_limits` (locked ones skipped) and claims as many rows as it locked (none: no row); they stay locked with its rows until its transaction ends.
+-- kinds: reads reads reads
+SELECT COUNT(*) AS `limit`
+FROM (
+  SELECT `slot`
+  FROM `reports_queue_limits`
+  WHERE `bucket` = %(group)s
+    AND `slot` BETWEEN 1 AND 4
+  ORDER BY `slot`
+  LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
+) AS qgen_slots
+HAVING COUNT(*) > 0;
+SELECT `id` AS id
+FROM `reports_queue`
+WHERE `queue` = %(group)s
+ORDER BY `id`
+LIMIT %(scan)s;
+SELECT `reports_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
+WHERE `queue` = %(group)s
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: limit_slots
+-- In a transaction of its own, before a consumer's first claim: creates the 4 slot rows of the bucket in `reports_queue_limits` the claim locks, those missing (made in the claim's transaction, they would wait for its batch).
+-- kinds: writes
+INSERT IGNORE INTO `reports_queue_limits` (`bucket`, `slot`)
+WITH RECURSIVE qgen_n (n) AS (
+  SELECT 1
+  UNION ALL
+  SELECT n + 1 FROM qgen_n WHERE n < 4
+)
+SELECT %(group)s, n
+FROM qgen_n
+WHERE NOT EXISTS (
+  SELECT 1
+  FROM `reports_queue_limits`
+  WHERE `bucket` = %(group)s
+    AND `slot` = 4
+);
+
+-- name: ack
+-- Finishes the row: deletes it.
+-- kinds: writes
+DELETE FROM `reports_queue`
+WHERE `id` = %(id)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+DELETE FROM `reports_queue`
+WHERE `id` = %(id)s;
+
+-- name: retry
+-- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- kinds: writes
+UPDATE `reports_queue`
+SET `attempt` = `attempt` + 1
+WHERE `id` = %(id)s;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE `reports_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id;
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE `reports_queue`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id;
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
+SET `attempt` = `attempt` + 1;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT COLUMN_NAME AS name, COLUMN_TYPE AS type, IS_NULLABLE = 'YES' AS nullable, COLUMN_DEFAULT AS `default`, EXTRA LIKE '%%auto_increment%%' AS `generated`
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+ORDER BY ORDINAL_POSITION;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT INDEX_NAME AS name, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') AS columns, 0 AS partial
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+GROUP BY INDEX_NAME
+ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `reports_queue`
+  WHERE `queue` = %(group)s
+) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT `queue` AS `group`, COUNT(*) AS pending
+FROM `reports_queue`
+GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE `reports_queue`
+SET `queue` = %(group)s
+WHERE `queue` = %(from_group)s;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: reads writes
+SELECT `id` AS id
+FROM `reports_queue`
+WHERE `id` = %(id)s
+FOR UPDATE SKIP LOCKED;
+DELETE FROM `reports_queue`
+WHERE `id` = %(id)s;

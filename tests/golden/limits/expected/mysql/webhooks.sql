@@ -1,0 +1,220 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "webhooks"
+-- dialect: "mysql"
+-- form: "lease"
+-- table: "webhooks_queue"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "locked_until": "locked_until", "processed_at": "processed_at", "concurrency_key": "customer"}
+-- max_attempts: null
+-- dead_letter: null
+-- lease_s: 30
+-- seal: sha256:890b78a0eac5d54b88f3e6ab8eb69981ba10f5aae764dbc20840ae8379e47e14
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing; the table `webhooks_queue_limits` of its token bucket and in-flight gate.
+-- kinds: writes writes
+CREATE TABLE IF NOT EXISTS `webhooks_queue` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `attempt` INT NOT NULL DEFAULT 1,
+  `locked_until` DATETIME(6) NULL,
+  `processed_at` DATETIME(6) NULL,
+  `customer` VARCHAR(191) NULL,
+  INDEX `webhooks_queue_claim` (`processed_at`, `id`),
+  INDEX `webhooks_queue_concurrency` (`customer`, `processed_at`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `webhooks_queue_limits` (
+  `bucket` VARCHAR(191) NOT NULL,
+  `slot` INT NOT NULL DEFAULT 0,
+  `tokens` DOUBLE,
+  `granted` INT NOT NULL DEFAULT 0,
+  `refilled_at` DATETIME(6) NULL,
+  PRIMARY KEY (`bucket`, `slot`)
+);
+
+-- name: enqueue
+-- Adds one message.
+-- kinds: writes reads
+INSERT INTO `webhooks_queue` (`payload`, `customer`)
+VALUES (%(payload)s, %(concurrency_key)s);
+SELECT LAST_INSERT_ID() AS id;
+
+-- name: claim
+-- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array), counting the attempt. One transaction; at most 20 in flight: it first takes the lock of the bucket's row in `webhooks_queue_limits`, then claims at most 20 less the leases in the future (none: no row).
+-- kinds: writes reads reads reads writes
+INSERT INTO `webhooks_queue_limits` (`bucket`, `slot`)
+VALUES ('webhooks', 0)
+ON DUPLICATE KEY UPDATE `slot` = `webhooks_queue_limits`.`slot`;
+SELECT LEAST(%(limit)s, 20 - COUNT(*)) AS `limit`
+FROM `webhooks_queue`
+WHERE `processed_at` IS NULL
+  AND `locked_until` >= UTC_TIMESTAMP(6)
+HAVING COUNT(*) < 20;
+SELECT `id` AS id
+FROM `webhooks_queue`
+WHERE `processed_at` IS NULL
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `webhooks_queue` AS qgen_before
+    WHERE qgen_before.`customer` = `webhooks_queue`.`customer`
+      AND qgen_before.`id` < `webhooks_queue`.`id`
+      AND qgen_before.`processed_at` IS NULL
+    LIMIT 1 OFFSET 1
+  )
+ORDER BY `id`
+LIMIT %(scan)s;
+SELECT `webhooks_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id
+WHERE `processed_at` IS NULL
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id
+SET `webhooks_queue`.`locked_until` = %(token)s, `webhooks_queue`.`attempt` = `webhooks_queue`.`attempt` + 1;
+
+-- name: rate_take
+-- In a transaction of its own, before the claim: takes up to limit tokens from the bucket's row in `webhooks_queue_limits` (50.0 a second by the database's clock, at most 10.0 held); limit: how many it granted, the most the claim may take.
+-- kinds: writes reads
+INSERT INTO `webhooks_queue_limits` (`bucket`, `slot`, `tokens`, `granted`, `refilled_at`)
+VALUES ('webhooks', 0, 10.0 - LEAST(%(limit)s, FLOOR(10.0)), LEAST(%(limit)s, FLOOR(10.0)), UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE `granted` = LEAST(%(limit)s, FLOOR(LEAST(10.0, `webhooks_queue_limits`.`tokens` + 50.0 * TIMESTAMPDIFF(MICROSECOND, `webhooks_queue_limits`.`refilled_at`, UTC_TIMESTAMP(6)) / 1000000.0))), `tokens` = LEAST(10.0, `webhooks_queue_limits`.`tokens` + 50.0 * TIMESTAMPDIFF(MICROSECOND, `webhooks_queue_limits`.`refilled_at`, UTC_TIMESTAMP(6)) / 1000000.0) - LEAST(%(limit)s, FLOOR(LEAST(10.0, `webhooks_queue_limits`.`tokens` + 50.0 * TIMESTAMPDIFF(MICROSECOND, `webhooks_queue_limits`.`refilled_at`, UTC_TIMESTAMP(6)) / 1000000.0))), `refilled_at` = UTC_TIMESTAMP(6);
+SELECT `granted` AS `limit`
+FROM `webhooks_queue_limits`
+WHERE `bucket` = 'webhooks' AND `slot` = 0;
+
+-- name: rate_refund
+-- Returns the unused tokens a claim was granted but did not use to the bucket (at most 10.0 held).
+-- kinds: writes
+UPDATE `webhooks_queue_limits`
+SET `tokens` = LEAST(10.0, `webhooks_queue_limits`.`tokens` + %(unused)s)
+WHERE `bucket` = 'webhooks'
+  AND `slot` = 0;
+
+-- name: extend
+-- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+-- kinds: reads writes
+SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
+UPDATE `webhooks_queue`
+SET `locked_until` = %(new_token)s
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+-- kinds: writes
+UPDATE `webhooks_queue`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+UPDATE `webhooks_queue`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: retry
+-- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- kinds: writes
+UPDATE `webhooks_queue`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: marks them processed; the ids it finished (a pair missing lost its lease).
+-- kinds: reads writes
+SELECT `webhooks_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id AND `webhooks_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id AND `webhooks_queue`.`locked_until` = j.qgen_token
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: reads writes
+SELECT `webhooks_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id AND `webhooks_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id AND `webhooks_queue`.`locked_until` = j.qgen_token
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: reads writes
+SELECT `webhooks_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id AND `webhooks_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `webhooks_queue` FORCE INDEX (PRIMARY) ON `webhooks_queue`.`id` = j.qgen_id AND `webhooks_queue`.`locked_until` = j.qgen_token
+SET `locked_until` = NULL;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE `webhooks_queue`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE `webhooks_queue`
+SET `locked_until` = NULL, `attempt` = `attempt` - 1
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT COLUMN_NAME AS name, COLUMN_TYPE AS type, IS_NULLABLE = 'YES' AS nullable, COLUMN_DEFAULT AS `default`, EXTRA LIKE '%%auto_increment%%' AS `generated`
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+ORDER BY ORDINAL_POSITION;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT INDEX_NAME AS name, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') AS columns, 0 AS partial
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+GROUP BY INDEX_NAME
+ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `webhooks_queue`
+  WHERE `processed_at` IS NULL
+    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+) AS `ready`, 0 AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `webhooks_queue`
+  WHERE `processed_at` IS NULL
+    AND `locked_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, NULL AS `dead`, (
+  SELECT COUNT(*)
+  FROM `webhooks_queue`
+  WHERE `processed_at` IS NOT NULL
+) AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM `webhooks_queue`
+WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
+ORDER BY `processed_at`, `id`
+LIMIT %(batch)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE `webhooks_queue`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `processed_at` IS NULL AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

@@ -1,0 +1,123 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "reports"
+-- dialect: "sqlite"
+-- form: "row_lock"
+-- table: "reports_queue"
+-- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt"}
+-- max_attempts: null
+-- dead_letter: null
+-- default_group: "reports"
+-- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
+-- seal: sha256:9c5d795b2e2ec9583496400cf342266e81e0bc9d5219347ad1f97dc2011a1b1e
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, if missing.
+-- kinds: writes writes
+CREATE TABLE IF NOT EXISTS "reports_queue" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "queue" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("queue", "id");
+
+-- name: enqueue
+-- Adds one message.
+-- kinds: writes-returning
+INSERT INTO "reports_queue" ("payload", "queue")
+VALUES (:payload, :group)
+RETURNING "id" AS id;
+
+-- name: claim
+-- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped; at most 4 in flight: BEGIN IMMEDIATE holds the database while a batch runs, so it claims at most 4.
+-- kinds: reads reads
+SELECT MIN(:limit, 4) AS "limit";
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+FROM "reports_queue"
+WHERE "queue" = :group
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: ack
+-- Finishes the row: deletes it.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" = :id;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" = :id;
+
+-- name: retry
+-- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- kinds: writes
+UPDATE "reports_queue"
+SET "attempt" = "attempt" + 1
+WHERE "id" = :id;
+
+-- name: ack_many
+-- In the claim's transaction: finishes the rows ids (a JSON array): deletes them.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: drop_many
+-- In the claim's transaction: finishes poison messages exactly as ack_many does.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: retry_many
+-- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "attempt" = "attempt" + 1
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "reports_queue"
+  WHERE "queue" = :group
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: groups
+-- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.
+-- kinds: reads
+SELECT "queue" AS "group", COUNT(*) AS pending
+FROM "reports_queue"
+GROUP BY "queue"
+ORDER BY "queue";
+
+-- name: regroup
+-- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "queue" = :group
+WHERE "queue" = :from_group;
+
+-- name: cancel
+-- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" = :id;

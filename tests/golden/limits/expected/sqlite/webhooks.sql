@@ -1,0 +1,208 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "webhooks"
+-- dialect: "sqlite"
+-- form: "lease"
+-- table: "webhooks_queue"
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "locked_until": "locked_until", "processed_at": "processed_at", "concurrency_key": "customer"}
+-- max_attempts: null
+-- dead_letter: null
+-- lease_s: 30
+-- seal: sha256:b849ce1cae5d7a98a2ca852259d06b003f1ff3c5b96f87031737ab79a60b0c64
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing; the table "webhooks_queue_limits" of its token bucket and in-flight gate.
+-- kinds: writes writes writes writes writes
+CREATE TABLE IF NOT EXISTS "webhooks_queue" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL DEFAULT 1,
+  "locked_until" TEXT,
+  "processed_at" TEXT,
+  "customer" TEXT
+);
+CREATE INDEX IF NOT EXISTS "webhooks_queue_claim" ON "webhooks_queue" ("id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "webhooks_queue_processed" ON "webhooks_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "webhooks_queue_concurrency" ON "webhooks_queue" ("customer", "id") WHERE "processed_at" IS NULL;
+CREATE TABLE IF NOT EXISTS "webhooks_queue_limits" (
+  "bucket" TEXT NOT NULL,
+  "slot" INTEGER NOT NULL DEFAULT 0,
+  "tokens" REAL,
+  "granted" INTEGER NOT NULL DEFAULT 0,
+  "refilled_at" TEXT,
+  PRIMARY KEY ("bucket", "slot")
+);
+
+-- name: enqueue
+-- Adds one message.
+-- kinds: writes-returning
+INSERT INTO "webhooks_queue" ("payload", "customer")
+VALUES (:payload, :concurrency_key)
+RETURNING "id" AS id;
+
+-- name: claim
+-- Leases up to limit ready rows (free or expired) for lease_s seconds, counting the attempt; the expiry is the token; at most 20 in flight: it first takes the lock of the bucket's row in "webhooks_queue_limits", then claims at most 20 less the leases in the future (none: no row).
+-- kinds: writes reads writes-returning
+INSERT INTO "webhooks_queue_limits" ("bucket", "slot")
+VALUES ('webhooks', 0)
+ON CONFLICT ("bucket", "slot") DO UPDATE SET "slot" = "webhooks_queue_limits"."slot";
+SELECT MIN(:limit, 20 - COUNT(*)) AS "limit"
+FROM "webhooks_queue"
+WHERE "processed_at" IS NULL
+  AND "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+HAVING COUNT(*) < 20;
+UPDATE "webhooks_queue"
+SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds'), "attempt" = "attempt" + 1
+WHERE "id" IN (
+  SELECT "id"
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "webhooks_queue" AS qgen_before
+      WHERE qgen_before."customer" = "webhooks_queue"."customer"
+        AND qgen_before."id" < "webhooks_queue"."id"
+        AND qgen_before."processed_at" IS NULL
+      LIMIT 1 OFFSET 1
+    )
+  ORDER BY "id"
+  LIMIT :limit
+)
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "locked_until" AS token;
+
+-- name: rate_take
+-- In a transaction of its own, before the claim: takes up to limit tokens from the bucket's row in "webhooks_queue_limits" (50.0 a second by the database's clock, at most 10.0 held); limit: how many it granted, the most the claim may take.
+-- kinds: writes-returning
+INSERT INTO "webhooks_queue_limits" ("bucket", "slot", "tokens", "granted", "refilled_at")
+VALUES ('webhooks', 0, 10.0 - MIN(:limit, CAST(10.0 AS INTEGER)), MIN(:limit, CAST(10.0 AS INTEGER)), strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT ("bucket", "slot") DO UPDATE SET "granted" = MIN(:limit, CAST(MIN(10.0, "webhooks_queue_limits"."tokens" + 50.0 * (julianday('now') - julianday("webhooks_queue_limits"."refilled_at")) * 86400.0) AS INTEGER)), "tokens" = MIN(10.0, "webhooks_queue_limits"."tokens" + 50.0 * (julianday('now') - julianday("webhooks_queue_limits"."refilled_at")) * 86400.0) - MIN(:limit, CAST(MIN(10.0, "webhooks_queue_limits"."tokens" + 50.0 * (julianday('now') - julianday("webhooks_queue_limits"."refilled_at")) * 86400.0) AS INTEGER)), "refilled_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
+RETURNING "granted" AS "limit";
+
+-- name: rate_refund
+-- Returns the unused tokens a claim was granted but did not use to the bucket (at most 10.0 held).
+-- kinds: writes
+UPDATE "webhooks_queue_limits"
+SET "tokens" = MIN(10.0, "webhooks_queue_limits"."tokens" + :unused)
+WHERE "bucket" = 'webhooks'
+  AND "slot" = 0;
+
+-- name: extend
+-- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
+-- kinds: writes-returning
+UPDATE "webhooks_queue"
+SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
+WHERE "id" = :id AND "locked_until" = :token
+RETURNING "locked_until" AS new_token;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: retry
+-- Returns the row at once by clearing its lease (the claim already counted the attempt).
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: marks them processed; the ids it finished (a pair missing lost its lease).
+-- kinds: writes-returning
+UPDATE "webhooks_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: writes-returning
+UPDATE "webhooks_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: writes-returning
+UPDATE "webhooks_queue"
+SET "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared and the claim's count undone.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "locked_until" = NULL, "attempt" = "attempt" - 1
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", 0 AS "delayed", (
+  SELECT COUNT(*)
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+    AND "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "in_flight", NULL AS "dead", (
+  SELECT COUNT(*)
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "webhooks_queue"
+WHERE "id" IN (
+  SELECT "id"
+  FROM "webhooks_queue"
+  WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
+  ORDER BY "processed_at", "id"
+  LIMIT :batch
+);
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "processed_at" IS NULL AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'));
