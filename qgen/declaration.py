@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import tomllib
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.dialects import DIALECTS, FORMS, PENDING_KEY
+from runtime.schedule_slots import Schedule, ScheduleError, parse_schedule
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 #: a group column holds at most this many characters (MySQL's indexed VARCHAR(191))
@@ -54,6 +56,7 @@ QUEUE_KEYS = (
     "other_columns",
     "statements",
     "custom",
+    "schedules",
 )
 OUTBOX_KEYS = ("table", "columns", "statements", "custom")
 
@@ -88,6 +91,13 @@ class GeneratorBug(DeclarationError):
                 "qgen.toml that caused it"
             ),
         )
+
+
+def short_name(name: str) -> str:
+    """An identifier within 63 characters: long names keep a prefix and gain a hash."""
+    if len(name) <= 63:
+        return name
+    return name[:54] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
 def one_line(text: str) -> str:
@@ -148,7 +158,17 @@ class QueueDeclaration:
     other_columns: tuple[str, ...] = ()
     #: the SQL types other_columns declares (``{ user_id = "BIGINT" }``); the rest are TEXT
     other_types: Mapping[str, str] = field(default_factory=dict)
+    #: [queues.NAME.schedules.X]: messages enqueued once per slot, in name order
+    schedules: tuple[Schedule, ...] = ()
     kind: str = "queue"
+
+    @property
+    def schedule_table(self) -> str | None:
+        """The table keeping each schedule's last decided slot: ``<table>_schedules``."""
+        if not self.schedules:
+            return None
+        schema, dot, bare = self.table.rpartition(".")
+        return f"{schema}{dot}{short_name(bare + '_schedules')}"
 
     def has(self, column: str) -> bool:
         return column in self.columns
@@ -710,6 +730,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
     if "dedupe_key" in columns:
         _check_pending_key(r, where, columns, other_columns)
     statements, custom = _own_sql(r, where, q, QUEUE_OUTCOMES, dialects)
+    schedules = _schedules(r, where, q.get("schedules", {}), columns, other_columns)
     if "dead_letter" in statements and dead_letter is None:
         raise r.fail(
             where,
@@ -731,7 +752,42 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         custom=custom,
         other_columns=other_columns,
         other_types=other_types,
+        schedules=schedules,
     )
+
+
+def _schedules(
+    r: _Reader, where: str, raw: Any, columns: Mapping[str, str], others: tuple[str, ...]
+) -> tuple[Schedule, ...]:
+    """[queues.NAME.schedules.X] tables: each checked (cron, time zone, policy) and held to
+    the queue's columns (a group needs the group column, slot_column an other column)."""
+    out = []
+    for name, value in sorted(r.table(where, "schedules", raw).items()):
+        key = f"schedules.{name}"
+        r.identifier(where, key, name)
+        table = r.table(where, key, value)
+        try:
+            schedule = parse_schedule(name, table)
+        except ScheduleError as exc:
+            raise r.fail(where, f"{key}.{exc.key}", exc.problem, exc.fix) from None
+        if schedule.group is not None:
+            if "group" not in columns:
+                raise r.fail(
+                    where,
+                    f"{key}.group",
+                    "a schedule's group needs a group column",
+                    'add group = "queue" under columns, or remove the schedule\'s group',
+                )
+            r.group(where, f"{key}.group", schedule.group)
+        if schedule.slot_column is not None and schedule.slot_column not in others:
+            raise r.fail(
+                where,
+                f"{key}.slot_column",
+                f"{_show(schedule.slot_column)} is not one of the queue's other_columns",
+                f'add "{schedule.slot_column}" to other_columns, or remove slot_column',
+            )
+        out.append(schedule)
+    return tuple(out)
 
 
 def _check_pending_key(
