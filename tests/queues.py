@@ -156,6 +156,8 @@ async def make_queue(
     text = build_unit(parsed.queues["q"], engine.dialect_name)
     queue = Queue(parse_rendered(text, f"{table}.sql"))
     tables = [table] + ([dead_table] if dead_table else [])
+    if parsed.queues["q"].schedule_table:
+        tables.append(parsed.queues["q"].schedule_table)
     await drop_tables(engine.url, *tables)
     async with await runtime.connect(engine.url) as db:
         for st in queue.rendered.require("schema"):
