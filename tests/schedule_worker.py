@@ -5,6 +5,7 @@ It runs the rendered file's schedules until SIGTERM (the test SIGKILLs some of t
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 
@@ -13,6 +14,7 @@ from runtime.schedules import Scheduler
 
 
 async def main(path: str, url: str) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(process)d %(levelname)s %(message)s")
     scheduler = Scheduler(url, [runtime.load(path)])
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, scheduler.stop)
     print("ready", flush=True)
