@@ -135,6 +135,9 @@ class Consumer:
     can only retry at once: given no policy it does, and says so in one warning when it
     first starts; any policy but ``Immediate()`` is refused here (ConfigurationError).
 
+    ``schedules=True`` also fires the queue's schedules while ``run()`` runs (not in
+    ``drain()``): each slot's message once, whatever else runs them (``runtime.schedules``).
+
     Before it claims anything the consumer checks once that the queue's table (and its
     dead-letter table) and every column its file uses exist, and a claim that fails because
     one is missing is not retried: both raise ConfigurationError naming it, from ``drain()``

@@ -191,7 +191,7 @@ def test_slots_read_in_pieces_are_the_slots_read_at_once(
     start, end = ts(day[0]), ts(day[1])
     whole = slots_between(s, start, end)
     pieces, horizon = [], start
-    for cut in sorted(start + c for c in cuts if start + c < end) + [end]:
+    for cut in [*sorted(start + c for c in cuts if start + c < end), end]:
         pieces += slots_between(s, horizon, cut)
         horizon = cut
     assert pieces == whole
@@ -262,7 +262,10 @@ def test_racing_schedulers_fire_each_slot_once(engine: Any, form: str) -> None:
                 clock += rng.choice([0.4, 1.0, 2.5, 4.0])
                 states = [(await _states(c, queue))["tick"] for c in conns]
                 got = await asyncio.gather(
-                    *(fire(c, queue, schedule, s, clock) for c, s in zip(conns, states))
+                    *(
+                        fire(c, queue, schedule, s, clock)
+                        for c, s in zip(conns, states, strict=True)
+                    )
                 )
                 assert sum(1 for g in got if g) <= 1, got  # one scheduler per decision
                 fired += [slot for g in got for slot in g]
@@ -437,9 +440,7 @@ def test_four_scheduler_processes_killed_and_restarted_fire_each_slot_once(
 def test_list_pause_and_resume_from_the_cli(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write(
-        tmp_path, 'every = "1h"\npayload = 1\n', columns='group = "queue"\n', others=""
-    )
+    path = write(tmp_path, 'every = "1h"\npayload = 1\n', columns='group = "queue"\n', others="")
     text = path.read_text().replace('"postgres", "mysql", "mariadb", ', "")
     path.write_text(text + '\n[queues.other]\ntable = "other_queue"\n')
     assert main(["render", "--config", str(path)]) == 0
@@ -464,4 +465,3 @@ def test_list_pause_and_resume_from_the_cli(
     assert capsys.readouterr().out.strip() == "reports.nightly: resumed"
     assert main(["schedules", "pause", "nope", "--config", str(path), "--db", url]) == 2
     assert "no queue has it" in capsys.readouterr().err
-
