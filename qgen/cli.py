@@ -184,11 +184,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
         log_level(args.log_level)
     except BrokerError as exc:
         return fail(str(exc))
-    options = {
+    options: dict[str, Any] = {
         k: getattr(args, k)
         for k in ("group", "handler_timeout", "poll_interval", "max_poll_interval", "settle_window")
         if getattr(args, k) is not None
     }
+    if args.schedules:
+        options["schedules"] = True
     common = dict(
         db=args.db,
         concurrency=args.concurrency,
@@ -699,6 +701,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="S",
         help="settlements of handlers finishing within this window commit together (0.02)",
     )
+    p.add_argument(
+        "--schedules",
+        action="store_true",
+        help="also fire the queues' schedules (each slot once, whatever runs them)",
+    )
     p.add_argument("--drain", action="store_true", help="stop once nothing is claimable")
     p.add_argument(
         "--transactional",
@@ -849,7 +856,97 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--to", help="the group to move to (default: the queue's default_group)")
     on_db(p)
     p.set_defaults(fn=cmd_regroup)
+
+    p = sub.add_parser(
+        "schedules",
+        help="run, list, pause or resume the queues' schedules",
+        description="run: fire the schedules of the queues (default: every queue that declares "
+        "some) until SIGTERM or SIGINT, each slot once however many run them; list: each "
+        "schedule's next and last slot (UTC) and whether it is paused; pause/resume NAME (or "
+        "QUEUE.NAME): stop and restart one schedule everywhere (the slots it is paused through "
+        "never fire).",
+    )
+    p.add_argument("action", choices=["run", "list", "pause", "resume"], help="what to do")
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="run/list: only these queues; pause/resume: the schedule, as NAME or QUEUE.NAME",
+    )
+    on_db(p)
+    p.add_argument("--json", action="store_true", help="list: print one JSON object instead")
+    p.add_argument(
+        "--log-level", default="INFO", help="run: the qgen and runtime loggers' level (INFO)"
+    )
+    p.set_defaults(fn=cmd_schedules)
     return ap
+
+
+def _schedule_cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    return ("yes" if value else "no") if isinstance(value, bool) else str(value)
+
+
+def cmd_schedules(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import runtime
+    from runtime import schedules as sched
+
+    if args.action in ("pause", "resume"):
+        if len(args.names) != 1:
+            raise runtime.ConfigurationError(
+                f"schedules {args.action} takes one schedule: NAME or QUEUE.NAME"
+            )
+        queue_name, dot, name = args.names[0].rpartition(".")
+        url, queues = _loaded(args, [queue_name] if dot else [])
+        owners = [q for q in queues if any(s.name == name for s in sched.schedules_of(q))]
+        if len(owners) != 1:
+            found = "several queues have it: write QUEUE.NAME" if owners else "no queue has it"
+            raise runtime.ConfigurationError(f"schedule {name!r}: {found}")
+        act = sched.pause if args.action == "pause" else sched.resume
+        changed = asyncio.run(act(url, owners[0], name))
+        state = "paused" if args.action == "pause" else "resumed"
+        print(f"{owners[0].name}.{name}: {state}" + ("" if changed else " already"))
+        return 0
+    url, queues = _loaded(args, args.names)
+    queues = [q for q in queues if sched.schedules_of(q)]
+    if args.action == "list":
+
+        async def work(conn: Any) -> list[Any]:
+            return [s for q in queues for s in await sched.status(conn, q)]
+
+        listed: list[Any] = _on_db(url, work) if queues else []
+        if args.json:
+            print(json.dumps([s.as_dict() for s in listed], sort_keys=True))
+            return 0
+        keys = ("schedule", "every", "timezone", "catch_up", "next_slot", "last_slot", "paused")
+        rows = [list(keys)]
+        for s in listed:
+            shown = s.as_dict() | {"schedule": f"{s.queue}.{s.name}"}
+            rows.append([_schedule_cell(shown[k]) for k in keys])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(keys))]
+        for r in rows:
+            print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+        return 0
+    from runtime.worker import log_level, setup_logging
+
+    setup_logging(log_level(args.log_level))
+    scheduler = sched.Scheduler(url, queues)
+
+    async def run() -> dict[str, int]:
+        import signal
+
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, scheduler.stop)
+        return await scheduler.run()
+
+    fired = asyncio.run(run())
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(fired.items())) or "nothing"
+    print(f"qgen schedules: fired {shown}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

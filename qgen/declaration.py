@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import tomllib
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.dialects import DIALECTS, FORMS, PENDING_KEY
+from runtime.schedule_slots import Schedule, ScheduleError, parse_schedule
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 #: a group column holds at most this many characters (MySQL's indexed VARCHAR(191))
@@ -58,6 +60,7 @@ QUEUE_KEYS = (
     "concurrency_limit",
     "max_in_flight",
     "rate_limit",
+    "schedules",
 )
 #: concurrency_limit and max_in_flight: in flight at once; rate_limit: message starts a second
 LIMIT_RANGE = (1, 1_000_000)
@@ -95,6 +98,13 @@ class GeneratorBug(DeclarationError):
                 "qgen.toml that caused it"
             ),
         )
+
+
+def short_name(name: str) -> str:
+    """An identifier within 63 characters: long names keep a prefix and gain a hash."""
+    if len(name) <= 63:
+        return name
+    return name[:54] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
 def one_line(text: str) -> str:
@@ -171,9 +181,19 @@ class QueueDeclaration:
     other_columns: tuple[str, ...] = ()
     #: the SQL types other_columns declares (``{ user_id = "BIGINT" }``); the rest are TEXT
     other_types: Mapping[str, str] = field(default_factory=dict)
+    #: [queues.NAME.schedules.X]: messages enqueued once per slot, in name order
+    schedules: tuple[Schedule, ...] = ()
     kind: str = "queue"
     #: limits the claim enforces (None: none); see _limits
     limits: Limits = field(default_factory=lambda: Limits())
+
+    @property
+    def schedule_table(self) -> str | None:
+        """The table keeping each schedule's last decided slot: ``<table>_schedules``."""
+        if not self.schedules:
+            return None
+        schema, dot, bare = self.table.rpartition(".")
+        return f"{schema}{dot}{short_name(bare + '_schedules')}"
 
     def has(self, column: str) -> bool:
         return column in self.columns
@@ -736,6 +756,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         _check_pending_key(r, where, columns, other_columns)
     limits = _limits(r, where, q, form, columns)
     statements, custom = _own_sql(r, where, q, QUEUE_OUTCOMES, dialects)
+    schedules = _schedules(r, where, q.get("schedules", {}), columns, other_columns)
     if "dead_letter" in statements and dead_letter is None:
         raise r.fail(
             where,
@@ -758,6 +779,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         other_columns=other_columns,
         other_types=other_types,
         limits=limits,
+        schedules=schedules,
     )
 
 
@@ -839,6 +861,40 @@ def _limits(
     return Limits(
         concurrency_limit=per_key, max_in_flight=in_flight, rate_per_s=rate, rate_burst=burst
     )
+
+
+def _schedules(
+    r: _Reader, where: str, raw: Any, columns: Mapping[str, str], others: tuple[str, ...]
+) -> tuple[Schedule, ...]:
+    """[queues.NAME.schedules.X] tables: each checked (cron, time zone, policy) and held to
+    the queue's columns (a group needs the group column, slot_column an other column)."""
+    out = []
+    for name, value in sorted(r.table(where, "schedules", raw).items()):
+        key = f"schedules.{name}"
+        r.identifier(where, key, name)
+        table = r.table(where, key, value)
+        try:
+            schedule = parse_schedule(name, table)
+        except ScheduleError as exc:
+            raise r.fail(where, f"{key}.{exc.key}", exc.problem, exc.fix) from None
+        if schedule.group is not None:
+            if "group" not in columns:
+                raise r.fail(
+                    where,
+                    f"{key}.group",
+                    "a schedule's group needs a group column",
+                    'add group = "queue" under columns, or remove the schedule\'s group',
+                )
+            r.group(where, f"{key}.group", schedule.group)
+        if schedule.slot_column is not None and schedule.slot_column not in others:
+            raise r.fail(
+                where,
+                f"{key}.slot_column",
+                f"{_show(schedule.slot_column)} is not one of the queue's other_columns",
+                f'add "{schedule.slot_column}" to other_columns, or remove slot_column',
+            )
+        out.append(schedule)
+    return tuple(out)
 
 
 def _check_pending_key(

@@ -6,7 +6,6 @@ validates what it read, and seals it.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from qgen.declaration import (
     QueueDeclaration,
     Sql,
     Unit,
+    short_name,
 )
 from runtime.dialects import DIALECTS, PENDING_KEY, Dialect
 from runtime.rendered import Block, Header, Kind, Statement, split_statements, write_file
@@ -96,11 +96,7 @@ def _template_for(env: jinja2.Environment, dialect: str, name: str) -> str:
     return f"base/{name}"
 
 
-def _short_name(name: str) -> str:
-    """An identifier within 63 characters: long names keep a prefix and gain a hash."""
-    if len(name) <= 63:
-        return name
-    return name[:54] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
+_short_name = short_name
 
 
 def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
@@ -206,6 +202,13 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
         "bucket": dialect.placeholder("group")
         if unit.has("group")
         else dialect.quote_text(unit.name),
+        #: schedules: the table keeping each one's last decided slot
+        "schedules": unit.schedules if isinstance(unit, QueueDeclaration) else (),
+        "st": (
+            dialect.quote_table(unit.schedule_table)
+            if isinstance(unit, QueueDeclaration) and unit.schedule_table
+            else None
+        ),
     }
 
 
@@ -342,4 +345,6 @@ def header(unit: Unit, dialect: Dialect) -> Header:
         other_columns=tuple(unit.other_columns),
         note=note,
         channel=channel(unit, dialect),
+        schedules=unit.schedules,
+        schedule_table=unit.schedule_table,
     )

@@ -43,6 +43,7 @@ from runtime.payloads import decode_payload
 from runtime.queue import Queue, check_dialect
 from runtime.rendered import StatementName as S
 from runtime.rendered import Step
+from runtime.schedules import Scheduler
 from runtime.settle import Decision, dead_letter_now, decide
 from runtime.steps import run_step
 from runtime.verify import attempt_problem, describe
@@ -134,6 +135,9 @@ class Consumer:
     can only retry at once: given no policy it does, and says so in one warning when it
     first starts; any policy but ``Immediate()`` is refused here (ConfigurationError).
 
+    ``schedules=True`` also fires the queue's schedules while ``run()`` runs (not in
+    ``drain()``): each slot's message once, whatever else runs them (``runtime.schedules``).
+
     Before it claims anything the consumer checks once that the queue's table (and its
     dead-letter table) and every column its file uses exist, and a claim that fails because
     one is missing is not retried: both raise ConfigurationError naming it, from ``drain()``
@@ -158,6 +162,7 @@ class Consumer:
         max_reconnect_interval: float = 5.0,
         metrics: Metrics | None = None,
         retry_policy: RetryPolicy | None = None,
+        schedules: bool = False,
     ) -> None:
         if concurrency < 1 or batch < 1:
             raise InvalidArgument("concurrency and batch must be at least 1")
@@ -220,6 +225,8 @@ class Consumer:
             self._listen = queue.rendered.get(S.LISTEN)
         self._next_due = queue.rendered.get(S.NEXT_DUE)
         self._registered = False  # in the process's registry of waiting consumers
+        #: run() also fires the queue's schedules (runtime.schedules), beside the workers
+        self._scheduler = Scheduler(self.open, [queue]) if schedules else None
 
     def _new_counts(self) -> Counts:
         counts = Counts()
@@ -237,6 +244,8 @@ class Consumer:
         Called before ``run()`` or ``drain()``, that call returns at once."""
         self._stopping.set()
         self._wakeup.poke(everyone=True)
+        if self._scheduler is not None:
+            self._scheduler.stop()
 
     async def drain(self) -> Counts:
         """Run until nothing is claimable; return what this call did (``Counts``)."""
@@ -268,6 +277,8 @@ class Consumer:
         if self._listen is not None and not until_empty:
             listener = asyncio.create_task(self._listen_for_enqueues(self._listen))
         workers = [asyncio.create_task(self._worker(until_empty)) for _ in range(self.concurrency)]
+        if self._scheduler is not None and not until_empty:
+            workers.append(asyncio.create_task(self._schedule(self._scheduler)))
         try:
             await self._supervise(workers)
         finally:
@@ -283,6 +294,11 @@ class Consumer:
         if self._fatal is not None:
             raise self._fatal
         return self.counts
+
+    async def _schedule(self, scheduler: Scheduler) -> None:
+        """The schedules' task: it ends with the consumer (a stop() came between two of
+        their looks) or raises what stops it (a schedule table that is missing)."""
+        await scheduler.run()
 
     async def _supervise(self, workers: list[asyncio.Task[None]]) -> None:
         """Wait for the workers; after stop(), give in-flight deliveries stop_timeout seconds to

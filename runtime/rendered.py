@@ -38,6 +38,7 @@ from typing import Any
 
 from runtime.dialects import DIALECTS, FORMS, Dialect
 from runtime.errors import RenderedFileError
+from runtime.schedule_slots import Schedule, ScheduleError, parse_schedule
 
 TITLE = (
     "-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; "
@@ -116,6 +117,12 @@ class StatementName(StrEnum):
     RATE_REFUND = "rate_refund"
     # max_in_flight on a row-lock queue: the slot rows its claims lock, made once
     LIMIT_SLOTS = "limit_slots"
+    # schedules (runtime.schedules): the clock, each schedule's state, firing, pausing
+    SCHEDULE_NOW = "schedule_now"
+    SCHEDULE_STATE = "schedule_state"
+    SCHEDULE_START = "schedule_start"
+    SCHEDULE_FIRE = "schedule_fire"
+    SCHEDULE_PAUSE = "schedule_pause"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"
@@ -179,6 +186,10 @@ class Header:
     note: str | None = None
     #: the channel the enqueue notifies and idle consumers listen on (LISTEN/NOTIFY engines)
     channel: str | None = None
+    #: the queue's schedules, checked (``runtime.schedule_slots.Schedule``), in name order
+    schedules: tuple[Schedule, ...] = ()
+    #: the table that keeps each schedule's last decided slot (queues with schedules)
+    schedule_table: str | None = None
 
     @property
     def dead_letter(self) -> str | None:
@@ -212,6 +223,9 @@ class Header:
                 values["other_columns"] = list(self.other_columns)
             if self.channel is not None:
                 values["channel"] = self.channel
+            if self.schedules:
+                values["schedule_table"] = self.schedule_table
+                values["schedules"] = {s.name: s.as_header() for s in self.schedules}
         if self.note is not None:
             values["note"] = self.note
         return [f"-- {k}: {_json(v)}" for k, v in values.items()]
@@ -446,7 +460,8 @@ def _header(values: dict[str, Any], path: str) -> Header:
         raise _error(path, "the header names no queue or outbox")
     known = {
         "queue": {"queue", "dialect", "form", "table", "columns", "max_attempts"}
-        | {"dead_letter", "lease_s", "default_group", "other_columns", "note", "channel"},
+        | {"dead_letter", "lease_s", "default_group", "other_columns", "note", "channel"}
+        | {"schedules", "schedule_table"},
         "outbox": {"outbox", "dialect", "table", "columns", "note"},
     }[kind]
     unknown = sorted(set(values) - known)
@@ -506,6 +521,10 @@ def _header(values: dict[str, Any], path: str) -> Header:
     channel = values.get("channel")
     if channel is not None and (not isinstance(channel, str) or not _CHANNEL.fullmatch(channel)):
         raise bad("channel")
+    schedules = _schedules(values.get("schedules", {}), bad)
+    schedule_table = None
+    if schedules:
+        schedule_table = _schema_table(values.get("schedule_table"), lambda _: bad("schedules"))
     return Header(
         kind=kind,
         name=header.name,
@@ -521,7 +540,24 @@ def _header(values: dict[str, Any], path: str) -> Header:
         other_columns=tuple(ident("other_columns", o) for o in others),
         note=header.note,
         channel=channel,
+        schedules=schedules,
+        schedule_table=schedule_table,
     )
+
+
+def _schedules(value: Any, bad: Any) -> tuple[Schedule, ...]:
+    """The header's schedules, each checked as the generator checked its declaration."""
+    if not isinstance(value, dict):
+        raise bad("schedules")
+    out = []
+    for name, raw in value.items():
+        if not isinstance(raw, dict) or not _IDENTIFIER.fullmatch(name):
+            raise bad("schedules")
+        try:
+            out.append(parse_schedule(name, raw, from_header=True))
+        except ScheduleError:
+            raise bad("schedules") from None
+    return tuple(out)
 
 
 def _schema_table(value: Any, bad: Any) -> str:

@@ -158,6 +158,8 @@ async def make_queue(
     tables = [table] + ([dead_table] if dead_table else [])
     if "max_in_flight" in decl or "rate_limit" in decl:
         tables.append(f"{table}_limits")
+    if parsed.queues["q"].schedule_table:
+        tables.append(parsed.queues["q"].schedule_table)
     await drop_tables(engine.url, *tables)
     async with await runtime.connect(engine.url) as db:
         for st in queue.rendered.require("schema"):

@@ -85,6 +85,13 @@ def params_for(dialect: str) -> dict[str, Any]:
         "channel": "qgen.t",
         # dedupe_key: the one committed row holds it, so enqueue meets a duplicate
         "dedupe_key": "k",
+        # schedules: a schedule's state row, its slots as epoch seconds
+        "queue": "q",
+        "schedule": "nightly",
+        "horizon": 1_700_000_000,
+        "seen": 1_699_999_000,
+        "last_slot": 1_700_000_000,
+        "paused": 1,
     }
 
 

@@ -7,11 +7,13 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:278319917a8e7b0d48e4f9efa9344e3a0bc59ed17c2128ac14a472745647c903
+-- schedule_table: "reports_queue_schedules"
+-- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
+-- seal: sha256:a38fc5619fd79763bf1f0b3ec0e2cd11d445bab33dcbd4c1eb6395630c314ce3
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `reports_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -19,6 +21,14 @@ CREATE TABLE IF NOT EXISTS `reports_queue` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   INDEX `reports_queue_claim` (`grp`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `reports_queue_schedules` (
+  `queue` VARCHAR(191) NOT NULL,
+  `schedule` VARCHAR(191) NOT NULL,
+  `horizon` BIGINT NOT NULL,
+  `last_slot` BIGINT NULL,
+  `paused` INT NOT NULL DEFAULT 0,
+  PRIMARY KEY (`queue`, `schedule`)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -228,6 +238,44 @@ ORDER BY `grp`;
 UPDATE `reports_queue`
 SET `grp` = %(group)s
 WHERE `grp` = %(from_group)s;
+
+-- name: schedule_now
+-- The database's clock as seconds since the Unix epoch (UTC): what the schedules' slots are compared with.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1000000.0 AS now_s;
+
+-- name: schedule_state
+-- Each schedule's state: every slot up to horizon is decided (fired or skipped), last_slot is the last one that fired, paused is 1 while paused.
+-- kinds: reads
+SELECT `schedule` AS schedule, `horizon` AS horizon, `last_slot` AS last_slot, `paused` AS paused
+FROM `reports_queue_schedules`
+WHERE `queue` = %(queue)s
+ORDER BY `schedule`;
+
+-- name: schedule_start
+-- Adds a schedule's state the first time it is seen, horizon being the clock's second then (no earlier slot fires); a state already there is kept.
+-- kinds: writes
+INSERT INTO `reports_queue_schedules` (`queue`, `schedule`, `horizon`, `paused`)
+VALUES (%(queue)s, %(schedule)s, %(horizon)s, 0)
+ON DUPLICATE KEY UPDATE `horizon` = `horizon`;
+
+-- name: schedule_fire
+-- Decides a schedule's slots up to horizon if its horizon is still seen and it is not paused: the one row it changes entitles the caller to enqueue those slots' messages in the same transaction; no row, another scheduler did.
+-- kinds: writes
+UPDATE `reports_queue_schedules`
+SET `horizon` = %(horizon)s, `last_slot` = %(last_slot)s
+WHERE `queue` = %(queue)s
+  AND `schedule` = %(schedule)s
+  AND `horizon` = %(seen)s
+  AND `paused` = 0;
+
+-- name: schedule_pause
+-- Pauses (paused 1) or resumes (paused 0) a schedule; its horizon moves up to horizon, so the slots it was paused through never fire.
+-- kinds: writes
+UPDATE `reports_queue_schedules`
+SET `paused` = %(paused)s, `horizon` = CASE WHEN `horizon` < %(horizon)s THEN %(horizon)s ELSE `horizon` END
+WHERE `queue` = %(queue)s
+  AND `schedule` = %(schedule)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

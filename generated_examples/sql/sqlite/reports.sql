@@ -7,12 +7,14 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
+-- schedule_table: "reports_queue_schedules"
+-- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:e9066e0583226b2a0752ec5eb8fd8e6021c91836e734d8f065eece4adc88faa7
+-- seal: sha256:961b0b43a47cff99412a5eb17263f26335981448be2104b5395ba4c02c037495
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "reports_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -21,6 +23,14 @@ CREATE TABLE IF NOT EXISTS "reports_queue" (
   "retry_after" TEXT
 );
 CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("grp", "id");
+CREATE TABLE IF NOT EXISTS "reports_queue_schedules" (
+  "queue" TEXT NOT NULL,
+  "schedule" TEXT NOT NULL,
+  "horizon" INTEGER NOT NULL,
+  "last_slot" INTEGER,
+  "paused" INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY ("queue", "schedule")
+);
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
@@ -218,6 +228,44 @@ ORDER BY "grp";
 UPDATE "reports_queue"
 SET "grp" = :group
 WHERE "grp" = :from_group;
+
+-- name: schedule_now
+-- The database's clock as seconds since the Unix epoch (UTC): what the schedules' slots are compared with.
+-- kinds: reads
+SELECT (julianday('now') - 2440587.5) * 86400.0 AS now_s;
+
+-- name: schedule_state
+-- Each schedule's state: every slot up to horizon is decided (fired or skipped), last_slot is the last one that fired, paused is 1 while paused.
+-- kinds: reads
+SELECT "schedule" AS schedule, "horizon" AS horizon, "last_slot" AS last_slot, "paused" AS paused
+FROM "reports_queue_schedules"
+WHERE "queue" = :queue
+ORDER BY "schedule";
+
+-- name: schedule_start
+-- Adds a schedule's state the first time it is seen, horizon being the clock's second then (no earlier slot fires); a state already there is kept.
+-- kinds: writes
+INSERT INTO "reports_queue_schedules" ("queue", "schedule", "horizon", "paused")
+VALUES (:queue, :schedule, :horizon, 0)
+ON CONFLICT ("queue", "schedule") DO NOTHING;
+
+-- name: schedule_fire
+-- Decides a schedule's slots up to horizon if its horizon is still seen and it is not paused: the one row it changes entitles the caller to enqueue those slots' messages in the same transaction; no row, another scheduler did.
+-- kinds: writes
+UPDATE "reports_queue_schedules"
+SET "horizon" = :horizon, "last_slot" = :last_slot
+WHERE "queue" = :queue
+  AND "schedule" = :schedule
+  AND "horizon" = :seen
+  AND "paused" = 0;
+
+-- name: schedule_pause
+-- Pauses (paused 1) or resumes (paused 0) a schedule; its horizon moves up to horizon, so the slots it was paused through never fire.
+-- kinds: writes
+UPDATE "reports_queue_schedules"
+SET "paused" = :paused, "horizon" = CASE WHEN "horizon" < :horizon THEN :horizon ELSE "horizon" END
+WHERE "queue" = :queue
+  AND "schedule" = :schedule;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

@@ -1,0 +1,225 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "reports"
+-- dialect: "mariadb"
+-- form: "lease"
+-- table: "reports_queue"
+-- columns: {"id": "id", "payload": "payload", "locked_until": "locked_until", "processed_at": "processed_at"}
+-- max_attempts: null
+-- dead_letter: null
+-- lease_s: 30
+-- other_columns: ["slot"]
+-- schedule_table: "reports_queue_schedules"
+-- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
+-- seal: sha256:930efcabc8159d1fdc30213542fa3b0b8d3a5e1731b6278de1db736ec5435fa4
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
+-- kinds: writes writes
+CREATE TABLE IF NOT EXISTS `reports_queue` (
+  `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  `payload` JSON NOT NULL,
+  `locked_until` DATETIME(6) NULL,
+  `processed_at` DATETIME(6) NULL,
+  `slot` TEXT NULL,
+  INDEX `reports_queue_claim` (`processed_at`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `reports_queue_schedules` (
+  `queue` VARCHAR(191) NOT NULL,
+  `schedule` VARCHAR(191) NOT NULL,
+  `horizon` BIGINT NOT NULL,
+  `last_slot` BIGINT NULL,
+  `paused` INT NOT NULL DEFAULT 0,
+  PRIMARY KEY (`queue`, `schedule`)
+) ENGINE = InnoDB;
+
+-- name: enqueue
+-- Adds one message; value_<column> gives each other column its value.
+-- kinds: writes reads
+INSERT INTO `reports_queue` (`payload`, `slot`)
+VALUES (%(payload)s, %(value_slot)s);
+SELECT LAST_INSERT_ID() AS id;
+
+-- name: claim
+-- Lists up to scan ready rows (free or expired) without locking them; locks up to limit of those still ready by primary key (locked rows skipped) and reads the token, the server's clock plus lease_s; then writes the token to the rows it locked (ids: their ids as a JSON array). One transaction.
+-- kinds: reads reads writes
+SELECT `id` AS id
+FROM `reports_queue`
+WHERE `processed_at` IS NULL
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+ORDER BY `id`
+LIMIT %(scan)s;
+SELECT `reports_queue`.`id` AS id, `payload` AS payload, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
+WHERE `processed_at` IS NULL
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
+SET `reports_queue`.`locked_until` = %(token)s;
+
+-- name: extend
+-- Reads the new token (the server's clock plus lease_s), then moves the held lease to it (no row: the lease was lost).
+-- kinds: reads writes
+SELECT UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS new_token;
+UPDATE `reports_queue`
+SET `locked_until` = %(new_token)s
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+-- kinds: writes
+UPDATE `reports_queue`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+UPDATE `reports_queue`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: retry
+-- Returns the row at once by clearing its lease.
+-- kinds: writes
+UPDATE `reports_queue`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: marks them processed; the ids it finished (a pair missing lost its lease).
+-- kinds: reads writes
+SELECT `reports_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id AND `reports_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id AND `reports_queue`.`locked_until` = j.qgen_token
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: reads writes
+SELECT `reports_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id AND `reports_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id AND `reports_queue`.`locked_until` = j.qgen_token
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: reads writes
+SELECT `reports_queue`.`id` AS id
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id AND `reports_queue`.`locked_until` = j.qgen_token
+FOR UPDATE;
+UPDATE JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$[0]', qgen_token DATETIME(6) PATH '$[1]')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id AND `reports_queue`.`locked_until` = j.qgen_token
+SET `locked_until` = NULL;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE `reports_queue`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
+-- kinds: writes
+UPDATE `reports_queue`
+SET `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT COLUMN_NAME AS name, COLUMN_TYPE AS type, IS_NULLABLE = 'YES' AS nullable, COLUMN_DEFAULT AS `default`, EXTRA LIKE '%%auto_increment%%' AS `generated`
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+ORDER BY ORDINAL_POSITION;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT INDEX_NAME AS name, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') AS columns, 0 AS partial
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = COALESCE(%(table_schema)s, DATABASE()) AND TABLE_NAME = %(table_name)s
+GROUP BY INDEX_NAME
+ORDER BY INDEX_NAME;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `reports_queue`
+  WHERE `processed_at` IS NULL
+    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+) AS `ready`, 0 AS `delayed`, (
+  SELECT COUNT(*)
+  FROM `reports_queue`
+  WHERE `processed_at` IS NULL
+    AND `locked_until` >= UTC_TIMESTAMP(6)
+) AS `in_flight`, NULL AS `dead`, (
+  SELECT COUNT(*)
+  FROM `reports_queue`
+  WHERE `processed_at` IS NOT NULL
+) AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM `reports_queue`
+WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
+ORDER BY `processed_at`, `id`
+LIMIT %(batch)s;
+
+-- name: schedule_now
+-- The database's clock as seconds since the Unix epoch (UTC): what the schedules' slots are compared with.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1000000.0 AS now_s;
+
+-- name: schedule_state
+-- Each schedule's state: every slot up to horizon is decided (fired or skipped), last_slot is the last one that fired, paused is 1 while paused.
+-- kinds: reads
+SELECT `schedule` AS schedule, `horizon` AS horizon, `last_slot` AS last_slot, `paused` AS paused
+FROM `reports_queue_schedules`
+WHERE `queue` = %(queue)s
+ORDER BY `schedule`;
+
+-- name: schedule_start
+-- Adds a schedule's state the first time it is seen, horizon being the clock's second then (no earlier slot fires); a state already there is kept.
+-- kinds: writes
+INSERT INTO `reports_queue_schedules` (`queue`, `schedule`, `horizon`, `paused`)
+VALUES (%(queue)s, %(schedule)s, %(horizon)s, 0)
+ON DUPLICATE KEY UPDATE `horizon` = `horizon`;
+
+-- name: schedule_fire
+-- Decides a schedule's slots up to horizon if its horizon is still seen and it is not paused: the one row it changes entitles the caller to enqueue those slots' messages in the same transaction; no row, another scheduler did.
+-- kinds: writes
+UPDATE `reports_queue_schedules`
+SET `horizon` = %(horizon)s, `last_slot` = %(last_slot)s
+WHERE `queue` = %(queue)s
+  AND `schedule` = %(schedule)s
+  AND `horizon` = %(seen)s
+  AND `paused` = 0;
+
+-- name: schedule_pause
+-- Pauses (paused 1) or resumes (paused 0) a schedule; its horizon moves up to horizon, so the slots it was paused through never fire.
+-- kinds: writes
+UPDATE `reports_queue_schedules`
+SET `paused` = %(paused)s, `horizon` = CASE WHEN `horizon` < %(horizon)s THEN %(horizon)s ELSE `horizon` END
+WHERE `queue` = %(queue)s
+  AND `schedule` = %(schedule)s;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE `reports_queue`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `processed_at` IS NULL AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6));

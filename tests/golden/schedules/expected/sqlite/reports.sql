@@ -1,0 +1,215 @@
+-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; change the declaration and render again.
+-- queue: "reports"
+-- dialect: "sqlite"
+-- form: "lease"
+-- table: "reports_queue"
+-- columns: {"id": "id", "payload": "payload", "locked_until": "locked_until", "processed_at": "processed_at"}
+-- max_attempts: null
+-- dead_letter: null
+-- lease_s: 30
+-- other_columns: ["slot"]
+-- schedule_table: "reports_queue_schedules"
+-- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
+-- seal: sha256:122c066ee101461a46b3b6fdac71f1bc4a9ae07d74ddfbb80f5738466d77b916
+
+-- name: schema
+-- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
+-- kinds: writes writes writes writes
+CREATE TABLE IF NOT EXISTS "reports_queue" (
+  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+  "payload" TEXT NOT NULL,
+  "locked_until" TEXT,
+  "processed_at" TEXT,
+  "slot" TEXT
+);
+CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "reports_queue_processed" ON "reports_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
+CREATE TABLE IF NOT EXISTS "reports_queue_schedules" (
+  "queue" TEXT NOT NULL,
+  "schedule" TEXT NOT NULL,
+  "horizon" INTEGER NOT NULL,
+  "last_slot" INTEGER,
+  "paused" INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY ("queue", "schedule")
+);
+
+-- name: enqueue
+-- Adds one message; value_<column> gives each other column its value.
+-- kinds: writes-returning
+INSERT INTO "reports_queue" ("payload", "slot")
+VALUES (:payload, :value_slot)
+RETURNING "id" AS id;
+
+-- name: claim
+-- Leases up to limit ready rows (free or expired) for lease_s seconds; the expiry is the token.
+-- kinds: writes-returning
+UPDATE "reports_queue"
+SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
+WHERE "id" IN (
+  SELECT "id"
+  FROM "reports_queue"
+  WHERE "processed_at" IS NULL
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ORDER BY "id"
+  LIMIT :limit
+)
+RETURNING "id" AS id, "payload" AS payload, "locked_until" AS token;
+
+-- name: extend
+-- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
+-- kinds: writes-returning
+UPDATE "reports_queue"
+SET "locked_until" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease_s || ' seconds')
+WHERE "id" = :id AND "locked_until" = :token
+RETURNING "locked_until" AS new_token;
+
+-- name: ack
+-- Finishes the row: marks it processed.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: drop
+-- Finishes a poison message exactly as ack does: it leaves the queue.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: retry
+-- Returns the row at once by clearing its lease.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: ack_many
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token: marks them processed; the ids it finished (a pair missing lost its lease).
+-- kinds: writes-returning
+UPDATE "reports_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: drop_many
+-- Finishes poison messages exactly as ack_many does: they leave the queue.
+-- kinds: writes-returning
+UPDATE "reports_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: retry_many
+-- Returns the rows of pairs that still hold their token at once by clearing their lease; the ids it returned.
+-- kinds: writes-returning
+UPDATE "reports_queue"
+SET "locked_until" = NULL
+WHERE ("id", "locked_until") IN (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(:pairs) AS j)
+RETURNING "id" AS id;
+
+-- name: release
+-- Gives back a delivery dropped unsettled: the lease is cleared at once.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: unclaim
+-- Gives back a claimed row whose handler never started (the consumer stopped or lost its connection): the lease is cleared.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: columns
+-- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
+-- kinds: reads
+SELECT c.name AS name, c.type AS type, NOT c."notnull" AS nullable, c.dflt_value AS "default", c.pk = 1 AND upper(c.type) = 'INTEGER' AS "generated"
+FROM pragma_table_info(:table_name, COALESCE(:table_schema, 'main')) AS c
+ORDER BY c.cid;
+
+-- name: indexes
+-- Reads a table's indexes and their columns in order, for `qgen verify`.
+-- kinds: reads
+SELECT l.name AS name, (
+  SELECT group_concat(name, ',') FROM (SELECT i.name FROM pragma_index_info(l.name, COALESCE(:table_schema, 'main')) AS i ORDER BY i.seqno)
+) AS columns, l.partial AS partial
+FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
+ORDER BY l.name;
+
+-- name: stats
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "reports_queue"
+  WHERE "processed_at" IS NULL
+    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+) AS "ready", 0 AS "delayed", (
+  SELECT COUNT(*)
+  FROM "reports_queue"
+  WHERE "processed_at" IS NULL
+    AND "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
+) AS "in_flight", NULL AS "dead", (
+  SELECT COUNT(*)
+  FROM "reports_queue"
+  WHERE "processed_at" IS NOT NULL
+) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: prune
+-- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
+-- kinds: writes
+DELETE FROM "reports_queue"
+WHERE "id" IN (
+  SELECT "id"
+  FROM "reports_queue"
+  WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds')
+  ORDER BY "processed_at", "id"
+  LIMIT :batch
+);
+
+-- name: schedule_now
+-- The database's clock as seconds since the Unix epoch (UTC): what the schedules' slots are compared with.
+-- kinds: reads
+SELECT (julianday('now') - 2440587.5) * 86400.0 AS now_s;
+
+-- name: schedule_state
+-- Each schedule's state: every slot up to horizon is decided (fired or skipped), last_slot is the last one that fired, paused is 1 while paused.
+-- kinds: reads
+SELECT "schedule" AS schedule, "horizon" AS horizon, "last_slot" AS last_slot, "paused" AS paused
+FROM "reports_queue_schedules"
+WHERE "queue" = :queue
+ORDER BY "schedule";
+
+-- name: schedule_start
+-- Adds a schedule's state the first time it is seen, horizon being the clock's second then (no earlier slot fires); a state already there is kept.
+-- kinds: writes
+INSERT INTO "reports_queue_schedules" ("queue", "schedule", "horizon", "paused")
+VALUES (:queue, :schedule, :horizon, 0)
+ON CONFLICT ("queue", "schedule") DO NOTHING;
+
+-- name: schedule_fire
+-- Decides a schedule's slots up to horizon if its horizon is still seen and it is not paused: the one row it changes entitles the caller to enqueue those slots' messages in the same transaction; no row, another scheduler did.
+-- kinds: writes
+UPDATE "reports_queue_schedules"
+SET "horizon" = :horizon, "last_slot" = :last_slot
+WHERE "queue" = :queue
+  AND "schedule" = :schedule
+  AND "horizon" = :seen
+  AND "paused" = 0;
+
+-- name: schedule_pause
+-- Pauses (paused 1) or resumes (paused 0) a schedule; its horizon moves up to horizon, so the slots it was paused through never fire.
+-- kinds: writes
+UPDATE "reports_queue_schedules"
+SET "paused" = :paused, "horizon" = CASE WHEN "horizon" < :horizon THEN :horizon ELSE "horizon" END
+WHERE "queue" = :queue
+  AND "schedule" = :schedule;
+
+-- name: cancel
+-- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "processed_at" IS NULL AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'));
