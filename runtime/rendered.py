@@ -111,6 +111,9 @@ class StatementName(StrEnum):
     GROUPS = "groups"
     REGROUP = "regroup"
     CANCEL = "cancel"
+    # the pending rows in id order, and bringing delayed rows nearer (runtime.testing)
+    PENDING_LIST = "pending_list"
+    ADVANCE = "advance"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"

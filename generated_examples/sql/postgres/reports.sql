@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
--- seal: sha256:aef1e9ef036f53cec5111219cac1b0c09cdc0f517b12a4c896654143f7970eef
+-- seal: sha256:59429e28b7b1d907e6711e91efe9268ca4be4c28db3cbc34c4f5cbff59859c92
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -235,6 +235,24 @@ ORDER BY "grp";
 UPDATE "reports_queue"
 SET "grp" = %(group)s
 WHERE "grp" = %(from_group)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group", -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "reports_queue"
+WHERE "grp" = %(group)s
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "grp" = %(group)s
+  AND "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:e9066e0583226b2a0752ec5eb8fd8e6021c91836e734d8f065eece4adc88faa7
+-- seal: sha256:5ba99b6b9eb9c5c2c1777fcaac675d2a8aba2d5316875551ed880d22ac329b2e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -218,6 +218,24 @@ ORDER BY "grp";
 UPDATE "reports_queue"
 SET "grp" = :group
 WHERE "grp" = :from_group;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group", -((julianday('now') - julianday("retry_after")) * 86400.0) AS due_s
+FROM "reports_queue"
+WHERE "grp" = :group
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
+WHERE "grp" = :group
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
