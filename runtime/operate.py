@@ -1,9 +1,9 @@
-"""Operating a queue: stats, the dead letter (list, show, redrive, purge) and prune.
+"""Operating a queue: stats, the dead letter (list, show, redrive, purge), prune, the pending
+rows, and bringing delayed rows nearer.
 
 Each function runs one rendered statement (``stats``, ``dead_list``/``dead_list_newest``,
 ``dead_show``, ``redrive``/``redrive_all``, ``purge_dead``/``purge_dead_all``, ``prune``,
-``cancel``) on
-the connection it is given; ``runtime.Queue`` exposes them as methods and ``qgen stats``,
+``cancel``, ``pending_list``, ``advance``) on the connection it is given; ``runtime.Queue`` exposes them as methods and ``qgen stats``,
 ``qgen dead`` and ``qgen prune`` call them.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -79,8 +80,8 @@ async def stats(queue: Queue, db: Any, group: str | None = None) -> dict[str, An
     return out
 
 
-def _dead_row(queue: Queue, row: dict[str, Any]) -> dict[str, Any]:
-    """A dead row as shown: its payload decoded and, with an attempt column, ``deliveries``,
+def _shown_row(queue: Queue, row: dict[str, Any]) -> dict[str, Any]:
+    """A dead (or pending) row as shown: its payload decoded and, with an attempt column, ``deliveries``,
     how many times it was delivered (the column holds the number the next delivery would
     read: the move to the dead letter counts the last one)."""
     out = dict(row)
@@ -114,14 +115,14 @@ async def dead_list(
     name = S.DEAD_LIST_NEWEST if newest_first else S.DEAD_LIST
     params = {**_params(queue), "after_id": int(after_id), "limit": limit}
     result = await _run(queue, db, name, params)
-    return [_dead_row(queue, r) for r in result.rows]
+    return [_shown_row(queue, r) for r in result.rows]
 
 
 async def dead_show(queue: Queue, db: Any, id: int) -> dict[str, Any] | None:
     """One dead message, or None (see ``Queue.dead_show``)."""
     _need_dead_letter(queue)
     result = await _run(queue, db, S.DEAD_SHOW, {**_params(queue), "id": int(id)})
-    return _dead_row(queue, result.rows[0]) if result.rows else None
+    return _shown_row(queue, result.rows[0]) if result.rows else None
 
 
 def _ids(ids: Iterable[int]) -> list[int]:
@@ -274,3 +275,49 @@ async def _unlock_quietly(queue: Queue, db: Any, message: int) -> None:
         await _run(queue, db, S.UNLOCK, {"ids": json.dumps([message])})
     except Exception:  # the cancel's own error is the one to raise
         log.debug("queue %s: could not release the key of message %s", queue.name, message)
+
+
+async def pending_list(
+    queue: Queue,
+    db: Any,
+    limit: int = 100,
+    after_id: int | None = None,
+    group: str | None = None,
+) -> list[dict[str, Any]]:
+    """A page of pending messages, oldest first (see ``Queue.pending_list``)."""
+    if not isinstance(limit, int) or limit < 1:
+        raise InvalidArgument(f"limit must be a whole number of at least 1, not {limit!r}")
+    params = {
+        **_params(queue, group),
+        "after_id": _MIN_ID if after_id is None else int(after_id),
+        "limit": limit,
+    }
+    result = await _run(queue, db, _need(queue, S.PENDING_LIST), params)
+    rows = [_shown_row(queue, r) for r in result.rows]
+    for row in rows:
+        if row.get("due_s") is not None:
+            row["due_s"] = max(0.0, float(row["due_s"]))
+    return rows
+
+
+async def advance(
+    queue: Queue, db: Any, seconds: float | timedelta, group: str | None = None
+) -> int:
+    """Bring the delayed messages ``seconds`` nearer (see ``Queue.advance``); how many moved."""
+    if "retry_after" not in queue.columns:
+        raise ConfigurationError(
+            f"queue '{queue.name}' has no retry_after column: no message of it is ever delayed"
+        )
+    by_s = delay_seconds(seconds, "seconds")
+    params = {**_params(queue, group), "by_s": by_s}
+    return (await _run(queue, db, _need(queue, S.ADVANCE), params)).rowcount or 0
+
+
+def _need(queue: Queue, name: str) -> str:
+    """A statement files rendered before it existed lack: say how to get it."""
+    if not queue.rendered.get(name):
+        raise ConfigurationError(
+            f"{queue.rendered.path} has no `{name}` statement (it was rendered by an older "
+            "qgen): render it again with `qgen render`"
+        )
+    return name

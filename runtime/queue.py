@@ -477,6 +477,25 @@ class Queue:
 
         return await operate.cancel(self, db, id)
 
+    async def pending_list(
+        self, db: Any, limit: int = 100, after_id: int | None = None, group: str | None = None
+    ) -> list[dict[str, Any]]:
+        """A page of pending messages (not finished, not dead: ready, delayed or in flight),
+        oldest first: id, payload, attempt, … and ``due_s``, the seconds until a delayed one
+        is claimable (0 when it is, None without a retry_after column); pass the last id of a
+        page as ``after_id`` for the next. ``rows = await queue.pending_list(db)``"""
+        from runtime import operate
+
+        return await operate.pending_list(self, db, limit, after_id, group)
+
+    async def advance(self, db: Any, seconds: float | timedelta, group: str | None = None) -> int:
+        """Bring every delayed message (a delayed enqueue, a retry_after) ``seconds`` nearer, as
+        if that much time had passed; returns how many it moved. Tests travel in time with it
+        instead of sleeping (``runtime.testing``). ``await queue.advance(db, 60)``"""
+        from runtime import operate
+
+        return await operate.advance(self, db, seconds, group)
+
     @property
     def sync(self) -> SyncQueue:
         """The same enqueue for blocking code and a blocking connection (psycopg, sqlite3,

@@ -123,6 +123,9 @@ class StatementName(StrEnum):
     SCHEDULE_START = "schedule_start"
     SCHEDULE_FIRE = "schedule_fire"
     SCHEDULE_PAUSE = "schedule_pause"
+    # the pending rows in id order, and bringing delayed rows nearer (runtime.testing)
+    PENDING_LIST = "pending_list"
+    ADVANCE = "advance"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"

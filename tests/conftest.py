@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from engines import ENGINES, Engine, engine_for, engine_params
 
+#: the harness a service tests its handlers with (the example services' tests use it)
+pytest_plugins = ["runtime.testing"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -104,3 +105,26 @@ def place_orders(engine: Engine, url: str) -> list[int]:
             return placed
 
     return run(go())
+
+
+def test_ship_with_runtime_testing(qgen_harness: Any, qgen_db_url: str) -> None:
+    """The service's handler, tested as a service would: runtime.testing on a SQLite file."""
+    orders = qgen_harness(SERVICE.parent / "sql" / "sqlite" / "orders.sql")
+    conn = sqlite3.connect(urlsplit(qgen_db_url).path)
+    try:
+        conn.execute(TABLE["sqlite"])
+        placed = [shop.place_order_sync(conn, item) for item in ("tea", "cups")]
+    finally:
+        conn.close()
+    orders.assert_enqueued({"order": placed[0], "item": "tea"}, 1)
+    orders.assert_enqueued(count=2)
+
+    drained = orders.drain(shop.ship, transactional=True)
+
+    assert sorted(drained.outcomes.values()) == ["ack", "ack"]
+    orders.assert_counts(ready=0, processed=2)
+    conn = sqlite3.connect(urlsplit(qgen_db_url).path)
+    try:
+        assert conn.execute(f"SELECT status FROM {shop.ORDERS}").fetchall() == [("shipped",)] * 2
+    finally:
+        conn.close()

@@ -92,33 +92,33 @@ STEPS = {
     ("lease_group_deadletter", "jobs"): (
         "schema enqueue listen next_due claim extend ack drop retry retry_after ack_many "
         "drop_many retry_many retry_after_many dead_letter_many dead_letter release unclaim "
-        f"columns indexes {DEAD} prune groups regroup cancel"
+        f"columns indexes {DEAD} prune groups regroup pending_list advance cancel"
     ),
     (
         "row_lock_table_deadletter",
         "mail",
     ): (
         "schema enqueue listen next_due claim ack drop retry retry_after ack_many drop_many "
-        f"retry_many retry_after_many dead_letter columns indexes {DEAD} cancel"
+        f"retry_many retry_after_many dead_letter columns indexes {DEAD} pending_list advance cancel"
     ),
     ("advisory_minimal", "hooks"): (
         "schema enqueue listen claim lock take ack drop ack_many drop_many unlock columns indexes stats "
-        "cancel"
+        "pending_list cancel"
     ),
     (
         "no_attempt_no_retry_after",
         "leased",
     ): (
         "schema enqueue listen claim extend ack drop retry ack_many drop_many retry_many release "
-        "unclaim columns indexes stats cancel"
+        "unclaim columns indexes stats pending_list cancel"
     ),
     ("no_attempt_no_retry_after", "locked"): (
-        "schema enqueue listen claim ack drop ack_many drop_many columns indexes stats prune cancel"
+        "schema enqueue listen claim ack drop ack_many drop_many columns indexes stats prune pending_list cancel"
     ),
     ("override_and_custom", "tasks"): (
         "schema enqueue listen next_due claim extend ack drop retry retry_after ack_many "
         "retry_many dead_letter_many dead_letter "
-        f"release unclaim columns indexes {DEAD} groups regroup cancel custom.bump custom.park"
+        f"release unclaim columns indexes {DEAD} groups regroup pending_list advance cancel custom.bump custom.park"
     ),
     # dedupe_key: enqueue_existing after enqueue (and enqueue_unlock on MySQL and MariaDB);
     # redrive refuses a dead message whose key is taken
@@ -127,13 +127,13 @@ STEPS = {
         "ack_many drop_many retry_many retry_after_many dead_letter_many dead_letter release "
         "unclaim columns indexes "
         "stats dead_list dead_list_newest dead_show redrive redrive_blocked "
-        "redrive_blocked_all redrive_all purge_dead purge_dead_all prune groups regroup cancel"
+        "redrive_blocked_all redrive_all purge_dead purge_dead_all prune groups regroup pending_list advance cancel"
     ),
     # last_error: every form writes it, so row lock and advisory render a retry (and
     # retry_many) where they have none without it
     ("last_error_typed_others", "ping"): (
         "schema enqueue listen claim lock take ack drop retry ack_many drop_many retry_many "
-        "unlock columns indexes stats cancel"
+        "unlock columns indexes stats pending_list cancel"
     ),
 }
 

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:286e05a863713246ee36d5ad0e0a21d9fc9b5a02f60beb4f714f0a3ee6f10454
+-- seal: sha256:143fb0c21ac05290228c89b8efe6c6f79ac03dd9de0ab182d9e8901b0c039022
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -87,6 +87,15 @@ SELECT (
   FROM `audit_queue`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `entry` AS payload
+FROM `audit_queue`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:cdd5755e384aacd4d090f75a10913d6981f24cbc5a7ff0afea283a66b5b5619b
+-- seal: sha256:fb995ad646248cc5116901995ec4be9ae1fe5acb969ef3cd39cb9bdbd50efa23
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -380,6 +380,26 @@ UPDATE `orders_queue`
 SET `queue` = %(group)s
 WHERE `queue` = %(from_group)s
   AND `processed_at` IS NULL;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `id` AS id, `body` AS payload, `attempt` AS attempt, `queue` AS `group`, `enqueued_at` AS enqueued_at, -(TIMESTAMPDIFF(MICROSECOND, `retry_after`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `orders_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `orders_queue`
+SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

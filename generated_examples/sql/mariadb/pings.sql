@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:a7d964ac09bb5f89a743e4487814d50400eaa6a5e5c857ce702d43be05c3eb61
+-- seal: sha256:0b72f50aa873515bd693b20815531773de76aac61e4089c9f45600d755875d8f
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -146,6 +146,15 @@ SELECT (
   FROM `pings`
   WHERE `leased_until` >= UTC_TIMESTAMP(6)
 ) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `ping_id` AS id, `data` AS payload
+FROM `pings`
+WHERE `ping_id` > %(after_id)s
+ORDER BY `ping_id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:284dfe78b2dc4d6af691935f6711831ced7d8ddfac3b38e65577c5ae85782b45
+-- seal: sha256:7cf768564b3e6c766a76c4401f7dc2334fa3e9f5729d3ecbbe56e944ebe752e6
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -87,6 +87,15 @@ SELECT (
   FROM `audit_queue`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `entry` AS payload
+FROM `audit_queue`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

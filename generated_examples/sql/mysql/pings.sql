@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:e8b5e0ef92da3f48cd9b5b02f8fca71603857b7d32fd158cf7ab8c9e2a3e511b
+-- seal: sha256:b029aa356efdc2a565cb07736f627d21bb96317f84c6108f23b43ad124c777a1
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -146,6 +146,15 @@ SELECT (
   FROM `pings`
   WHERE `leased_until` >= UTC_TIMESTAMP(6)
 ) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `ping_id` AS id, `data` AS payload
+FROM `pings`
+WHERE `ping_id` > %(after_id)s
+ORDER BY `ping_id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

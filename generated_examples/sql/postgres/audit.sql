@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.audit_queue"
--- seal: sha256:a5db156ab9a792fabe8e21bffb5b3b04579ff8c231b129fbc10689d3e7b36336
+-- seal: sha256:144bc803846d14d0c9f3026e5e30abbf9fa3d9f53abd67b3c245a3fba4a5954c
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -97,6 +97,15 @@ SELECT (
   FROM "audit_queue"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "entry" AS payload
+FROM "audit_queue"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

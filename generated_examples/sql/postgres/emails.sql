@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
 -- channel: "qgen.emails_queue"
--- seal: sha256:f52e7c181c0c0c5db0f4680eb5612189b9f18e48ef4fbefd7876663886065d39
+-- seal: sha256:0a8a13b6dcbc3d8c4be89c06d93bdc8cff3026cb302e57ece744a143d4fb3b1b
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -263,6 +263,22 @@ WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAS
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "emails_dead";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "emails_queue"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "emails_queue"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
--- seal: sha256:c6253ba4c63c93e48a66540550bf0e6412bf423c3474493f24c448c796a9ab14
+-- seal: sha256:64652c64fb18cd0c457db4d58a390df119fa9c627d58919c03d86acd18ea1ab0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -267,6 +267,24 @@ ORDER BY "lane";
 UPDATE "exports_queue"
 SET "lane" = %(group)s
 WHERE "lane" = %(from_group)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group", -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "exports_queue"
+WHERE "lane" = %(group)s
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "exports_queue"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "lane" = %(group)s
+  AND "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- channel: "qgen.invoices_queue"
--- seal: sha256:38d0ba8a1d97d8ea0a79d45450e474aa7f1d209624e0669ca9442fd176587cfb
+-- seal: sha256:cd34f7d3606fb0c8cea1ee18d9aa416fd6c0e5c6b38210d21d6cc720f70fffc2
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -299,6 +299,24 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "invoices_queue"
+WHERE "processed_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- channel: "qgen.orders_queue"
--- seal: sha256:8f779b3dca9035b6bcea4e7ffc75cce6c7e5cb36171e197a961ebb42ad08d4b7
+-- seal: sha256:578e05c45986e15b6bb5c1035a4ac6d2e8edefd8f23f076a315b817503196afe
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -384,6 +384,26 @@ UPDATE "orders_queue"
 SET "queue" = %(group)s
 WHERE "queue" = %(from_group)s
   AND "processed_at" IS NULL;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "body" AS payload, "attempt" AS attempt, "queue" AS "group", "enqueued_at" AS enqueued_at, -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "orders_queue"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

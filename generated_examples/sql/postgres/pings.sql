@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 10
 -- channel: "qgen.pings"
--- seal: sha256:3fcb96bc027f69526f00b007fa53aaeeab8a4eeb3142c19dff0e751faf818ea5
+-- seal: sha256:989dddfc62fa89c9d630b0a23309840a7ad8d1d81ee77cfc9d844870fd4e528c
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -151,6 +151,15 @@ SELECT (
   FROM "pings"
   WHERE "leased_until" >= now()
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "ping_id" AS id, "data" AS payload
+FROM "pings"
+WHERE "ping_id" > %(after_id)s
+ORDER BY "ping_id"
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -10,7 +10,7 @@
 -- channel: "qgen.reports_queue"
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
--- seal: sha256:efb9041ae242b467ffff41951f765f456a69be3c72aff1fb11e2fa80b740f651
+-- seal: sha256:2d6648519ef6c0eb75644cea4a5bcfb4cbf4234f7082dbb7e08cb55e5cb86fdf
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -245,6 +245,24 @@ ORDER BY "grp";
 UPDATE "reports_queue"
 SET "grp" = %(group)s
 WHERE "grp" = %(from_group)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group", -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "reports_queue"
+WHERE "grp" = %(group)s
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "grp" = %(group)s
+  AND "retry_after" > now();
 
 -- name: schedule_now
 -- The database's clock as seconds since the Unix epoch (UTC): what the schedules' slots are compared with.

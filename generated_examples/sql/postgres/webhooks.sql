@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- channel: "qgen.webhooks_queue"
--- seal: sha256:dd16dce5846ffd78546307edf8238d29d2bde8c51b9e53689221555c6f56436b
+-- seal: sha256:9261fc44c2c4bdb40cce6dccf616051fd25eb387edbd51dc61f8e4fb471f89f7
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -340,6 +340,24 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "webhooks_queue"
+WHERE "processed_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:e3ffad26b18e4f92cb4aa446bccd6574f9d05d40b150e2aa7485e0ce67ca87f4
+-- seal: sha256:8faf7f4d250be65a748216553caabe4bbcdb90bd964eb1c686e095ceb9430276
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -80,6 +80,15 @@ SELECT (
   FROM "audit_queue"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "entry" AS payload
+FROM "audit_queue"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:e70de3bef57ac9dcbbe5b0d21692fdd99b478906f3c2684b8d9e899cbb880ef8
+-- seal: sha256:af9d4821b96ad73d47dd9251439038308b8529da18365e15928b65b20d5741a0
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -234,6 +234,22 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "emails_dead";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, -((julianday('now') - julianday("retry_after")) * 86400.0) AS due_s
+FROM "emails_queue"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "emails_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
+WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:338ac9c34102c76a5e39e68c32e1e50dec9a32c652167615088367c9fa4761c0
+-- seal: sha256:1420b8fbabdcf2146973e54b7680abf2affb7140ebc18ade933ba8b5208c06cf
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -212,6 +212,24 @@ ORDER BY "lane";
 UPDATE "exports_queue"
 SET "lane" = :group
 WHERE "lane" = :from_group;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group", -((julianday('now') - julianday("retry_after")) * 86400.0) AS due_s
+FROM "exports_queue"
+WHERE "lane" = :group
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "exports_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
+WHERE "lane" = :group
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:f84625769b3b35d558ced24c5d7ec9bc579c9da1286b2a2f605d828e34e3e838
+-- seal: sha256:b00d3679d089a1f4c95f137565de6048a7cfcfcfeb1b68ba76e615a1d1e1de69
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -130,6 +130,15 @@ SELECT (
   FROM "pings"
   WHERE "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "ping_id" AS id, "data" AS payload
+FROM "pings"
+WHERE "ping_id" > :after_id
+ORDER BY "ping_id"
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

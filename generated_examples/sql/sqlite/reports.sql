@@ -10,7 +10,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:961b0b43a47cff99412a5eb17263f26335981448be2104b5395ba4c02c037495
+-- seal: sha256:512332f990460ea17acba05805075e390e01c9b3e85bfcfa116d4343c91ceb3e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -228,6 +228,24 @@ ORDER BY "grp";
 UPDATE "reports_queue"
 SET "grp" = :group
 WHERE "grp" = :from_group;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group", -((julianday('now') - julianday("retry_after")) * 86400.0) AS due_s
+FROM "reports_queue"
+WHERE "grp" = :group
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
+WHERE "grp" = :group
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: schedule_now
 -- The database's clock as seconds since the Unix epoch (UTC): what the schedules' slots are compared with.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:899850f9930aa68cd4e3ea134db512e90e3c32c4bb74dbc9ecb4e5af2add7d41
+-- seal: sha256:a28d74a517753c0577fd7a9a553453f04b7772c94bf903b9ba682d81b19694c6
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -112,6 +112,15 @@ SELECT (
   FROM `hooks`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload
+FROM `hooks`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

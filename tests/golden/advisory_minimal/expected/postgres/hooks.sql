@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.hooks"
--- seal: sha256:6e87ee722eaa386b90a4a9c7446f6e789ffbd1e943ca6ebb33367dcbd57a230b
+-- seal: sha256:c363e77b81c2327fe069f11831b65ab45c990da00947c917c0ea34d01e4ab474
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -140,6 +140,15 @@ SELECT (
       AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
   )
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "hooks"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:df3f625b32093fca610219f4cf2f24a48517dc63d3ca96ade283d54f31963093
+-- seal: sha256:fdedceeded1eaf3e3933d6a7f68eefb1acb4d261d2716fd385e13a9242d770de
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -87,6 +87,15 @@ SELECT (
   FROM "hooks"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "hooks"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.locks"
--- seal: sha256:9e535ae4781e2e3a139040b30d623f9cd9fe171c3ba306f0dc5d574f0ee39287
+-- seal: sha256:07a2efc2e6f2d9fc1ba59761c1ddb7450af30317f824284379fc0b962eead956
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -178,6 +178,16 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "locks"
+WHERE "processed_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:1d77e81ecb7ab4557d270e4aa33c47c2fae728647a3a8785fab37966cc101f29
+-- seal: sha256:6c823315639b4c36054a9ed0d8fb254ec45c28fd5d4566dee1ea08156a2eed06
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -123,6 +123,16 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "locks"
+WHERE "processed_at" IS NULL
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:9232d5b687ac277dba7c0a102984e5e81345cd97d5f25f40e5b0217e5ffd167c
+-- seal: sha256:b416e3df71faa473ee18e2ba13348c0cc7ac74fb6a83eab29bb6263e9219a11f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -383,6 +383,26 @@ UPDATE `jobs`
 SET `queue` = %(group)s
 WHERE `queue` = %(from_group)s
   AND `processed_at` IS NULL;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, -(TIMESTAMPDIFF(MICROSECOND, `retry_after`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `jobs`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `jobs`
+SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
--- seal: sha256:1ba26a743640e1dc4d9c2420296e705bddf0bcda7834588b1b12176ebe580219
+-- seal: sha256:60ed36bdcb3028c06465bc38da595200ba5c997a98627c8a89042c5c8e1eba79
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -259,6 +259,22 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `tasks_dead`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, -(TIMESTAMPDIFF(MICROSECOND, `retry_after`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `tasks`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `tasks`
+SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
+WHERE `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

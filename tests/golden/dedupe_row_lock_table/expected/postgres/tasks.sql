@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
 -- channel: "qgen.tasks"
--- seal: sha256:797d784950cf43ba694b5922e85b615714e7ebc9841689b45b779aa1225f0da2
+-- seal: sha256:89b0f758ed51b4eff72d0a5426055f205491799ebb82c195c86f5f1b415cc35b
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -268,6 +268,22 @@ WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAS
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "tasks_dead";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "tasks"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "tasks"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:9b856c143f195644105f6ce3650f85946d792c70b1b17897a576e3265c48def0
+-- seal: sha256:0e6a943914a2a57fab835f9919165a13fc74dbda232b86faac9fe5c28698dcd0
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -244,6 +244,22 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "tasks_dead";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, -((julianday('now') - julianday("retry_after")) * 86400.0) AS due_s
+FROM "tasks"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "tasks"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
+WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

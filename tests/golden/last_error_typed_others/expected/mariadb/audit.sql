@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- seal: sha256:c92db98e28dc55c01f8b2724e647a5b0f76374881749719fa1dce4688f24afaf
+-- seal: sha256:b5a129a735a119d674f007f9a52b3c12715cc110b1c199448ea5210df7e9c02a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -279,6 +279,26 @@ UPDATE `audit_queue`
 SET `queue` = %(group)s
 WHERE `queue` = %(from_group)s
   AND `processed_at` IS NULL;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, `why` AS last_error, -(TIMESTAMPDIFF(MICROSECOND, `retry_after`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `audit_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `audit_queue`
+SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "last_error": "last_error"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:6a1040297ac335f99c42e347d5dee196ac436509eb70d007c9ed81e3302b217e
+-- seal: sha256:e7c9f7a713bb170692dd540844087adfc4c568ad31f96b9e1da03fd9b786664e
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -133,6 +133,15 @@ SELECT (
   ORDER BY `id` DESC
   LIMIT 1
 ) AS `last_error`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `last_error` AS last_error
+FROM `ping_queue`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

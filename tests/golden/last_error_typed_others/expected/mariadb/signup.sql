@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "signup_dead"}
 -- lease_s: 30
 -- other_columns: ["user_id", "kind", "note"]
--- seal: sha256:fb921b2378521d87764e3fa2a4fda59b9a94be9ceffc37dd4b03bedb60a29f5c
+-- seal: sha256:370da14221b636b9d95ce42def555794ca278f5e75d1f4146aa1951c13166a79
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -275,6 +275,22 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `signup_dead`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `last_error` AS last_error, -(TIMESTAMPDIFF(MICROSECOND, `retry_after`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `signup_queue`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `signup_queue`
+SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
+WHERE `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "last_error": "last_error"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:7c50c38d4a1ed0b88a9d52e964c986f3d5b1cf1ee424c1ef85d2840f6195e385
+-- seal: sha256:4a144aadd27122ac75a12c2c9c9b8db7c4c06a99d1bdd622cbe7f0176883866a
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -133,6 +133,15 @@ SELECT (
   ORDER BY `id` DESC
   LIMIT 1
 ) AS `last_error`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `last_error` AS last_error
+FROM `ping_queue`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- channel: "qgen.audit_queue"
--- seal: sha256:eecd56cd35a0d66e7f2858620fbc8930fdf9a78e4ef1b31aab79d83c70dc7cd0
+-- seal: sha256:487d5cc1a0acae58c7b9cd0d810da3c919929601c4c98d0bb182ea6d3445d2c3
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -292,6 +292,26 @@ UPDATE "audit_queue"
 SET "queue" = %(group)s
 WHERE "queue" = %(from_group)s
   AND "processed_at" IS NULL;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group", "why" AS last_error, -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "audit_queue"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

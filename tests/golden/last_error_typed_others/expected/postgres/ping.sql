@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.ping_queue"
--- seal: sha256:fc561adc8a047f995f085492f206aa86d43f9f72312784105b07c6cd8386246f
+-- seal: sha256:b57d44d6c833e08c629fe8e3ddd821c3c47c81b33bbca8d59386e620ff224354
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -161,6 +161,15 @@ SELECT (
   ORDER BY "id" DESC
   LIMIT 1
 ) AS "last_error";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "last_error" AS last_error
+FROM "ping_queue"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.

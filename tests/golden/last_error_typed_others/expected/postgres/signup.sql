@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- other_columns: ["user_id", "kind", "note"]
 -- channel: "qgen.signup_queue"
--- seal: sha256:db30d3eff5626e3b48666e3e9b12e1a5f27fa0c5d702dc435e5d519b382b982d
+-- seal: sha256:410a69d35c119ccf794f67a91c8ba9d42f57ad9daec2e3ce3e1e988df2f28164
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -284,6 +284,22 @@ WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAS
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "signup_dead";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "last_error" AS last_error, -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "signup_queue"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "signup_queue"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

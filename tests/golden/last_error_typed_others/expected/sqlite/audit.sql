@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:3fd41a817419ac57caa0424f94014276059eac9eb596ec88f8fc556fb6ff37dd
+-- seal: sha256:93aa47ba26316d90d680c143bc7632d1f036971b78f35aaa872a7dad02aa6499
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -275,6 +275,26 @@ UPDATE "audit_queue"
 SET "queue" = :group
 WHERE "queue" = :from_group
   AND "processed_at" IS NULL;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group", "why" AS last_error, -((julianday('now') - julianday("retry_after")) * 86400.0) AS due_s
+FROM "audit_queue"
+WHERE "queue" = :group
+  AND "processed_at" IS NULL
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
+WHERE "queue" = :group
+  AND "processed_at" IS NULL
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

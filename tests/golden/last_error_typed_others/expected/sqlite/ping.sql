@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:ae6b5aed026aa32e01bb5a4f0d2024760770f89fe02baba9614a35fb232077c5
+-- seal: sha256:7ad0cb65956294b79ff8b6afe5d3b89aae5ab6511e6efb1a0a38bfb00d5eafbf
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -108,6 +108,15 @@ SELECT (
   ORDER BY "id" DESC
   LIMIT 1
 ) AS "last_error";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "last_error" AS last_error
+FROM "ping_queue"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "signup_dead"}
 -- lease_s: 30
 -- other_columns: ["user_id", "kind", "note"]
--- seal: sha256:870c143b7316ffc6d4fe505b4625e3c4a0fc5e706b8edac33c80db7baaf9588e
+-- seal: sha256:931f16b3f938979b76783c338367e23d18c9a3f4a40c76e192428d23a4e48ca5
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -255,6 +255,22 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "signup_dead";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "last_error" AS last_error, -((julianday('now') - julianday("retry_after")) * 86400.0) AS due_s
+FROM "signup_queue"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "signup_queue"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
+WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

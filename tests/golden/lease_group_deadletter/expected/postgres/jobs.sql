@@ -9,7 +9,7 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
--- seal: sha256:6eaa57a24994c9628aa538918702b8a1fd152c34ace8acc19128fad3a1a4ce79
+-- seal: sha256:8693feca330816680a6c41b0dd1ea23d48e0906e4befbbec1fb9e73b86ec1d46
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -320,6 +320,26 @@ UPDATE "jobs"
 SET "queue" = %(group)s
 WHERE "queue" = %(from_group)s
   AND "processed_at" IS NULL;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group", -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "jobs"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "jobs"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

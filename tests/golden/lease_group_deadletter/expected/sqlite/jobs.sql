@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:2f761972097da4a947dcbb05451b1c5cf184791014c9e5b00104440ae63a5a8a
+-- seal: sha256:bdc4ea71c937fad7e4c24c6878b4e73000d7dc8a982dc99a04db6df7fefb9214
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -297,6 +297,26 @@ UPDATE "jobs"
 SET "queue" = :group
 WHERE "queue" = :from_group
   AND "processed_at" IS NULL;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group", -((julianday('now') - julianday("retry_after")) * 86400.0) AS due_s
+FROM "jobs"
+WHERE "queue" = :group
+  AND "processed_at" IS NULL
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "jobs"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
+WHERE "queue" = :group
+  AND "processed_at" IS NULL
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- default_group: "reports"
--- seal: sha256:06fa6a16d5626f9cfef754346d6e95a96b6ccc581be618266f5c30137fd3e177
+-- seal: sha256:f67cb18707429c5fb7141b4f4a9c4cb19c392be955f0a1864a744448e1aa2877
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing; the table `reports_queue_limits` of its in-flight slots.
@@ -159,6 +159,16 @@ ORDER BY `queue`;
 UPDATE `reports_queue`
 SET `queue` = %(group)s
 WHERE `queue` = %(from_group)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`
+FROM `reports_queue`
+WHERE `queue` = %(group)s
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

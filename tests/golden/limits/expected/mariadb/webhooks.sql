@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:d2d2edcfa1986ea45bda6ae2feeb0c670977f53c3fc3ad9aa7f0969f196063c0
+-- seal: sha256:afeb8f4457b6e3767c3b5cb0261f853767d84d40083e03e4336f65f3966ee58b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing; the table `webhooks_queue_limits` of its token bucket and in-flight gate.
@@ -211,6 +211,16 @@ DELETE FROM `webhooks_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `webhooks_queue`
+WHERE `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

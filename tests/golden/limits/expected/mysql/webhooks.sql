@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:890b78a0eac5d54b88f3e6ab8eb69981ba10f5aae764dbc20840ae8379e47e14
+-- seal: sha256:ff4f948e7f2e716f2995cb55fa6016a8c3d8cee9e62f53184b0187f4a9f4e08c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing; the table `webhooks_queue_limits` of its token bucket and in-flight gate.
@@ -211,6 +211,16 @@ DELETE FROM `webhooks_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `webhooks_queue`
+WHERE `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

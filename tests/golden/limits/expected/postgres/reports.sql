@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
--- seal: sha256:c6008d739e2dc11034b3ec6b51b0e2db21bd808bb74fc272f565361f2d976486
+-- seal: sha256:d6cb7472cd49a2a941de5d13c48cae8bb20273ac512c1163c9ffda3759df9487
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing; the table "reports_queue_limits" of its in-flight slots.
@@ -169,6 +169,16 @@ ORDER BY "queue";
 UPDATE "reports_queue"
 SET "queue" = %(group)s
 WHERE "queue" = %(from_group)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+FROM "reports_queue"
+WHERE "queue" = %(group)s
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- channel: "qgen.webhooks_queue"
--- seal: sha256:95a2ad7b58779d1285145cb420c3079bc58d0a0b7e8c0bded6f1f35f17a3d74d
+-- seal: sha256:b5da9fb0b7edd8b84da26ecc2ec05ae250abd7843250d0e2f5b7886256c0769a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing; the table "webhooks_queue_limits" of its token bucket and in-flight gate.
@@ -220,6 +220,16 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "webhooks_queue"
+WHERE "processed_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

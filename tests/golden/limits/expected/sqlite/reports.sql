@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:9c5d795b2e2ec9583496400cf342266e81e0bc9d5219347ad1f97dc2011a1b1e
+-- seal: sha256:9cd72e574dedaf88ec8d9d0cd7537cbc095d8aef40f50bda08f26e2f5eb1ffd0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -115,6 +115,16 @@ ORDER BY "queue";
 UPDATE "reports_queue"
 SET "queue" = :group
 WHERE "queue" = :from_group;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+FROM "reports_queue"
+WHERE "queue" = :group
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:d1adbdd0be43a42ab5bdf8d88be80d62c0c7a0097237967096d6823430159641
+-- seal: sha256:be2d694db41205175afabc63d9a21b8956c75cf57038b669e266f17d2365c5ef
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -146,6 +146,15 @@ SELECT (
   FROM `leased`
   WHERE `locked_until` >= UTC_TIMESTAMP(6)
 ) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload
+FROM `leased`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

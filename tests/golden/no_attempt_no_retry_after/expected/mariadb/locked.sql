@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:0d269a2194bbf1ab83ec571db95bae1b495992381ec4bd00fd2926d09bcd59a0
+-- seal: sha256:ba94de49860c1e57fc54befa7f97524525910abd1b9355ab5a0909fbe60d42b6
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -105,6 +105,16 @@ DELETE FROM `locked`
 WHERE `done_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `done_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload
+FROM `locked`
+WHERE `done_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:3b666323bc5153121d52a0cdc15185ef2e93084fc0c6fc877dae0a65f08194be
+-- seal: sha256:8cecdfdff30a0d68e27fb60b8c6f9d5f469fca7d0cb5450dc7ded25c3e7d7c3d
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -146,6 +146,15 @@ SELECT (
   FROM `leased`
   WHERE `locked_until` >= UTC_TIMESTAMP(6)
 ) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload
+FROM `leased`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:9aae498fdf860cab470c721c2ebbcb641fe6e575950901b10ec19505d9b1764c
+-- seal: sha256:b36a2100f3111c5c1aeac6f7217d91c46e187982a72f2f10db8d1681744b6260
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -105,6 +105,16 @@ DELETE FROM `locked`
 WHERE `done_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `done_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload
+FROM `locked`
+WHERE `done_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- channel: "qgen.leased"
--- seal: sha256:5056f9096f13e86bdcfd66eb7ecfa1a2442c7abc283a8d8f0fdf13abed26cbc3
+-- seal: sha256:276422877801213a05ccbc90760c43557d777ba7b58046cf47ac8279e458e975
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -151,6 +151,15 @@ SELECT (
   FROM "leased"
   WHERE "locked_until" >= now()
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "leased"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

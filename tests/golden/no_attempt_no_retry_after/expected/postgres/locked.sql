@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.locked"
--- seal: sha256:75360c5d137fc6abba7afa6e37f56e4b36b93a95c63a4ee13993dfa40807cc18
+-- seal: sha256:7180f6497e010a8a604957eb86be702039ea0320c5335abfa94fa4cc5499d51c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -121,6 +121,16 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "done_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "locked"
+WHERE "done_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:8a318138f2b1d4bed000f3bff4e2838794532bb6d3d05dcc84038b0e1efb6983
+-- seal: sha256:b748a390b5ee11729ae8f05e42fc204daaaa63d4bb7b5e98e0ee7d84bc26ab2e
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -130,6 +130,15 @@ SELECT (
   FROM "leased"
   WHERE "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "leased"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:ba2a97e0568a8ece689a1d823169fa45f4339b0449ba4a3ce188e44ec821c35a
+-- seal: sha256:d6cb05aebf41e70614850880e81f5483d6a3592a95a2fc2c86ac260af50621a7
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -104,6 +104,16 @@ WHERE "id" IN (
   ORDER BY "done_at", "id"
   LIMIT :batch
 );
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "locked"
+WHERE "done_at" IS NULL
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

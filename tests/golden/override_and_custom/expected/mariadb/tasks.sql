@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:ba050e2505f0d052c218f7f016a8ab413f65193a58c4300da246728b08cbffe0
+-- seal: sha256:16d7aa8f0725c92472d59906bc8d35cfd7a1ff9ea2868fffc3bcbf32bf3ab1b7
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -258,6 +258,24 @@ ORDER BY `lane`;
 UPDATE `tasks`
 SET `lane` = %(group)s
 WHERE `lane` = %(from_group)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`, -(TIMESTAMPDIFF(MICROSECOND, `retry_after`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `tasks`
+WHERE `lane` = %(group)s
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `tasks`
+SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
+WHERE `lane` = %(group)s
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:576afe74e6f5d8059880967175a82218e3b1c4e353fdb5e5de08e00eeb8c62ca
+-- seal: sha256:97c365f0b72e9df8e74850cfea5843371e028c1a44a13a444678ccc34dcaecb0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -258,6 +258,24 @@ ORDER BY `lane`;
 UPDATE `tasks`
 SET `lane` = %(group)s
 WHERE `lane` = %(from_group)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`, -(TIMESTAMPDIFF(MICROSECOND, `retry_after`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `tasks`
+WHERE `lane` = %(group)s
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `tasks`
+SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
+WHERE `lane` = %(group)s
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

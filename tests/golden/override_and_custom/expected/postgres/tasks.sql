@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
--- seal: sha256:8d24ad0c8f6353c695f4a9c35c5ca9023a93c25fb1bc86bcd555be53b7c8d5f5
+-- seal: sha256:e791050073c2fdc1b0abfc995ddd77e8a89fb5081083b5b9b7ed171610bfa833
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -261,6 +261,24 @@ ORDER BY "lane";
 UPDATE "tasks"
 SET "lane" = %(group)s
 WHERE "lane" = %(from_group)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group", -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "tasks"
+WHERE "lane" = %(group)s
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "tasks"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "lane" = %(group)s
+  AND "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:094463bf41397a2acb307cc8247cd0f85be9409db8768e011feee007846ec14b
+-- seal: sha256:ef1b0741622c97e1ceebc5d95f3fa8972b323ce9f3bf8cdac3e49c7349e24fce
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -240,6 +240,24 @@ ORDER BY "lane";
 UPDATE "tasks"
 SET "lane" = :group
 WHERE "lane" = :from_group;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "lane" AS "group", -((julianday('now') - julianday("retry_after")) * 86400.0) AS due_s
+FROM "tasks"
+WHERE "lane" = :group
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "tasks"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
+WHERE "lane" = :group
+  AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:c499e127fd78e27671e4e488a245ef082cf416d5205a6c5403b082198beff9bc
+-- seal: sha256:26b4e03342932dff6fdae5fb0d7f574bfdbb204a35731927a0cea117764ed317
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -327,6 +327,26 @@ UPDATE `ledger`
 SET `queue` = %(group)s
 WHERE `queue` = %(from_group)s
   AND `processed_at` IS NULL;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, -(TIMESTAMPDIFF(MICROSECOND, `retry_after`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `ledger`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `ledger`
+SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:e5c22e4e1bf10b5b346f47c9fba4301a8beed8ca989ef52766a2b42bd9c7819c
+-- seal: sha256:6e69af800872053d06ebab577cad0d5ea18838d2108a5dbed52f364ec24c6ce5
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -327,6 +327,26 @@ UPDATE `ledger`
 SET `queue` = %(group)s
 WHERE `queue` = %(from_group)s
   AND `processed_at` IS NULL;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, -(TIMESTAMPDIFF(MICROSECOND, `retry_after`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `ledger`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `ledger`
+SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

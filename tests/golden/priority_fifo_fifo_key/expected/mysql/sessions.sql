@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "session"}
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
--- seal: sha256:f7cdb12964a12e6cecc2c0489367a6cac738d4873ce29b3b9f187a96379c33c9
+-- seal: sha256:20c6f2bf1f6da31ace604256f040b919b510ade57980b111fafa6cafaaf33d97
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
@@ -233,6 +233,22 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `sessions_dead`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, -(TIMESTAMPDIFF(MICROSECOND, `retry_after`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `sessions`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `sessions`
+SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
+WHERE `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

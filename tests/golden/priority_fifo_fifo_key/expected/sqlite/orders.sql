@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:5a516a7ae21cb923bee76db0bc341168317d1979047737316dd51eb603f634df
+-- seal: sha256:12b2b72169921815b0647580fce83b1c61403e929f06797bce5bff684293a1c1
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -130,6 +130,22 @@ SELECT (
   FROM "orders"
   WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, -((julianday('now') - julianday("retry_after")) * 86400.0) AS due_s
+FROM "orders"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "orders"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
+WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:064e10daa97fa52aa97bbb22b9efb068d58b4ea52635d75c47e45db07420484f
+-- seal: sha256:7f22a4660e9e700df6d820ad190a7daa43cfa80e99deea27cb7883f0cc57772d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -125,6 +125,15 @@ SELECT (
   FROM `keyed`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `keyed`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:8348874e812b7e2f5b5219d49e6fbd1048a93e7d5d3aa09fff47eef13dbeaf63
+-- seal: sha256:709ae802367983968d665b54009e5d21a2ce0426445e187f84fab81bf6284411
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -132,6 +132,22 @@ SELECT (
   FROM `urgent`
   WHERE `retry_after` > UTC_TIMESTAMP(6)
 ) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt, -(TIMESTAMPDIFF(MICROSECOND, `retry_after`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `urgent`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `urgent`
+SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
+WHERE `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

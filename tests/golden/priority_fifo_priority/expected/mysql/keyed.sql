@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:2aa9e1ef75bbc979e62e1b6d7c2b6d62df32c65e67da31fcf5371d499a2ff554
+-- seal: sha256:c285c0552e36a95d130eae53659461533aea75e218055743696b877fe90d7f31
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -125,6 +125,15 @@ SELECT (
   FROM `keyed`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload, `attempt` AS attempt
+FROM `keyed`
+WHERE `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

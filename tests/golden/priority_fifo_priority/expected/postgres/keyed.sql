@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.keyed"
--- seal: sha256:dcad1953ecbaf62c50b9fa4aefaabbe67a8dff9c1c76e2acbe3c6bb830bb62b1
+-- seal: sha256:11107868b05fa950e1155c5a8d5377b9c59eb420fbedd44dcd04da4b7e0f6d4f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -151,6 +151,15 @@ SELECT (
       AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
   )
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "keyed"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.

@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
--- seal: sha256:32707f95d059be23379828b609a18e33aeba1efd578d950b88b045b9a3d7b4ce
+-- seal: sha256:a6e693b7a62219df1900d770725d2f71421ebfb5a5e06961c5eb22fcff0024a1
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -321,6 +321,26 @@ UPDATE "ranked"
 SET "queue" = %(group)s
 WHERE "queue" = %(from_group)s
   AND "processed_at" IS NULL;
+
+-- name: pending_list
+-- Lists up to limit pending messages of group (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group", -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "ranked"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages of group (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "ranked"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

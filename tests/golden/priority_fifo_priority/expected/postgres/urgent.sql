@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.urgent"
--- seal: sha256:f5ff5835f8b325d93f5a8c0eab1d1916caed10d3b53830cc27497c4ba4887017
+-- seal: sha256:1070e7d8f4ec60cbc8c77a4dbebda1b0ad7106046456904468e1de3c2036ff3f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -141,6 +141,22 @@ SELECT (
   FROM "urgent"
   WHERE "retry_after" > now()
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "retry_after")) AS DOUBLE PRECISION)) AS due_s
+FROM "urgent"
+WHERE "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "urgent"
+SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
+WHERE "retry_after" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:bd7f36cec36acd84879941a642bb565c3c1482f48c0d2fd7664f348524e1a667
+-- seal: sha256:c86a7f7b60f7d9ae2c3abe6215532370377d8aae35e0f41a277afa994ffa0121
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -98,6 +98,15 @@ SELECT (
   FROM "keyed"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+FROM "keyed"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.

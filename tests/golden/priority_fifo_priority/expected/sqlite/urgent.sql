@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:c99f6487b4bc775a024da614bf33278f539a6f822ec2cf7dd34c2d661030d686
+-- seal: sha256:a5b779e39c044a0663acb4cf8cd2bbbd0817287c243a2272fe0bbc2a2a183e1a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -124,6 +124,22 @@ SELECT (
   FROM "urgent"
   WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, -((julianday('now') - julianday("retry_after")) * 86400.0) AS due_s
+FROM "urgent"
+WHERE "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "urgent"
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
+WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

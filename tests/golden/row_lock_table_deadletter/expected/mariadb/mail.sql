@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:ddb2d99388f79fdf6b2bb53cb400e04e6a9aad8cb7a79d613ca6276a8234d088
+-- seal: sha256:f2a56a4532bc1f2a9e64096ca845d4fbd4502521d7e12fb80e74c1058b8e37e3
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -203,6 +203,22 @@ WHERE `mail_id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qg
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `mail_dead`;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT `mail_id` AS id, `message` AS payload, `tries` AS attempt, -(TIMESTAMPDIFF(MICROSECOND, `not_before`, UTC_TIMESTAMP(6)) / 1000000.0) AS due_s
+FROM `mail_queue`
+WHERE `mail_id` > %(after_id)s
+ORDER BY `mail_id`
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE `mail_queue`
+SET `not_before` = `not_before` - INTERVAL %(by_s)s SECOND
+WHERE `not_before` > UTC_TIMESTAMP(6);
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- channel: "qgen.mail_queue"
--- seal: sha256:320646152a1a955369bf63ebb77fe3b2d196e9bcf4fe1c1f74bfe883d97cfbef
+-- seal: sha256:c886815be2f205c2bc6b16e1d7380869fbeee7b2d0be7391c82fee577a5a9827
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -219,6 +219,22 @@ WHERE "mail_id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_tex
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "mail_dead";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt, -(CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "not_before")) AS DOUBLE PRECISION)) AS due_s
+FROM "mail_queue"
+WHERE "mail_id" > %(after_id)s
+ORDER BY "mail_id"
+LIMIT %(limit)s;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "mail_queue"
+SET "not_before" = "not_before" - make_interval(secs => %(by_s)s)
+WHERE "not_before" > now();
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

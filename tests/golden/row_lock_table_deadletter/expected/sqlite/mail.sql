@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:daaa8bae58915de621616f22353932069865590f29d7c35e29a78209711c76e9
+-- seal: sha256:0e28347d35b449bf6a8ecd39850f8c2ce59f2ced4a89ace55f1cb49e2ee9b98c
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -195,6 +195,22 @@ WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "mail_dead";
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.
+-- kinds: reads
+SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt, -((julianday('now') - julianday("not_before")) * 86400.0) AS due_s
+FROM "mail_queue"
+WHERE "mail_id" > :after_id
+ORDER BY "mail_id"
+LIMIT :limit;
+
+-- name: advance
+-- Brings the delayed messages (retry_after in the future) by_s seconds nearer, as if that much time had passed: tests travel in time with it (runtime.testing) instead of sleeping.
+-- kinds: writes
+UPDATE "mail_queue"
+SET "not_before" = strftime('%Y-%m-%d %H:%M:%f', "not_before", '-' || :by_s || ' seconds')
+WHERE "not_before" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

@@ -10,7 +10,7 @@
 -- other_columns: ["slot"]
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
--- seal: sha256:930efcabc8159d1fdc30213542fa3b0b8d3a5e1731b6278de1db736ec5435fa4
+-- seal: sha256:37c290d7bc65a181db44182b0b2baca7122994ac201afcf8f7dc49c2b7778ad5
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -178,6 +178,16 @@ DELETE FROM `reports_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT `id` AS id, `payload` AS payload
+FROM `reports_queue`
+WHERE `processed_at` IS NULL
+  AND `id` > %(after_id)s
+ORDER BY `id`
+LIMIT %(limit)s;
 
 -- name: schedule_now
 -- The database's clock as seconds since the Unix epoch (UTC): what the schedules' slots are compared with.

@@ -11,7 +11,7 @@
 -- channel: "qgen.reports_queue"
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
--- seal: sha256:3a50013f53b0cb4c9fc2b54f53e285e321e711a1cd19839fff7cabc8fd3c34e5
+-- seal: sha256:e81d6df84f397dd7e993014be7fa345281ddd941fb27ae2a0792cd6cb9a1a078
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
@@ -189,6 +189,16 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "processed_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "reports_queue"
+WHERE "processed_at" IS NULL
+  AND "id" > %(after_id)s
+ORDER BY "id"
+LIMIT %(limit)s;
 
 -- name: schedule_now
 -- The database's clock as seconds since the Unix epoch (UTC): what the schedules' slots are compared with.

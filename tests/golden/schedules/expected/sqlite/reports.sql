@@ -10,7 +10,7 @@
 -- other_columns: ["slot"]
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
--- seal: sha256:122c066ee101461a46b3b6fdac71f1bc4a9ae07d74ddfbb80f5738466d77b916
+-- seal: sha256:7ec58b1dea6b9e4b2484252f85003e8e772270188f958a3a29b28dd09a013019
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
@@ -168,6 +168,16 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pending_list
+-- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
+-- kinds: reads
+SELECT "id" AS id, "payload" AS payload
+FROM "reports_queue"
+WHERE "processed_at" IS NULL
+  AND "id" > :after_id
+ORDER BY "id"
+LIMIT :limit;
 
 -- name: schedule_now
 -- The database's clock as seconds since the Unix epoch (UTC): what the schedules' slots are compared with.
