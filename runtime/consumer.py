@@ -701,6 +701,9 @@ class Consumer:
         d.started = True
         if self.form.transactional:
             await self.form.begin_handler(conn, d)
+        cap = self.queue.max_attempts
+        if cap is not None and d.attempt is not None and d.attempt > cap:
+            return self._unsettled(d, cap)
         try:
             m = d.message  # a new Message, built directly (dataclasses.replace costs 3×)
             d.message = Message(m.id, decode_payload(m.payload, self.queue.decoder), m.group)
@@ -725,6 +728,25 @@ class Consumer:
     def _decide(self, d: Delivery, outcome: Outcome) -> Decision:
         """The statement that settles ``outcome``, a retry delayed by the retry policy."""
         return decide(self.queue, d, with_policy(outcome, d.attempt, self.retry_policy))
+
+    def _unsettled(self, d: Delivery, cap: int) -> Decision:
+        """A message delivered past max_attempts whose deliveries never settled: each killed
+        its handler's worker or connection (a crash, SIGKILL, a terminated session), so no
+        retry ever reached the cap. Not handled again: to the dead letter."""
+        reason = (
+            f"delivered {d.attempt - 1} times without a settlement (max_attempts {cap}): "
+            "its handler, worker or connection died each time"
+        )
+        decision = dead_letter_now(self.queue, d, reason)
+        log.error(
+            "queue %s: message %s was %s; moving it to the dead letter unhandled",
+            self.queue.name,
+            d.message.id,
+            reason,
+            extra=fields(self.queue.name, d.message.id, d.attempt, "dead_letter"),
+        )
+        self.counts.add("unsettled")
+        return decision or self._decide(d, retry(reason))
 
     def _undecodable(self, d: Delivery, exc: PayloadError) -> Decision:
         """A stored payload the decoder refuses: never handled; to the dead letter at once, or

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:e9066e0583226b2a0752ec5eb8fd8e6021c91836e734d8f065eece4adc88faa7
+-- seal: sha256:b6ee8de78f7391a92641c8a1890027dbc88f052a1156ebd5e9ac136d109fc2cd
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -38,14 +38,27 @@ WHERE "grp" = :group
   AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "reports_queue"
+SET "attempt" = "attempt" + 1, "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :hold_s || ' seconds')
+WHERE "id" IN (
+  SELECT "id"
+  FROM "reports_queue"
+  WHERE "grp" = :group
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ORDER BY "id"
+  LIMIT :limit
+)
+RETURNING "id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
 -- kinds: reads
-SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group"
+SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "grp" AS "group"
 FROM "reports_queue"
-WHERE "grp" = :group
-  AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-ORDER BY "id"
-LIMIT :limit;
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  AND "grp" = :group;
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -60,17 +73,17 @@ DELETE FROM "reports_queue"
 WHERE "id" = :id;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "reports_queue"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" = :id;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "reports_queue"
-SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "id" = :id;
 
 -- name: ack_many
@@ -86,31 +99,38 @@ DELETE FROM "reports_queue"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE "reports_queue"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter_many
--- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt.
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "grp" = :dead_group, "attempt" = "attempt" + 1
+SET "grp" = :dead_group
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "grp" = :dead_group, "attempt" = "attempt" + 1
+SET "grp" = :dead_group
+WHERE "id" = :id;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "attempt" = "attempt" - 1, "retry_after" = NULL
 WHERE "id" = :id;
 
 -- name: columns

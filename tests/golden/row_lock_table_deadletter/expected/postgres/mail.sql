@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- channel: "qgen.mail_queue"
--- seal: sha256:320646152a1a955369bf63ebb77fe3b2d196e9bcf4fe1c1f74bfe883d97cfbef
+-- seal: sha256:f7d263c4cb68cfd1da30d94c32f37359fda9a38cfa45868dffb8d1731bea835a
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -49,13 +49,26 @@ FROM "mail_queue"
 WHERE "not_before" > now();
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "mail_queue"
+SET "tries" = "tries" + 1, "not_before" = clock_timestamp() + make_interval(secs => %(hold_s)s)
+WHERE "mail_id" IN (
+  SELECT "mail_id"
+  FROM "mail_queue"
+  WHERE ("not_before" IS NULL OR "not_before" <= now())
+  ORDER BY "mail_id"
+  LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
+)
+RETURNING "mail_id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
 -- kinds: reads
-SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt
+SELECT "mail_id" AS id, "message" AS payload, "tries" - 1 AS attempt
 FROM "mail_queue"
-WHERE ("not_before" IS NULL OR "not_before" <= now())
-ORDER BY "mail_id"
-LIMIT %(limit)s
+WHERE "mail_id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
 FOR UPDATE SKIP LOCKED;
 
 -- name: ack
@@ -71,17 +84,17 @@ DELETE FROM "mail_queue"
 WHERE "mail_id" = %(id)s;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "mail_queue"
-SET "tries" = "tries" + 1
+SET "not_before" = NULL
 WHERE "mail_id" = %(id)s;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "mail_queue"
-SET "not_before" = clock_timestamp() + make_interval(secs => %(delay_s)s), "tries" = "tries" + 1
+SET "not_before" = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE "mail_id" = %(id)s;
 
 -- name: ack_many
@@ -97,17 +110,17 @@ DELETE FROM "mail_queue"
 WHERE "mail_id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE "mail_queue"
-SET "tries" = "tries" + 1
+SET "not_before" = NULL
 WHERE "mail_id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE "mail_queue"
-SET "not_before" = clock_timestamp() + make_interval(secs => %(delay_s)s), "tries" = "tries" + 1
+SET "not_before" = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE "mail_id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
@@ -119,8 +132,15 @@ WITH moved AS (
   RETURNING "mail_id", "message", "tries", "not_before"
 )
 INSERT INTO "mail_dead" ("mail_id", "message", "tries", "not_before")
-SELECT "mail_id", "message", "tries" + 1, "not_before"
+SELECT "mail_id", "message", "tries", "not_before"
 FROM moved;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "mail_queue"
+SET "tries" = "tries" - 1, "not_before" = NULL
+WHERE "mail_id" = %(id)s;
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
