@@ -64,6 +64,10 @@ def _is_async(handle: Any) -> bool:
 MAX_FAILED_BATCHES = 5
 #: the first wait before reconnecting to a database that went away (then doubling, jittered)
 FIRST_RECONNECT_DELAY = 0.1
+#: seconds a listening connection may stay quiet before a heartbeat checks it, and how long
+#: the heartbeat waits for its answer: a half-open connection is replaced within their sum
+LISTEN_HEARTBEAT_S = 30.0
+LISTEN_HEARTBEAT_TIMEOUT_S = 10.0
 #: an idle worker sleeps this much past a delayed message's due time (the clocks' resolution)
 DUE_MARGIN = 0.005
 #: how to create a missing table or column
@@ -392,8 +396,10 @@ class Consumer:
                 lost = False
                 backoff.reset()
                 self._wakeup.poke()  # what was enqueued while it was away: claim once
-                async for _ in conn.notifies():
-                    self._wakeup.poke()
+                while not self._stopping.is_set():
+                    async for _ in conn.notifies(timeout=LISTEN_HEARTBEAT_S):
+                        self._wakeup.poke()
+                    await self._heartbeat(conn)
             except ConfigurationError:
                 return  # the workers raise it too (a missing table, a refused login)
             except Exception as exc:  # lost, refused: poll meanwhile, never stop consuming
@@ -412,6 +418,19 @@ class Consumer:
                     await conn.close()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), backoff.next())
+
+    async def _heartbeat(self, conn: Connection) -> None:
+        """A quiet listening connection may be half-open (the server or the network gone
+        without a word): one round trip, answered within LISTEN_HEARTBEAT_TIMEOUT_S, or the
+        connection is dropped (ConnectionLost) and the listener connects again."""
+        try:
+            await asyncio.wait_for(conn.ping(), LISTEN_HEARTBEAT_TIMEOUT_S)
+        except TimeoutError:
+            await conn.abort()
+            raise ConnectionLost(
+                f"the listening connection did not answer a heartbeat within "
+                f"{LISTEN_HEARTBEAT_TIMEOUT_S:g} s"
+            ) from None
 
     async def _idle_for(self, conn: Connection, idle: float) -> float:
         """How long an idle worker sleeps: ``idle``, or less when a delayed message becomes

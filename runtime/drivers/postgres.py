@@ -76,10 +76,17 @@ DEFAULT_PARAMETERS: dict[str, str | int] = {
 # statement_timeout: a bound on a runaway statement, generous enough for a handler's own work
 # and a purge. idle_in_transaction_session_timeout is left alone (off): a transactional
 # consumer's session sits idle in its transaction while the handler runs, so any value must
-# exceed the handler's longest run (handler_timeout).
+# exceed the handler's longest run (handler_timeout). The server's own TCP keepalives and
+# user timeout (its defaults are the system's: two hours idle on Linux): a client lost in a
+# silent partition is noticed in about a minute, its session ends and its transaction rolls
+# back, so the rows a row-lock batch held return then, not hours later.
 DEFAULT_SETTINGS: dict[str, str] = {
     "lock_timeout": "30s",
     "statement_timeout": "5min",
+    "tcp_keepalives_idle": "30",
+    "tcp_keepalives_interval": "10",
+    "tcp_keepalives_count": "3",
+    "tcp_user_timeout": "60000",
 }
 # Set on every connection whatever its source (see the module's docstring); a server without
 # the setting (plan_cache_mode is PostgreSQL 12+) skips it.
@@ -260,16 +267,18 @@ class PostgresConnection(Connection):
         status = self._pg.info.transaction_status
         return status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
-    async def notifies(self) -> AsyncIterator[str]:
+    async def notifies(self, timeout: float | None = None) -> AsyncIterator[str]:
         self._check_open()
         try:
-            async for n in self._pg.notifies():
+            async for n in self._pg.notifies(timeout=timeout):
                 yield n.channel
         except Exception as exc:
             if isinstance(exc, self._driver_error | OSError):
                 raise self._lost(exc) from exc
             raise
-        # the generator ends only when psycopg finds the connection closed
+        if timeout is not None and not self._pg.closed and not self._pg.broken:
+            return  # the time is up
+        # without a timeout the generator ends only when psycopg finds the connection closed
         raise self._lost(ConnectionError("the listening connection closed"))
 
     # ------------------------------------------------------------- lifecycle

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:5c4b3fbf7813d5e9394d3f1130d6d48a51914b27b258856f753367218401703e
+-- seal: sha256:8bda883bd35564e55f559c105557ff887313b4e8571b8e3af0793b28d154cce5
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -82,13 +82,14 @@ STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = 
 SET `invoices_queue`.`attempt` = `invoices_queue`.`attempt` + 1, `invoices_queue`.`retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(hold_s)s SECOND;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT `invoices_queue`.`id` AS id, `payload` AS payload, `attempt` - 1 AS attempt
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
 WHERE `invoices_queue`.`processed_at` IS NULL
-FOR UPDATE SKIP LOCKED;
+ORDER BY `invoices_queue`.`id`
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: marks it processed.

@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:564ea679478676bcf2afe428028bf775403a37798a943676fa6b8180a4d6a09a
+-- seal: sha256:7343a69bbeee9c44024628563f2dbd6687449486d1782b053f3793ac61d536c6
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -57,13 +57,14 @@ STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.
 SET `reports_queue`.`attempt` = `reports_queue`.`attempt` + 1, `reports_queue`.`retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(hold_s)s SECOND;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT `reports_queue`.`id` AS id, `payload` AS payload, `attempt` - 1 AS attempt, `grp` AS `group`
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
 WHERE `reports_queue`.`grp` = %(group)s
-FOR UPDATE SKIP LOCKED;
+ORDER BY `reports_queue`.`id`
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- channel: "qgen.invoices_queue"
--- seal: sha256:3c2eba07b29fff8b7647d3acbadc64e4b1abaeae5a040cfd674557179fcb9b49
+-- seal: sha256:e127809ac4fbcb42658c9ffefb942f2f631facd6dc751ddcc0a3fb6c3e943a2c
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -82,13 +82,14 @@ WHERE "id" IN (
 RETURNING "id" AS id;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
 FROM "invoices_queue"
 WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
   AND "processed_at" IS NULL
-FOR UPDATE SKIP LOCKED;
+ORDER BY "id"
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: marks it processed.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
--- seal: sha256:b5962dc24bdbf7c91b7d10b9a467cc8dd94256836f2e948a831ccac04774b178
+-- seal: sha256:c1c38c69d40d8f8449742f4a93f75c2c6fbfd4a7634c185c2fdbe9d1f70f94a9
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -63,13 +63,14 @@ WHERE "id" IN (
 RETURNING "id" AS id;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "grp" AS "group"
 FROM "reports_queue"
 WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
   AND "grp" = %(group)s
-FOR UPDATE SKIP LOCKED;
+ORDER BY "id"
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.

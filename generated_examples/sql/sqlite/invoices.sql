@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:b7001e01973a93445f82e22feb6279ed2bba51e8685c4dc9a1fd59feb4b65572
+-- seal: sha256:1ae45442fd4e9e15d9c451e8c5bb99cf5c6971ca002d624fbde1b5b60601d56f
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -72,12 +72,13 @@ WHERE "id" IN (
 RETURNING "id" AS id;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
 FROM "invoices_queue"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j)
-  AND "processed_at" IS NULL;
+  AND "processed_at" IS NULL
+ORDER BY "id";
 
 -- name: ack
 -- Finishes the row: marks it processed.

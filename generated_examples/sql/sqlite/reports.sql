@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:b6ee8de78f7391a92641c8a1890027dbc88f052a1156ebd5e9ac136d109fc2cd
+-- seal: sha256:f55baefc90967fb76fc7a40b1d5e02c601109b43744a094e1d7a1b92d2e4364f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -53,12 +53,13 @@ WHERE "id" IN (
 RETURNING "id" AS id;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "grp" AS "group"
 FROM "reports_queue"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j)
-  AND "grp" = :group;
+  AND "grp" = :group
+ORDER BY "id";
 
 -- name: ack
 -- Finishes the row: deletes it.

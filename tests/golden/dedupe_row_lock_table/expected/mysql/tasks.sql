@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
--- seal: sha256:2e6b8a5dbdea0066836d6d3284e0d458cc2ff35764602bf89147e10339943f16
+-- seal: sha256:291163b49fd545c0bf76b40c9f0054823d5ad564c7464370c679e1c21038b83c
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -75,12 +75,13 @@ STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id
 SET `tasks`.`attempt` = `tasks`.`attempt` + 1, `tasks`.`retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(hold_s)s SECOND;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT `tasks`.`id` AS id, `payload` AS payload, `attempt` - 1 AS attempt
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id
-FOR UPDATE SKIP LOCKED;
+ORDER BY `tasks`.`id`
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.

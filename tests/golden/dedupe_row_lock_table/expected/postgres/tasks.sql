@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
 -- channel: "qgen.tasks"
--- seal: sha256:05000b8c2bf41e7d89d5acd9377ea226f7ae06f0ca36c54f64abcfe058a0a934
+-- seal: sha256:985c0d5b991e7beb7ae27f0e4e414f6a9e76323f104d494672dedd79ae02f1f1
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -75,12 +75,13 @@ WHERE "id" IN (
 RETURNING "id" AS id;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
 FROM "tasks"
 WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
-FOR UPDATE SKIP LOCKED;
+ORDER BY "id"
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:17e14b549214319677d9eef8f52d4e922c5332dd479370f92ae1165572790fcf
+-- seal: sha256:d7a6a3ccbe8dc755b64cdf5d202b0fcca6ca20c2046f0ede0f2009e89ebacb68
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -65,11 +65,12 @@ WHERE "id" IN (
 RETURNING "id" AS id;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
 FROM "tasks"
-WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j)
+ORDER BY "id";
 
 -- name: ack
 -- Finishes the row: deletes it.

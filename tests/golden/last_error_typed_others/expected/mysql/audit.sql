@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- seal: sha256:544a25adcd247a156c2d9c6a5ccf63602985dddabc8b4a3573dab47df5d29758
+-- seal: sha256:5468216a20cdb06d74b9685e53d174c8b7536e6a414cee8196fce2fb795d5d9b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -64,14 +64,15 @@ STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen
 SET `audit_queue`.`attempt` = `audit_queue`.`attempt` + 1, `audit_queue`.`retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(hold_s)s SECOND;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT `audit_queue`.`id` AS id, `payload` AS payload, `attempt` - 1 AS attempt, `queue` AS `group`
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
 WHERE `audit_queue`.`processed_at` IS NULL
   AND `audit_queue`.`queue` = %(group)s
-FOR UPDATE SKIP LOCKED;
+ORDER BY `audit_queue`.`id`
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: marks it processed.

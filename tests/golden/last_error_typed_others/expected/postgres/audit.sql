@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- channel: "qgen.audit_queue"
--- seal: sha256:ce2510253bcbf284b64bb275ab58385a9877fe851415eb9558bf8717997d69f4
+-- seal: sha256:6e14561d0190798df5e7f66e80be6ecc6a8878d4878dd78ae7f28e5bd6f5b0dd
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -70,14 +70,15 @@ WHERE "id" IN (
 RETURNING "id" AS id;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group"
 FROM "audit_queue"
 WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
   AND "processed_at" IS NULL
   AND "queue" = %(group)s
-FOR UPDATE SKIP LOCKED;
+ORDER BY "id"
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: marks it processed.

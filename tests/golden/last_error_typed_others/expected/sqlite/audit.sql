@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:891437c986e656f14652602490459cb2968c4cbcb019b1b732ce00823f665422
+-- seal: sha256:ef4974c6638dde754506ba11fc7507401cc3e5400934f90f85f74d31ab110320
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -60,13 +60,14 @@ WHERE "id" IN (
 RETURNING "id" AS id;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group"
 FROM "audit_queue"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j)
   AND "processed_at" IS NULL
-  AND "queue" = :group;
+  AND "queue" = :group
+ORDER BY "id";
 
 -- name: ack
 -- Finishes the row: marks it processed.

@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:5d1063eb87026b90a029a8993980df614b06be32e98d3e38a11d88d5389d797c
+-- seal: sha256:e1aa27140f6e842750b4c4b57133f2a046cfb25a50af9bc960d465fc0d3e3681
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -57,12 +57,13 @@ STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.q
 SET `mail_queue`.`tries` = `mail_queue`.`tries` + 1, `mail_queue`.`not_before` = UTC_TIMESTAMP(6) + INTERVAL %(hold_s)s SECOND;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT `mail_queue`.`mail_id` AS id, `message` AS payload, `tries` - 1 AS attempt
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id
-FOR UPDATE SKIP LOCKED;
+ORDER BY `mail_queue`.`mail_id`
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.

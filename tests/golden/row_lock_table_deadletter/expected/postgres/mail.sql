@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- channel: "qgen.mail_queue"
--- seal: sha256:f7d263c4cb68cfd1da30d94c32f37359fda9a38cfa45868dffb8d1731bea835a
+-- seal: sha256:ac5d4dc1595d9814957d697962e53fe06c4d3b48bfa0ac08573963b8c4df1007
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -64,12 +64,13 @@ WHERE "mail_id" IN (
 RETURNING "mail_id" AS id;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT "mail_id" AS id, "message" AS payload, "tries" - 1 AS attempt
 FROM "mail_queue"
 WHERE "mail_id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
-FOR UPDATE SKIP LOCKED;
+ORDER BY "mail_id"
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:b8ece6339e59e99e5da1fb349c815c63d3406c7c98d84e6031041882a37b1a26
+-- seal: sha256:7eb792b147f37df41571a9f0539c4ae01907fcd5ed2ee76ba053f7b329b15530
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -54,11 +54,12 @@ WHERE "mail_id" IN (
 RETURNING "mail_id" AS id;
 
 -- name: take
--- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends, skipping any another transaction holds; attempt is this delivery's number.
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
 SELECT "mail_id" AS id, "message" AS payload, "tries" - 1 AS attempt
 FROM "mail_queue"
-WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
+WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j)
+ORDER BY "mail_id";
 
 -- name: ack
 -- Finishes the row: deletes it.
