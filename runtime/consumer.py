@@ -753,7 +753,7 @@ class Consumer:
         its handler's worker or connection (a crash, SIGKILL, a terminated session), so no
         retry ever reached the cap. Not handled again: to the dead letter."""
         reason = (
-            f"delivered {d.attempt - 1} times without a settlement (max_attempts {cap}): "
+            f"delivered {cap if d.attempt is None else d.attempt - 1} times without a settlement (max_attempts {cap}): "
             "its handler, worker or connection died each time"
         )
         decision = dead_letter_now(self.queue, d, reason)

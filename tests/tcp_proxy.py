@@ -192,8 +192,6 @@ class TcpProxy:
             _abort(up_writer)
 
 
-
-
 def _abort(writer: asyncio.StreamWriter) -> None:
     """Close at once (RST, not a graceful FIN after pending data): a cable pulled."""
     transport = writer.transport

@@ -84,7 +84,10 @@ def test_a_message_that_kills_its_process_ends_dead_after_max_attempts(
 
 # ------------------------------------------------------------- a terminated backend
 
-_SESSION_ID = {"postgres": "SELECT pg_backend_pid() AS id", "mariadb": "SELECT CONNECTION_ID() AS id"}
+_SESSION_ID = {
+    "postgres": "SELECT pg_backend_pid() AS id",
+    "mariadb": "SELECT CONNECTION_ID() AS id",
+}
 
 
 async def _terminate(admin: runtime.Connection, ids: list[int]) -> None:
