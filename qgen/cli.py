@@ -254,7 +254,13 @@ def _loaded(
             f"no queue {unknown[0]!r} in {args.config} "
             f"(declared: {', '.join([*decl.queues, *([own] if own else [])]) or 'none'})"
         )
-    url = database_url(args.db)
+    read_db = getattr(args, "read_db", None)
+    try:
+        url = database_url(args.db)
+    except runtime.ConfigurationError:
+        if not read_db:
+            raise
+        url = read_db  # only reads to do: the replica's URL says the dialect
     dialect = dialect_for_scheme(url.split("://", 1)[0])
     if dialect is None:
         raise runtime.ConfigurationError(f"cannot tell the dialect of {url.split('://', 1)[0]}://")
@@ -262,13 +268,13 @@ def _loaded(
     return url, [runtime.load(out / f"{n}.sql") for n in names]
 
 
-def _on_db(url: str, work: Callable[[Any], Awaitable[T]]) -> T:
+def _on_db(url: str, work: Callable[[Any], Awaitable[T]], read_only: bool = False) -> T:
     import asyncio
 
     import runtime
 
     async def go() -> T:
-        async with await runtime.connect(url) as conn:
+        async with await runtime.connect(url, read_only=read_only) as conn:
             return await work(conn)
 
     return asyncio.run(go())
@@ -424,7 +430,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     async def work(conn: Any) -> list[tuple[str, dict[str, Any]]]:
         return [(q.name, await q.stats(conn)) for q in queues]
 
-    found = _on_db(url, work)
+    found = _on_db(args.read_db or url, work, read_only=bool(args.read_db))
     if args.json:
         print(json.dumps({name: stats for name, stats in found}, sort_keys=True))
         return 0
@@ -483,7 +489,8 @@ def cmd_dead(args: argparse.Namespace) -> int:
             return await queue.redrive(conn, ids, group=args.group)
         return await queue.purge_dead(conn, ids)
 
-    result = _on_db(url, work)
+    reads = action in ("list", "show") and bool(args.read_db)  # writes never go to a replica
+    result = _on_db(args.read_db if reads else url, work, read_only=reads)
     if action == "list":
         if args.json:
             print(json.dumps(result, default=str))
@@ -780,6 +787,14 @@ def parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--db", help="the database URL (default: the QGEN_DATABASE_URL variable)")
 
+    def read_db(p: argparse.ArgumentParser, what: str) -> None:
+        p.add_argument(
+            "--read-db",
+            metavar="URL",
+            help=f"read {what} from this database instead, e.g. a replica (a read-only "
+            "session; nothing that writes goes there)",
+        )
+
     p = sub.add_parser(
         "stats",
         help="print each queue's counts: ready, delayed, in flight, dead, processed, oldest age",
@@ -789,6 +804,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("queues", nargs="*", metavar="QUEUE", help="only these queues (default: all)")
     on_db(p)
+    read_db(p, "the counts")
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
     p.set_defaults(fn=cmd_stats)
 
@@ -804,6 +820,7 @@ def parser() -> argparse.ArgumentParser:
         "ids", nargs="*", type=int, metavar="ID", help="message ids (show, redrive, purge)"
     )
     on_db(p)
+    read_db(p, "list and show")
     p.add_argument("--all", action="store_true", help="redrive or purge every dead message")
     p.add_argument("--limit", type=int, default=50, help="list: messages per page (50)")
     p.add_argument("--after-id", type=int, help="list: the page after this id")

@@ -739,6 +739,14 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
             "a dead-letter group needs a group column",
             'add group = "queue" under columns, or use dead_letter = { table = "…" }',
         )
+    if max_attempts is not None and form == "row_lock" and "retry_after" not in columns:
+        raise r.fail(
+            where,
+            "max_attempts",
+            "row lock with max_attempts needs a retry_after column: its claim counts each "
+            "delivery before the handler runs and marks the row in retry_after meanwhile",
+            'add retry_after = "retry_after" under columns, or use form = "lease"',
+        )
 
     default_group = q.get("default_group", name if "group" in columns else None)
     if "default_group" in q:

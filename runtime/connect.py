@@ -51,10 +51,17 @@ def _bad_url(url: str, why: str) -> ConfigurationError:
     )
 
 
-async def connect(url: str, **kwargs: Any) -> Connection:
+async def connect(url: str, *, read_only: bool = False, **kwargs: Any) -> Connection:
     """Open a connection to the database at ``url``, checked against the dialect's floor.
 
     ``kwargs`` are passed to the driver's own connect (psycopg, PyMySQL or sqlite3).
+
+    ``read_only=True`` opens a connection for reading only (stats, the dead-letter listing),
+    which may be a replica: every transaction of its session is read-only (PostgreSQL
+    ``default_transaction_read_only``, MySQL/MariaDB ``SET SESSION TRANSACTION READ ONLY``,
+    SQLite ``PRAGMA query_only``), so a write sent there fails instead of landing; and on
+    PostgreSQL libpq prefers a standby (``target_session_attrs=prefer-standby`` unless the
+    URL says otherwise) instead of insisting on a writable server.
 
     A server URL may list several hosts, each with its own port (``h1:5432,h2:5433``,
     ``[::1]:5432``): libpq tries them in its own order, keeping to writable servers
@@ -91,7 +98,7 @@ async def connect(url: str, **kwargs: Any) -> Connection:
         # its Unix socket); it only needs the scheme normalised (postgresql+psycopg:// is not
         # one it knows).
         conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, parts.query, ""))
-        conn = await open_postgres(url, conninfo, **kwargs)
+        conn = await open_postgres(url, conninfo, read_only=read_only, **kwargs)
     elif dialect.name in ("mysql", "mariadb"):
         from runtime.drivers.mysql import open_mysql
 
@@ -110,13 +117,14 @@ async def connect(url: str, **kwargs: Any) -> Connection:
             database=database,
             dialect_name=dialect.name,
             options=options,
+            read_only=read_only,
             **kwargs,
         )
     else:
         from runtime.drivers.sqlite import open_sqlite
 
         path = _sqlite_path(url, parts.netloc, parts.path)
-        conn = await open_sqlite(url, path, query=parts.query, **kwargs)
+        conn = await open_sqlite(url, path, query=parts.query, read_only=read_only, **kwargs)
 
     try:
         version_text = await conn.server_version_text()

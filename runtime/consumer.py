@@ -65,6 +65,10 @@ def _is_async(handle: Any) -> bool:
 MAX_FAILED_BATCHES = 5
 #: the first wait before reconnecting to a database that went away (then doubling, jittered)
 FIRST_RECONNECT_DELAY = 0.1
+#: seconds a listening connection may stay quiet before a heartbeat checks it, and how long
+#: the heartbeat waits for its answer: a half-open connection is replaced within their sum
+LISTEN_HEARTBEAT_S = 30.0
+LISTEN_HEARTBEAT_TIMEOUT_S = 10.0
 #: an idle worker sleeps this much past a delayed message's due time (the clocks' resolution)
 DUE_MARGIN = 0.005
 #: how to create a missing table or column
@@ -408,8 +412,10 @@ class Consumer:
                 lost = False
                 backoff.reset()
                 self._wakeup.poke()  # what was enqueued while it was away: claim once
-                async for _ in conn.notifies():
-                    self._wakeup.poke()
+                while not self._stopping.is_set():
+                    async for _ in conn.notifies(timeout=LISTEN_HEARTBEAT_S):
+                        self._wakeup.poke()
+                    await self._heartbeat(conn)
             except ConfigurationError:
                 return  # the workers raise it too (a missing table, a refused login)
             except Exception as exc:  # lost, refused: poll meanwhile, never stop consuming
@@ -428,6 +434,19 @@ class Consumer:
                     await conn.close()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), backoff.next())
+
+    async def _heartbeat(self, conn: Connection) -> None:
+        """A quiet listening connection may be half-open (the server or the network gone
+        without a word): one round trip, answered within LISTEN_HEARTBEAT_TIMEOUT_S, or the
+        connection is dropped (ConnectionLost) and the listener connects again."""
+        try:
+            await asyncio.wait_for(conn.ping(), LISTEN_HEARTBEAT_TIMEOUT_S)
+        except TimeoutError:
+            await conn.abort()
+            raise ConnectionLost(
+                f"the listening connection did not answer a heartbeat within "
+                f"{LISTEN_HEARTBEAT_TIMEOUT_S:g} s"
+            ) from None
 
     async def _idle_for(self, conn: Connection, idle: float) -> float:
         """How long an idle worker sleeps: ``idle``, or less when a delayed message becomes
@@ -717,6 +736,9 @@ class Consumer:
         d.started = True
         if self.form.transactional:
             await self.form.begin_handler(conn, d)
+        cap = self.queue.max_attempts
+        if cap is not None and d.attempt is not None and d.attempt > cap:
+            return self._unsettled(d, cap)
         try:
             m = d.message  # a new Message, built directly (dataclasses.replace costs 3×)
             d.message = Message(m.id, decode_payload(m.payload, self.queue.decoder), m.group)
@@ -741,6 +763,25 @@ class Consumer:
     def _decide(self, d: Delivery, outcome: Outcome) -> Decision:
         """The statement that settles ``outcome``, a retry delayed by the retry policy."""
         return decide(self.queue, d, with_policy(outcome, d.attempt, self.retry_policy))
+
+    def _unsettled(self, d: Delivery, cap: int) -> Decision:
+        """A message delivered past max_attempts whose deliveries never settled: each killed
+        its handler's worker or connection (a crash, SIGKILL, a terminated session), so no
+        retry ever reached the cap. Not handled again: to the dead letter."""
+        reason = (
+            f"delivered {cap if d.attempt is None else d.attempt - 1} times without a settlement (max_attempts {cap}): "
+            "its handler, worker or connection died each time"
+        )
+        decision = dead_letter_now(self.queue, d, reason)
+        log.error(
+            "queue %s: message %s was %s; moving it to the dead letter unhandled",
+            self.queue.name,
+            d.message.id,
+            reason,
+            extra=fields(self.queue.name, d.message.id, d.attempt, "dead_letter"),
+        )
+        self.counts.add("unsettled")
+        return decision or self._decide(d, retry(reason))
 
     def _undecodable(self, d: Delivery, exc: PayloadError) -> Decision:
         """A stored payload the decoder refuses: never handled; to the dead letter at once, or

@@ -5,7 +5,9 @@ server the URL names; ``proxy.url`` is the same URL through the proxy. ``cut()``
 connection it carries (both sides: the server sees its client go and rolls back, releases
 locks) and, until ``heal()``, answers new ones by closing them at once ("refuse") or by
 accepting and never forwarding a byte ("blackhole": the client waits for its connect
-timeout). ``outage(seconds)`` is a cut healed after ``seconds``. The proxy runs its own event
+timeout). ``outage(seconds)`` is a cut healed after ``seconds``. ``stall()`` is a silent
+partition: every connection stays open but nothing reaches the other side any more, and new
+ones are black-holed, until ``heal()`` (the bytes sent meanwhile are lost). The proxy runs its own event
 loop on a thread, so it keeps forwarding while the test's loop (or another process) is busy.
 
 ``upstream_ports()`` gives the local ports of its connections to the server: the client port
@@ -30,7 +32,8 @@ class TcpProxy:
         parts = urlsplit(url)
         self.target = (parts.hostname or "127.0.0.1", parts.port or _DEFAULT_PORTS[parts.scheme])
         self._parts = parts
-        self.mode: str | None = None  # None: forwarding; "refuse" / "blackhole": cut
+        # None: forwarding; "refuse" / "blackhole": cut; "stall": connections kept, bytes dropped
+        self.mode: str | None = None
         self.cuts = 0
         self._loop = asyncio.new_event_loop()
         self._pairs: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
@@ -63,6 +66,11 @@ class TcpProxy:
             raise ValueError(f"unknown cut mode {mode!r}")
         self.cuts += 1
         self._call(self._cut(mode))
+
+    def stall(self) -> None:
+        """A silent partition: open connections stay open, every byte is dropped, new ones
+        are black-holed; until heal(). No side hears of it: a half-open connection."""
+        self.mode = "stall"
 
     def heal(self) -> None:
         self._call(self._heal())
@@ -146,10 +154,23 @@ class TcpProxy:
         if self.mode == "refuse":
             _abort(writer)
             return
-        if self.mode == "blackhole":
+        if self.mode in ("blackhole", "stall"):
             self._held.append((reader, writer))
             return
         await self._forward(reader, writer)
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                if self.mode == "stall":
+                    continue  # a silent partition: the bytes are lost
+                writer.write(data)
+                await writer.drain()
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            if self.mode != "stall":  # a partition hides the close too
+                writer.close()  # the other side closed: pass its close on, after what it sent
 
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -164,22 +185,11 @@ class TcpProxy:
         pair = (writer, up_writer)
         self._pairs.add(pair)
         try:
-            await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
         finally:
             self._pairs.discard(pair)
             _abort(writer)
             _abort(up_writer)
-
-
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (OSError, asyncio.IncompleteReadError):
-        pass
-    finally:
-        writer.close()  # the other side closed: pass its close on, after what it sent
 
 
 def _abort(writer: asyncio.StreamWriter) -> None:

@@ -184,11 +184,29 @@ def test_connection_defaults_and_their_overrides(engine: Engine) -> None:
         show = (
             "SELECT current_setting('lock_timeout') AS lock_wait, "
             "current_setting('statement_timeout') AS statement, "
-            "current_setting('idle_in_transaction_session_timeout') AS idle"
+            "current_setting('idle_in_transaction_session_timeout') AS idle, "
+            # the server's side of the socket: it notices a client lost in a partition
+            "current_setting('tcp_keepalives_idle') AS server_idle, "
+            "current_setting('tcp_user_timeout') AS server_unacked"
         )
-        defaults = {"lock_wait": "30s", "statement": "5min", "idle": "0"}
-        override = "options=-c%20lock_timeout%3D7s%20-c%20statement_timeout%3D0&keepalives=0"
-        overridden = {"lock_wait": "7s", "statement": "0", "idle": "0"}
+        defaults = {
+            "lock_wait": "30s",
+            "statement": "5min",
+            "idle": "0",
+            "server_idle": "30",
+            "server_unacked": "60000",
+        }
+        override = (
+            "options=-c%20lock_timeout%3D7s%20-c%20statement_timeout%3D0"
+            "%20-c%20tcp_keepalives_idle%3D11&keepalives=0"
+        )
+        overridden = {
+            "lock_wait": "7s",
+            "statement": "0",
+            "idle": "0",
+            "server_idle": "11",
+            "server_unacked": "60000",
+        }
     else:
         show = "SELECT @@session.innodb_lock_wait_timeout AS lock_wait"
         defaults = {"lock_wait": 30}

@@ -75,6 +75,23 @@ BAD: list[tuple[str, str, str, str, str]] = [
         'add locked_until = "locked_until" under columns',
     ),
     (
+        "row-lock-max-attempts-without-retry-after",
+        """
+        [queues.orders]
+        table = "orders_queue"
+        form = "row_lock"
+        max_attempts = 3
+        dead_letter = { table = "orders_dead" }
+        [queues.orders.columns]
+        id = "id"
+        payload = "payload"
+        attempt = "attempt"
+        """,
+        "max_attempts",
+        "row lock with max_attempts needs a retry_after column",
+        'add retry_after = "retry_after" under columns, or use form = "lease"',
+    ),
+    (
         "dead-letter-group-without-group-column",
         """
         [queues.orders]

@@ -59,6 +59,7 @@ def params_for(dialect: str) -> dict[str, Any]:
         "payload": '{"n": 1}',
         "delay_s": 1.5,
         "lease_s": 30.0,
+        "hold_s": 5.0,
         "limit": 5,
         "scan": 20,
         "ids": "[1]",

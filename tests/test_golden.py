@@ -98,8 +98,10 @@ STEPS = {
         "row_lock_table_deadletter",
         "mail",
     ): (
-        "schema enqueue listen next_due claim ack drop retry retry_after ack_many drop_many "
-        f"retry_many retry_after_many dead_letter columns indexes {DEAD} pending_list advance cancel"
+        # with max_attempts the claim counts (committed), then take locks; unclaim undoes
+        "schema enqueue listen next_due claim take ack drop retry retry_after ack_many "
+        f"drop_many retry_many retry_after_many dead_letter unclaim columns indexes {DEAD} "
+        "pending_list advance cancel"
     ),
     ("advisory_minimal", "hooks"): (
         "schema enqueue listen claim lock take ack drop ack_many drop_many unlock columns indexes stats "

@@ -184,6 +184,10 @@ class Connection(abc.ABC):
         earlier rows in place: wrap the call in a transaction for an all-or-nothing batch.
         """
 
+    async def ping(self) -> None:
+        """One round trip to the server (a heartbeat); ConnectionLost when it is gone."""
+        await self.fetchone("SELECT 1 AS ok")
+
     # ---------------------------------------------------------- transactions
 
     @abc.abstractmethod
@@ -235,10 +239,12 @@ class Connection(abc.ABC):
         """
         return contextlib.nullcontext()
 
-    def notifies(self) -> AsyncIterator[str]:
+    def notifies(self, timeout: float | None = None) -> AsyncIterator[str]:
         """The channel of each notification this connection receives after it ran a rendered
-        ``listen`` statement, as they arrive, until the connection is lost (ConnectionLost).
-        Only engines whose dialect has ``listen_notify`` deliver them."""
+        ``listen`` statement, as they arrive, until the connection is lost (ConnectionLost),
+        or until ``timeout`` seconds have passed (the iteration then ends, so the caller can
+        check the connection and listen on). Only engines whose dialect has
+        ``listen_notify`` deliver them."""
         raise NotImplementedError(f"{self.dialect.name} delivers no notifications")
 
     # ------------------------------------------------------------- lifecycle

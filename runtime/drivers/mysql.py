@@ -88,6 +88,9 @@ _SESSION_SETUP = (
 )
 
 
+# connect(read_only=True): no transaction of the session can write
+_READ_ONLY = "SET SESSION TRANSACTION READ ONLY"
+
 #: ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back
 _DEADLOCK = 1213
 
@@ -266,6 +269,7 @@ async def open_mysql(
     database: str | None,
     dialect_name: str,
     options: dict[str, Any],
+    read_only: bool = False,
     **kwargs: Any,
 ) -> MySQLConnection:
     """Connect with PyMySQL; the dialect is provisional until ``runtime.connect`` reads VERSION().
@@ -306,7 +310,7 @@ async def open_mysql(
         try:
             _set_keepalives(my, keepalives)
             with my.cursor() as cur:
-                for statement in _SESSION_SETUP:
+                for statement in _SESSION_SETUP + ((_READ_ONLY,) if read_only else ()):
                     cur.execute(statement)
                 if "innodb_lock_wait_timeout" not in session:
                     cur.execute(_DEFAULT_LOCK_WAIT)

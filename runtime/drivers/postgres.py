@@ -76,14 +76,25 @@ DEFAULT_PARAMETERS: dict[str, str | int] = {
 # statement_timeout: a bound on a runaway statement, generous enough for a handler's own work
 # and a purge. idle_in_transaction_session_timeout is left alone (off): a transactional
 # consumer's session sits idle in its transaction while the handler runs, so any value must
-# exceed the handler's longest run (handler_timeout).
+# exceed the handler's longest run (handler_timeout). The server's own TCP keepalives and
+# user timeout (its defaults are the system's: two hours idle on Linux): a client lost in a
+# silent partition is noticed in about a minute, its session ends and its transaction rolls
+# back, so the rows a row-lock batch held return then, not hours later.
 DEFAULT_SETTINGS: dict[str, str] = {
     "lock_timeout": "30s",
     "statement_timeout": "5min",
+    "tcp_keepalives_idle": "30",
+    "tcp_keepalives_interval": "10",
+    "tcp_keepalives_count": "3",
+    "tcp_user_timeout": "60000",
 }
 # Set on every connection whatever its source (see the module's docstring); a server without
 # the setting (plan_cache_mode is PostgreSQL 12+) skips it.
 _FIXED_SETTINGS: dict[str, str] = {"plan_cache_mode": "force_generic_plan"}
+# A read-only connection (connect(read_only=True): stats, the dead-letter listing on a
+# replica) prefers a standby, and no transaction of its session can write.
+READ_ONLY_PARAMETERS: dict[str, str | int] = {"target_session_attrs": "prefer-standby"}
+_READ_ONLY_SETTINGS: dict[str, str] = {"default_transaction_read_only": "on"}
 _SESSION_SETUP = (
     "SELECT set_config(d.name, d.value, false) "
     "FROM (SELECT unnest(%(names)s::text[]) AS name, unnest(%(values)s::text[]) AS value, "
@@ -260,16 +271,18 @@ class PostgresConnection(Connection):
         status = self._pg.info.transaction_status
         return status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
-    async def notifies(self) -> AsyncIterator[str]:
+    async def notifies(self, timeout: float | None = None) -> AsyncIterator[str]:
         self._check_open()
         try:
-            async for n in self._pg.notifies():
+            async for n in self._pg.notifies(timeout=timeout):
                 yield n.channel
         except Exception as exc:
             if isinstance(exc, self._driver_error | OSError):
                 raise self._lost(exc) from exc
             raise
-        # the generator ends only when psycopg finds the connection closed
+        if timeout is not None and not self._pg.closed and not self._pg.broken:
+            return  # the time is up
+        # without a timeout the generator ends only when psycopg finds the connection closed
         raise self._lost(ConnectionError("the listening connection closed"))
 
     # ------------------------------------------------------------- lifecycle
@@ -349,7 +362,9 @@ def connect_error(url: str, exc: BaseException) -> ConfigurationError | Connecti
     return ConnectionLost(f"cannot connect to {redact_url(url)}: {text}")
 
 
-async def open_postgres(url: str, conninfo: str, **kwargs: Any) -> PostgresConnection:
+async def open_postgres(
+    url: str, conninfo: str, read_only: bool = False, **kwargs: Any
+) -> PostgresConnection:
     """Connect with psycopg to ``conninfo`` (a postgresql:// URI); ``url`` is for messages.
 
     ``kwargs`` go to ``psycopg.AsyncConnection.connect`` (e.g. ``connect_timeout``,
@@ -360,7 +375,8 @@ async def open_postgres(url: str, conninfo: str, **kwargs: Any) -> PostgresConne
     psycopg_mod = import_driver("psycopg", "postgres")
     rows = import_driver("psycopg.rows", "postgres")
     given = {key for key, _ in parse_qsl(urlsplit(conninfo).query, keep_blank_values=True)}
-    for key, value in DEFAULT_PARAMETERS.items():
+    defaults = {**DEFAULT_PARAMETERS, **(READ_ONLY_PARAMETERS if read_only else {})}
+    for key, value in defaults.items():
         if key not in kwargs and key not in given:
             kwargs[key] = value
     kwargs["autocommit"] = True
@@ -369,14 +385,15 @@ async def open_postgres(url: str, conninfo: str, **kwargs: Any) -> PostgresConne
         pg = await psycopg_mod.AsyncConnection.connect(conninfo, **kwargs)
     except psycopg_mod.Error as exc:
         raise connect_error(url, exc) from exc
-    settings = {**DEFAULT_SETTINGS, **_FIXED_SETTINGS}
+    fixed = {**_FIXED_SETTINGS, **(_READ_ONLY_SETTINGS if read_only else {})}
+    settings = {**DEFAULT_SETTINGS, **fixed}
     try:
         await pg.execute(
             _SESSION_SETUP,
             {
                 "names": list(settings),
                 "values": list(settings.values()),
-                "fixed": [name in _FIXED_SETTINGS for name in settings],
+                "fixed": [name in fixed for name in settings],
             },
             prepare=False,
         )

@@ -325,7 +325,9 @@ class SQLiteConnection(Connection):
         return isinstance(exc, self._sqlite3.ProgrammingError) and "closed" in str(exc).lower()
 
 
-async def open_sqlite(url: str, path: str, query: str = "", **kwargs: Any) -> SQLiteConnection:
+async def open_sqlite(
+    url: str, path: str, query: str = "", read_only: bool = False, **kwargs: Any
+) -> SQLiteConnection:
     """Open (creating if needed) the SQLite file at ``path`` (``:memory:`` for a private one).
 
     ``query`` (the URL's query string, e.g. ``mode=rw``) goes to SQLite as URI parameters.
@@ -356,7 +358,7 @@ async def open_sqlite(url: str, path: str, query: str = "", **kwargs: Any) -> SQ
         ) from exc
     conn = SQLiteConnection(db, aiosqlite_raw(db), url, path)
     try:
-        for pragma in _PRAGMAS:
+        for pragma in _PRAGMAS + (("PRAGMA query_only = 1",) if read_only else ()):
             await conn.execute(pragma)
     except BaseException:
         await conn.close()

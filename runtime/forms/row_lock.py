@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+import json
+from typing import Any, ClassVar
 
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
@@ -12,6 +13,9 @@ from runtime.rendered import StatementName as S
 from runtime.settle import Decision
 
 _SAVEPOINT = "qgen_delivery"
+#: seconds a row counted by a claim stays not ready (its retry_after mark) while the claim
+#: goes on to lock it, and after a worker that held it died; see RowLockForm
+COUNT_HOLD_S = 5.0
 
 
 class RowLockForm(Form):
@@ -22,16 +26,36 @@ class RowLockForm(Form):
     batch's settlements wait for its end and run as one statement per outcome
     (``ack_many`` …) just before that COMMIT; transactional, each runs after its handler, in
     the handler's savepoint. Either way nothing counts as settled before the COMMIT.
+
+    With max_attempts (the file has ``take``) a delivery must count even when it kills its
+    worker or its connection, which rolls the batch back. So the claim first counts the
+    rows' delivery in a statement of its own that commits, and marks them not ready for
+    COUNT_HOLD_S seconds (retry_after), so that no other claim counts them too; then it
+    opens the batch's transaction and ``take`` locks them. The settlements count nothing
+    more and clear the mark. The cost: one more committed statement per claim; and rows
+    whose worker died return after the mark (COUNT_HOLD_S), not at once.
     """
 
     can_group = True
     #: settlements are counted when the batch commits (end_batch), not when written
     commits_at_batch_end: ClassVar[bool] = True
 
+    def claim_params(self, limit: int, group: str | None) -> dict[str, Any]:
+        return super().claim_params(limit, group) | {"hold_s": COUNT_HOLD_S}
+
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
+        params = self.claim_params(limit, group)
+        if self.queue.rendered.get(S.TAKE):  # count first, committed; then lock
+            counted = await self.run(conn, S.CLAIM, params)
+            if not counted.rows:
+                return Batch([])
+            params["ids"] = json.dumps([row["id"] for row in counted.rows])
+            step = S.TAKE
+        else:
+            step = S.CLAIM
         await conn.begin(immediate=True)
         try:
-            result = await self.run(conn, S.CLAIM, self.claim_params(limit, group))
+            result = await self.run(conn, step, params)
         except BaseException:
             await self.abort_batch(conn)
             raise
@@ -63,6 +87,17 @@ class RowLockForm(Form):
         for d, _ in items:
             d.settled = True
         return [None] * len(items)
+
+    async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
+        """Nothing to write unless the claim counted the row (``unclaim``, in the batch's
+        transaction): the batch's COMMIT returns it."""
+        d.settled = True
+        if conn is None or conn.closed or not conn.in_transaction:
+            return False
+        if not self.queue.rendered.get(S.UNCLAIM):
+            return False
+        await self.run(conn, S.UNCLAIM, {"id": d.message.id})
+        return True
 
     async def give_back(self, conn: Connection | None, d: Delivery) -> None:
         # nothing to write: the rollback (or the commit, for an unstarted row) returns it

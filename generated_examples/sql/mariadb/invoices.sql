@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:ff9616ef6bde6c67866aed56aadc538cd453a2f50cafe56e8904e25aa99b7a4a
+-- seal: sha256:f04b3fd9bf87193b73ad6cf255b469650d9c56f0eddeec69af522867e13d3f02
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -62,21 +62,34 @@ WHERE `processed_at` IS NULL
   AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
--- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
--- kinds: reads reads
+-- Lists up to scan ready rows without locking them, locks up to limit of those still ready by primary key (locked rows skipped), then counts their delivery and marks them not ready for hold_s seconds (ids: the locked ids as a JSON array); one transaction, committed before they are handled (a delivery that kills its worker still counts); take then locks them.
+-- kinds: reads reads writes
 SELECT `id` AS id
 FROM `invoices_queue`
 WHERE `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 ORDER BY `id`
 LIMIT %(scan)s;
-SELECT `invoices_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt
+SELECT `invoices_queue`.`id` AS id
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
 WHERE `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
+SET `invoices_queue`.`attempt` = `invoices_queue`.`attempt` + 1, `invoices_queue`.`retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(hold_s)s SECOND;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
+-- kinds: reads
+SELECT `invoices_queue`.`id` AS id, `payload` AS payload, `attempt` - 1 AS attempt
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
+WHERE `invoices_queue`.`processed_at` IS NULL
+ORDER BY `invoices_queue`.`id`
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: marks it processed.
@@ -93,17 +106,17 @@ SET `processed_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE `invoices_queue`
-SET `attempt` = `attempt` + 1
+SET `retry_after` = NULL
 WHERE `id` = %(id)s;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE `invoices_queue`
-SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND
 WHERE `id` = %(id)s;
 
 -- name: ack_many
@@ -121,27 +134,34 @@ STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = 
 SET `processed_at` = UTC_TIMESTAMP(6);
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
-SET `attempt` = `attempt` + 1;
+SET `retry_after` = NULL;
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `invoices_queue` FORCE INDEX (PRIMARY) ON `invoices_queue`.`id` = j.qgen_id
-SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1;
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND;
 
 -- name: dead_letter
 -- At the cap: moves the row into invoices_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
 INSERT INTO `invoices_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`)
-SELECT `id`, `payload`, `attempt` + 1, `retry_after`, `processed_at`, `invoice_key`
+SELECT `id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`
 FROM `invoices_queue`
 WHERE `id` = %(id)s;
 DELETE FROM `invoices_queue`
+WHERE `id` = %(id)s;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE `invoices_queue`
+SET `attempt` = `attempt` - 1, `retry_after` = NULL
 WHERE `id` = %(id)s;
 
 -- name: columns

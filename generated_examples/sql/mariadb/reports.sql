@@ -9,7 +9,7 @@
 -- default_group: "reports"
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
--- seal: sha256:74c325cc265f2db5f76e2c81fb55ae5187e89f95aa594aa2d29f1da0ec84d636
+-- seal: sha256:a94c1dd9d31b7ef818262076a7a7eb7eed1e3e47a4a4e181986f4d938e4f102b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -47,21 +47,34 @@ WHERE `grp` = %(group)s
   AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
--- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
--- kinds: reads reads
+-- Lists up to scan ready rows without locking them, locks up to limit of those still ready by primary key (locked rows skipped), then counts their delivery and marks them not ready for hold_s seconds (ids: the locked ids as a JSON array); one transaction, committed before they are handled (a delivery that kills its worker still counts); take then locks them.
+-- kinds: reads reads writes
 SELECT `id` AS id
 FROM `reports_queue`
 WHERE `grp` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 ORDER BY `id`
 LIMIT %(scan)s;
-SELECT `reports_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `grp` AS `group`
+SELECT `reports_queue`.`id` AS id
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
 WHERE `grp` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
+SET `reports_queue`.`attempt` = `reports_queue`.`attempt` + 1, `reports_queue`.`retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(hold_s)s SECOND;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
+-- kinds: reads
+SELECT `reports_queue`.`id` AS id, `payload` AS payload, `attempt` - 1 AS attempt, `grp` AS `group`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
+WHERE `reports_queue`.`grp` = %(group)s
+ORDER BY `reports_queue`.`id`
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -76,17 +89,17 @@ DELETE FROM `reports_queue`
 WHERE `id` = %(id)s;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE `reports_queue`
-SET `attempt` = `attempt` + 1
+SET `retry_after` = NULL
 WHERE `id` = %(id)s;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE `reports_queue`
-SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND
 WHERE `id` = %(id)s;
 
 -- name: ack_many
@@ -104,31 +117,38 @@ FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id;
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
-SET `attempt` = `attempt` + 1;
+SET `retry_after` = NULL;
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
-SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1;
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND;
 
 -- name: dead_letter_many
--- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt.
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group.
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
-SET `grp` = %(dead_group)s, `attempt` = `attempt` + 1;
+SET `grp` = %(dead_group)s;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.
 -- kinds: writes
 UPDATE `reports_queue`
-SET `grp` = %(dead_group)s, `attempt` = `attempt` + 1
+SET `grp` = %(dead_group)s
+WHERE `id` = %(id)s;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE `reports_queue`
+SET `attempt` = `attempt` - 1, `retry_after` = NULL
 WHERE `id` = %(id)s;
 
 -- name: columns

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- channel: "qgen.invoices_queue"
--- seal: sha256:cd34f7d3606fb0c8cea1ee18d9aa416fd6c0e5c6b38210d21d6cc720f70fffc2
+-- seal: sha256:9a53f746f14dfcf23c76fe2d4bad052b8ba0cd580bddb5517570fefdeb69a36a
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -66,15 +66,30 @@ WHERE "processed_at" IS NULL
   AND "retry_after" > now();
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "invoices_queue"
+SET "attempt" = "attempt" + 1, "retry_after" = clock_timestamp() + make_interval(secs => %(hold_s)s)
+WHERE "id" IN (
+  SELECT "id"
+  FROM "invoices_queue"
+  WHERE "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+  ORDER BY "id"
+  LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
+)
+RETURNING "id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
-SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
 FROM "invoices_queue"
-WHERE "processed_at" IS NULL
-  AND ("retry_after" IS NULL OR "retry_after" <= now())
+WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
+  AND "processed_at" IS NULL
 ORDER BY "id"
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: marks it processed.
@@ -91,17 +106,17 @@ SET "processed_at" = clock_timestamp()
 WHERE "id" = %(id)s;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "invoices_queue"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" = %(id)s;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "invoices_queue"
-SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE "id" = %(id)s;
 
 -- name: ack_many
@@ -119,17 +134,17 @@ SET "processed_at" = clock_timestamp()
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE "invoices_queue"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE "invoices_queue"
-SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
@@ -141,8 +156,15 @@ WITH moved AS (
   RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key"
 )
 INSERT INTO "invoices_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key")
-SELECT "id", "payload", "attempt" + 1, "retry_after", "processed_at", "invoice_key"
+SELECT "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key"
 FROM moved;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "attempt" = "attempt" - 1, "retry_after" = NULL
+WHERE "id" = %(id)s;
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

@@ -10,7 +10,7 @@
 -- channel: "qgen.reports_queue"
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
--- seal: sha256:2d6648519ef6c0eb75644cea4a5bcfb4cbf4234f7082dbb7e08cb55e5cb86fdf
+-- seal: sha256:e297d8c606e7cd2d48b012a34efda83ac6bef5326e6ac9f098c1adb540e6468b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -57,15 +57,30 @@ WHERE "grp" = %(group)s
   AND "retry_after" > now();
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "reports_queue"
+SET "attempt" = "attempt" + 1, "retry_after" = clock_timestamp() + make_interval(secs => %(hold_s)s)
+WHERE "id" IN (
+  SELECT "id"
+  FROM "reports_queue"
+  WHERE "grp" = %(group)s
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+  ORDER BY "id"
+  LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
+)
+RETURNING "id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
-SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group"
+SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "grp" AS "group"
 FROM "reports_queue"
-WHERE "grp" = %(group)s
-  AND ("retry_after" IS NULL OR "retry_after" <= now())
+WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
+  AND "grp" = %(group)s
 ORDER BY "id"
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -80,17 +95,17 @@ DELETE FROM "reports_queue"
 WHERE "id" = %(id)s;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "reports_queue"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" = %(id)s;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "reports_queue"
-SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE "id" = %(id)s;
 
 -- name: ack_many
@@ -106,31 +121,38 @@ DELETE FROM "reports_queue"
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE "reports_queue"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter_many
--- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt.
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "grp" = %(dead_group)s, "attempt" = "attempt" + 1
+SET "grp" = %(dead_group)s
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "grp" = %(dead_group)s, "attempt" = "attempt" + 1
+SET "grp" = %(dead_group)s
+WHERE "id" = %(id)s;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "attempt" = "attempt" - 1, "retry_after" = NULL
 WHERE "id" = %(id)s;
 
 -- name: columns

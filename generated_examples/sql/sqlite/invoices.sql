@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:77ff8bea828fe18e9546c2dfb48ee4ae66128fc2c14d21367972f2550c236be8
+-- seal: sha256:5a7a4fb2c2b2a96bbea4f2c2ea7d293bf27346a2b7b7a5b802aea181ec7154cc
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -57,14 +57,28 @@ WHERE "processed_at" IS NULL
   AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "invoices_queue"
+SET "attempt" = "attempt" + 1, "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :hold_s || ' seconds')
+WHERE "id" IN (
+  SELECT "id"
+  FROM "invoices_queue"
+  WHERE "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ORDER BY "id"
+  LIMIT :limit
+)
+RETURNING "id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
-SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
 FROM "invoices_queue"
-WHERE "processed_at" IS NULL
-  AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-ORDER BY "id"
-LIMIT :limit;
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  AND "processed_at" IS NULL
+ORDER BY "id";
 
 -- name: ack
 -- Finishes the row: marks it processed.
@@ -81,17 +95,17 @@ SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE "id" = :id;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "invoices_queue"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" = :id;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "invoices_queue"
-SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "id" = :id;
 
 -- name: ack_many
@@ -109,27 +123,34 @@ SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE "invoices_queue"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE "invoices_queue"
-SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: moves the row into invoices_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
 INSERT INTO "invoices_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key")
-SELECT "id", "payload", "attempt" + 1, "retry_after", "processed_at", "invoice_key"
+SELECT "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key"
 FROM "invoices_queue"
 WHERE "id" = :id;
 DELETE FROM "invoices_queue"
+WHERE "id" = :id;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "attempt" = "attempt" - 1, "retry_after" = NULL
 WHERE "id" = :id;
 
 -- name: columns

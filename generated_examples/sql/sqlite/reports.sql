@@ -10,7 +10,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:512332f990460ea17acba05805075e390e01c9b3e85bfcfa116d4343c91ceb3e
+-- seal: sha256:bf8254025b4e2fba7e9f90ad70978f07cbeed03c6f0fb342210cc56784e08425
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -48,14 +48,28 @@ WHERE "grp" = :group
   AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "reports_queue"
+SET "attempt" = "attempt" + 1, "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :hold_s || ' seconds')
+WHERE "id" IN (
+  SELECT "id"
+  FROM "reports_queue"
+  WHERE "grp" = :group
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ORDER BY "id"
+  LIMIT :limit
+)
+RETURNING "id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
-SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group"
+SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "grp" AS "group"
 FROM "reports_queue"
-WHERE "grp" = :group
-  AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-ORDER BY "id"
-LIMIT :limit;
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j)
+  AND "grp" = :group
+ORDER BY "id";
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -70,17 +84,17 @@ DELETE FROM "reports_queue"
 WHERE "id" = :id;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "reports_queue"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" = :id;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "reports_queue"
-SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "id" = :id;
 
 -- name: ack_many
@@ -96,31 +110,38 @@ DELETE FROM "reports_queue"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE "reports_queue"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter_many
--- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt.
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "grp" = :dead_group, "attempt" = "attempt" + 1
+SET "grp" = :dead_group
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "grp" = :dead_group, "attempt" = "attempt" + 1
+SET "grp" = :dead_group
+WHERE "id" = :id;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "reports_queue"
+SET "attempt" = "attempt" - 1, "retry_after" = NULL
 WHERE "id" = :id;
 
 -- name: columns

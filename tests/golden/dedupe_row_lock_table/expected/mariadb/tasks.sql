@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
--- seal: sha256:5af859a6340daa2a143aae39df57c5bbb5407bdec5b7b6f6eefa7357112782d1
+-- seal: sha256:b7a9dfed5e4fb506b88b828c921944265ccf027528592ead7e0c8e63ef91f905
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -57,19 +57,31 @@ FROM `tasks`
 WHERE `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
--- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
--- kinds: reads reads
+-- Lists up to scan ready rows without locking them, locks up to limit of those still ready by primary key (locked rows skipped), then counts their delivery and marks them not ready for hold_s seconds (ids: the locked ids as a JSON array); one transaction, committed before they are handled (a delivery that kills its worker still counts); take then locks them.
+-- kinds: reads reads writes
 SELECT `id` AS id
 FROM `tasks`
 WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 ORDER BY `id`
 LIMIT %(scan)s;
-SELECT `tasks`.`id` AS id, `payload` AS payload, `attempt` AS attempt
+SELECT `tasks`.`id` AS id
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id
 WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id
+SET `tasks`.`attempt` = `tasks`.`attempt` + 1, `tasks`.`retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(hold_s)s SECOND;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
+-- kinds: reads
+SELECT `tasks`.`id` AS id, `payload` AS payload, `attempt` - 1 AS attempt
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id
+ORDER BY `tasks`.`id`
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -84,17 +96,17 @@ DELETE FROM `tasks`
 WHERE `id` = %(id)s;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE `tasks`
-SET `attempt` = `attempt` + 1
+SET `retry_after` = NULL
 WHERE `id` = %(id)s;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE `tasks`
-SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND
 WHERE `id` = %(id)s;
 
 -- name: ack_many
@@ -112,27 +124,34 @@ FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id;
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id
-SET `attempt` = `attempt` + 1;
+SET `retry_after` = NULL;
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `tasks` FORCE INDEX (PRIMARY) ON `tasks`.`id` = j.qgen_id
-SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1;
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND;
 
 -- name: dead_letter
 -- At the cap: moves the row into tasks_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
 INSERT INTO `tasks_dead` (`id`, `payload`, `attempt`, `retry_after`, `dkey`)
-SELECT `id`, `payload`, `attempt` + 1, `retry_after`, `dkey`
+SELECT `id`, `payload`, `attempt`, `retry_after`, `dkey`
 FROM `tasks`
 WHERE `id` = %(id)s;
 DELETE FROM `tasks`
+WHERE `id` = %(id)s;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE `tasks`
+SET `attempt` = `attempt` - 1, `retry_after` = NULL
 WHERE `id` = %(id)s;
 
 -- name: columns

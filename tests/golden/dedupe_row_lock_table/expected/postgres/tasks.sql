@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
 -- channel: "qgen.tasks"
--- seal: sha256:89b0f758ed51b4eff72d0a5426055f205491799ebb82c195c86f5f1b415cc35b
+-- seal: sha256:4053c83778898c116af4fc71fc18e146f4daddc7fc72a0525fd9194220d7a1e0
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -60,14 +60,28 @@ FROM "tasks"
 WHERE "retry_after" > now();
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "tasks"
+SET "attempt" = "attempt" + 1, "retry_after" = clock_timestamp() + make_interval(secs => %(hold_s)s)
+WHERE "id" IN (
+  SELECT "id"
+  FROM "tasks"
+  WHERE ("retry_after" IS NULL OR "retry_after" <= now())
+  ORDER BY "id"
+  LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
+)
+RETURNING "id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
-SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
 FROM "tasks"
-WHERE ("retry_after" IS NULL OR "retry_after" <= now())
+WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
 ORDER BY "id"
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -82,17 +96,17 @@ DELETE FROM "tasks"
 WHERE "id" = %(id)s;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "tasks"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" = %(id)s;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "tasks"
-SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE "id" = %(id)s;
 
 -- name: ack_many
@@ -108,17 +122,17 @@ DELETE FROM "tasks"
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE "tasks"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE "tasks"
-SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
@@ -130,8 +144,15 @@ WITH moved AS (
   RETURNING "id", "payload", "attempt", "retry_after", "dkey"
 )
 INSERT INTO "tasks_dead" ("id", "payload", "attempt", "retry_after", "dkey")
-SELECT "id", "payload", "attempt" + 1, "retry_after", "dkey"
+SELECT "id", "payload", "attempt", "retry_after", "dkey"
 FROM moved;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "tasks"
+SET "attempt" = "attempt" - 1, "retry_after" = NULL
+WHERE "id" = %(id)s;
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:0e6a943914a2a57fab835f9919165a13fc74dbda232b86faac9fe5c28698dcd0
+-- seal: sha256:af07e06c9c28d04e129f18c5eaec2dd97c851741d0f1510a2e3cd1d8ee3fd4a6
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -51,13 +51,26 @@ FROM "tasks"
 WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "tasks"
+SET "attempt" = "attempt" + 1, "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :hold_s || ' seconds')
+WHERE "id" IN (
+  SELECT "id"
+  FROM "tasks"
+  WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ORDER BY "id"
+  LIMIT :limit
+)
+RETURNING "id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
-SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
+SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
 FROM "tasks"
-WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-ORDER BY "id"
-LIMIT :limit;
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j)
+ORDER BY "id";
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -72,17 +85,17 @@ DELETE FROM "tasks"
 WHERE "id" = :id;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "tasks"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" = :id;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "tasks"
-SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "id" = :id;
 
 -- name: ack_many
@@ -98,27 +111,34 @@ DELETE FROM "tasks"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE "tasks"
-SET "attempt" = "attempt" + 1
+SET "retry_after" = NULL
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE "tasks"
-SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: moves the row into tasks_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
 INSERT INTO "tasks_dead" ("id", "payload", "attempt", "retry_after", "dkey")
-SELECT "id", "payload", "attempt" + 1, "retry_after", "dkey"
+SELECT "id", "payload", "attempt", "retry_after", "dkey"
 FROM "tasks"
 WHERE "id" = :id;
 DELETE FROM "tasks"
+WHERE "id" = :id;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "tasks"
+SET "attempt" = "attempt" - 1, "retry_after" = NULL
 WHERE "id" = :id;
 
 -- name: columns

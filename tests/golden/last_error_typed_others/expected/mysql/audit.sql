@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- seal: sha256:6fe9972328ee6923e693aad92ab2cd71378960c55f24399c6b805d49af33dc6e
+-- seal: sha256:3147cfeb21dbc7b455f83d6d397113ed201eefecf0a43698b3a06104847a4e74
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -42,8 +42,8 @@ WHERE `queue` = %(group)s
   AND `retry_after` > UTC_TIMESTAMP(6);
 
 -- name: claim
--- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
--- kinds: reads reads
+-- Lists up to scan ready rows without locking them, locks up to limit of those still ready by primary key (locked rows skipped), then counts their delivery and marks them not ready for hold_s seconds (ids: the locked ids as a JSON array); one transaction, committed before they are handled (a delivery that kills its worker still counts); take then locks them.
+-- kinds: reads reads writes
 SELECT `id` AS id
 FROM `audit_queue`
 WHERE `queue` = %(group)s
@@ -51,7 +51,7 @@ WHERE `queue` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 ORDER BY `id`
 LIMIT %(scan)s;
-SELECT `audit_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`
+SELECT `audit_queue`.`id` AS id
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
 WHERE `queue` = %(group)s
@@ -59,6 +59,20 @@ WHERE `queue` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
+SET `audit_queue`.`attempt` = `audit_queue`.`attempt` + 1, `audit_queue`.`retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(hold_s)s SECOND;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
+-- kinds: reads
+SELECT `audit_queue`.`id` AS id, `payload` AS payload, `attempt` - 1 AS attempt, `queue` AS `group`
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
+WHERE `audit_queue`.`processed_at` IS NULL
+  AND `audit_queue`.`queue` = %(group)s
+ORDER BY `audit_queue`.`id`
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: marks it processed.
@@ -75,17 +89,17 @@ SET `processed_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead); records why in why.
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt); records why in why.
 -- kinds: writes
 UPDATE `audit_queue`
-SET `attempt` = `attempt` + 1, `why` = %(error)s
+SET `retry_after` = NULL, `why` = %(error)s
 WHERE `id` = %(id)s;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt; records why in why.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt); records why in why.
 -- kinds: writes
 UPDATE `audit_queue`
-SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1, `why` = %(error)s
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `why` = %(error)s
 WHERE `id` = %(id)s;
 
 -- name: ack_many
@@ -103,31 +117,38 @@ STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen
 SET `processed_at` = UTC_TIMESTAMP(6);
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt; records why in why.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt); records why in why.
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
-SET `attempt` = `attempt` + 1, `why` = %(error)s;
+SET `retry_after` = NULL, `why` = %(error)s;
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt; records why in why.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now; records why in why.
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
-SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `attempt` = `attempt` + 1, `why` = %(error)s;
+SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `why` = %(error)s;
 
 -- name: dead_letter_many
--- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt; records why in why.
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
-SET `queue` = %(dead_group)s, `attempt` = `attempt` + 1, `why` = %(error)s;
+SET `queue` = %(dead_group)s, `why` = %(error)s;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE `audit_queue`
-SET `queue` = %(dead_group)s, `attempt` = `attempt` + 1, `why` = %(error)s
+SET `queue` = %(dead_group)s, `why` = %(error)s
+WHERE `id` = %(id)s;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE `audit_queue`
+SET `attempt` = `attempt` - 1, `retry_after` = NULL
 WHERE `id` = %(id)s;
 
 -- name: columns

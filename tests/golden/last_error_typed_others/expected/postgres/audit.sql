@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- channel: "qgen.audit_queue"
--- seal: sha256:487d5cc1a0acae58c7b9cd0d810da3c919929601c4c98d0bb182ea6d3445d2c3
+-- seal: sha256:9714797931eec3ab6caf3571cb2306447bc89ec2dcbe07c3091246426d864545
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -53,16 +53,32 @@ WHERE "queue" = %(group)s
   AND "retry_after" > now();
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "audit_queue"
+SET "attempt" = "attempt" + 1, "retry_after" = clock_timestamp() + make_interval(secs => %(hold_s)s)
+WHERE "id" IN (
+  SELECT "id"
+  FROM "audit_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+  ORDER BY "id"
+  LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
+)
+RETURNING "id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
-SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group"
 FROM "audit_queue"
-WHERE "queue" = %(group)s
+WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
   AND "processed_at" IS NULL
-  AND ("retry_after" IS NULL OR "retry_after" <= now())
+  AND "queue" = %(group)s
 ORDER BY "id"
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: marks it processed.
@@ -79,17 +95,17 @@ SET "processed_at" = clock_timestamp()
 WHERE "id" = %(id)s;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead); records why in why.
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt); records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "attempt" = "attempt" + 1, "why" = %(error)s
+SET "retry_after" = NULL, "why" = %(error)s
 WHERE "id" = %(id)s;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt; records why in why.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt); records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1, "why" = %(error)s
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "why" = %(error)s
 WHERE "id" = %(id)s;
 
 -- name: ack_many
@@ -107,31 +123,38 @@ SET "processed_at" = clock_timestamp()
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt; records why in why.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt); records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "attempt" = "attempt" + 1, "why" = %(error)s
+SET "retry_after" = NULL, "why" = %(error)s
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt; records why in why.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now; records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "attempt" = "attempt" + 1, "why" = %(error)s
+SET "retry_after" = clock_timestamp() + make_interval(secs => %(delay_s)s), "why" = %(error)s
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter_many
--- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt; records why in why.
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "queue" = %(dead_group)s, "attempt" = "attempt" + 1, "why" = %(error)s
+SET "queue" = %(dead_group)s, "why" = %(error)s
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "queue" = %(dead_group)s, "attempt" = "attempt" + 1, "why" = %(error)s
+SET "queue" = %(dead_group)s, "why" = %(error)s
+WHERE "id" = %(id)s;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "attempt" = "attempt" - 1, "retry_after" = NULL
 WHERE "id" = %(id)s;
 
 -- name: columns

@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:93aa47ba26316d90d680c143bc7632d1f036971b78f35aaa872a7dad02aa6499
+-- seal: sha256:a0a66f81721e4d9fd9a94c6ab99658d03d009029da6795b06bded9780d0850d4
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -44,15 +44,30 @@ WHERE "queue" = :group
   AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "audit_queue"
+SET "attempt" = "attempt" + 1, "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :hold_s || ' seconds')
+WHERE "id" IN (
+  SELECT "id"
+  FROM "audit_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ORDER BY "id"
+  LIMIT :limit
+)
+RETURNING "id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
-SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
+SELECT "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group"
 FROM "audit_queue"
-WHERE "queue" = :group
+WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j)
   AND "processed_at" IS NULL
-  AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-ORDER BY "id"
-LIMIT :limit;
+  AND "queue" = :group
+ORDER BY "id";
 
 -- name: ack
 -- Finishes the row: marks it processed.
@@ -69,17 +84,17 @@ SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE "id" = :id;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead); records why in why.
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt); records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "attempt" = "attempt" + 1, "why" = :error
+SET "retry_after" = NULL, "why" = :error
 WHERE "id" = :id;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt; records why in why.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt); records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1, "why" = :error
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "why" = :error
 WHERE "id" = :id;
 
 -- name: ack_many
@@ -97,31 +112,38 @@ SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt; records why in why.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt); records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "attempt" = "attempt" + 1, "why" = :error
+SET "retry_after" = NULL, "why" = :error
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt; records why in why.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now; records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "attempt" = "attempt" + 1, "why" = :error
+SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "why" = :error
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter_many
--- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group, counting their attempt; records why in why.
+-- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "queue" = :dead_group, "attempt" = "attempt" + 1, "why" = :error
+SET "queue" = :dead_group, "why" = :error
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "queue" = :dead_group, "attempt" = "attempt" + 1, "why" = :error
+SET "queue" = :dead_group, "why" = :error
+WHERE "id" = :id;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "audit_queue"
+SET "attempt" = "attempt" - 1, "retry_after" = NULL
 WHERE "id" = :id;
 
 -- name: columns

@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:439a6dd58b9a7ea7f764206d59bda62e71fcb3b6de9bbe123575df7dde4ea763
+-- seal: sha256:c9b0a203bbdd2e6cb31ea1348a62075d79be2ea32a359ef2fe21f91f5f6cfd2c
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -39,19 +39,31 @@ FROM `mail_queue`
 WHERE `not_before` > UTC_TIMESTAMP(6);
 
 -- name: claim
--- Lists up to scan ready rows without locking them, then locks up to limit of those still ready by primary key until the transaction ends (ids: the listed ids as a JSON array); locked rows are skipped.
--- kinds: reads reads
+-- Lists up to scan ready rows without locking them, locks up to limit of those still ready by primary key (locked rows skipped), then counts their delivery and marks them not ready for hold_s seconds (ids: the locked ids as a JSON array); one transaction, committed before they are handled (a delivery that kills its worker still counts); take then locks them.
+-- kinds: reads reads writes
 SELECT `mail_id` AS id
 FROM `mail_queue`
 WHERE (`not_before` IS NULL OR `not_before` <= UTC_TIMESTAMP(6))
 ORDER BY `mail_id`
 LIMIT %(scan)s;
-SELECT `mail_queue`.`mail_id` AS id, `message` AS payload, `tries` AS attempt
+SELECT `mail_queue`.`mail_id` AS id
 FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id
 WHERE (`not_before` IS NULL OR `not_before` <= UTC_TIMESTAMP(6))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
+UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id
+SET `mail_queue`.`tries` = `mail_queue`.`tries` + 1, `mail_queue`.`not_before` = UTC_TIMESTAMP(6) + INTERVAL %(hold_s)s SECOND;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted, by primary key, until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
+-- kinds: reads
+SELECT `mail_queue`.`mail_id` AS id, `message` AS payload, `tries` - 1 AS attempt
+FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
+STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id
+ORDER BY `mail_queue`.`mail_id`
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -66,17 +78,17 @@ DELETE FROM `mail_queue`
 WHERE `mail_id` = %(id)s;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE `mail_queue`
-SET `tries` = `tries` + 1
+SET `not_before` = NULL
 WHERE `mail_id` = %(id)s;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE `mail_queue`
-SET `not_before` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `tries` = `tries` + 1
+SET `not_before` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND
 WHERE `mail_id` = %(id)s;
 
 -- name: ack_many
@@ -94,27 +106,34 @@ FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id;
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id
-SET `tries` = `tries` + 1;
+SET `not_before` = NULL;
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `mail_queue` FORCE INDEX (PRIMARY) ON `mail_queue`.`mail_id` = j.qgen_id
-SET `not_before` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `tries` = `tries` + 1;
+SET `not_before` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND;
 
 -- name: dead_letter
 -- At the cap: moves the row into mail_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
 INSERT INTO `mail_dead` (`mail_id`, `message`, `tries`, `not_before`)
-SELECT `mail_id`, `message`, `tries` + 1, `not_before`
+SELECT `mail_id`, `message`, `tries`, `not_before`
 FROM `mail_queue`
 WHERE `mail_id` = %(id)s;
 DELETE FROM `mail_queue`
+WHERE `mail_id` = %(id)s;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE `mail_queue`
+SET `tries` = `tries` - 1, `not_before` = NULL
 WHERE `mail_id` = %(id)s;
 
 -- name: columns

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- channel: "qgen.mail_queue"
--- seal: sha256:c886815be2f205c2bc6b16e1d7380869fbeee7b2d0be7391c82fee577a5a9827
+-- seal: sha256:19f2a1a2998a24e416ee9b900383d8d93bff7f243dd4f034522a7f298118ed13
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -49,14 +49,28 @@ FROM "mail_queue"
 WHERE "not_before" > now();
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "mail_queue"
+SET "tries" = "tries" + 1, "not_before" = clock_timestamp() + make_interval(secs => %(hold_s)s)
+WHERE "mail_id" IN (
+  SELECT "mail_id"
+  FROM "mail_queue"
+  WHERE ("not_before" IS NULL OR "not_before" <= now())
+  ORDER BY "mail_id"
+  LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
+)
+RETURNING "mail_id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
-SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt
+SELECT "mail_id" AS id, "message" AS payload, "tries" - 1 AS attempt
 FROM "mail_queue"
-WHERE ("not_before" IS NULL OR "not_before" <= now())
+WHERE "mail_id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
 ORDER BY "mail_id"
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+FOR UPDATE;
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -71,17 +85,17 @@ DELETE FROM "mail_queue"
 WHERE "mail_id" = %(id)s;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "mail_queue"
-SET "tries" = "tries" + 1
+SET "not_before" = NULL
 WHERE "mail_id" = %(id)s;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "mail_queue"
-SET "not_before" = clock_timestamp() + make_interval(secs => %(delay_s)s), "tries" = "tries" + 1
+SET "not_before" = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE "mail_id" = %(id)s;
 
 -- name: ack_many
@@ -97,17 +111,17 @@ DELETE FROM "mail_queue"
 WHERE "mail_id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE "mail_queue"
-SET "tries" = "tries" + 1
+SET "not_before" = NULL
 WHERE "mail_id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE "mail_queue"
-SET "not_before" = clock_timestamp() + make_interval(secs => %(delay_s)s), "tries" = "tries" + 1
+SET "not_before" = clock_timestamp() + make_interval(secs => %(delay_s)s)
 WHERE "mail_id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
@@ -119,8 +133,15 @@ WITH moved AS (
   RETURNING "mail_id", "message", "tries", "not_before"
 )
 INSERT INTO "mail_dead" ("mail_id", "message", "tries", "not_before")
-SELECT "mail_id", "message", "tries" + 1, "not_before"
+SELECT "mail_id", "message", "tries", "not_before"
 FROM moved;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "mail_queue"
+SET "tries" = "tries" - 1, "not_before" = NULL
+WHERE "mail_id" = %(id)s;
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:0e28347d35b449bf6a8ecd39850f8c2ce59f2ced4a89ace55f1cb49e2ee9b98c
+-- seal: sha256:865c98ecd7aafb7274b97985fae7282834318c4a3f36d39a45326bb8c3f2a48a
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -40,13 +40,26 @@ FROM "mail_queue"
 WHERE "not_before" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
 -- name: claim
--- Selects up to limit ready rows and locks them until the transaction ends; locked rows are skipped.
+-- Counts the delivery of up to limit ready rows and commits it before they are handled (a delivery that kills its worker still counts), marking them not ready for hold_s seconds; take then locks them.
+-- kinds: writes-returning
+UPDATE "mail_queue"
+SET "tries" = "tries" + 1, "not_before" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :hold_s || ' seconds')
+WHERE "mail_id" IN (
+  SELECT "mail_id"
+  FROM "mail_queue"
+  WHERE ("not_before" IS NULL OR "not_before" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ORDER BY "mail_id"
+  LIMIT :limit
+)
+RETURNING "mail_id" AS id;
+
+-- name: take
+-- In the batch's transaction: locks the rows ids (a JSON array) the claim counted until the transaction ends; it waits for a claim that holds one for an instant (its mark keeps every claim from taking it), so no counted row is left unhandled.
 -- kinds: reads
-SELECT "mail_id" AS id, "message" AS payload, "tries" AS attempt
+SELECT "mail_id" AS id, "message" AS payload, "tries" - 1 AS attempt
 FROM "mail_queue"
-WHERE ("not_before" IS NULL OR "not_before" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-ORDER BY "mail_id"
-LIMIT :limit;
+WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j)
+ORDER BY "mail_id";
 
 -- name: ack
 -- Finishes the row: deletes it.
@@ -61,17 +74,17 @@ DELETE FROM "mail_queue"
 WHERE "mail_id" = :id;
 
 -- name: retry
--- Returns the row at once, counting the attempt (without an attempt column the runtime rolls back instead).
+-- Returns the row at once by clearing the claim's mark (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "mail_queue"
-SET "tries" = "tries" + 1
+SET "not_before" = NULL
 WHERE "mail_id" = :id;
 
 -- name: retry_after
--- Returns the row delay_s seconds from now, counting the attempt.
+-- Returns the row delay_s seconds from now (the claim already counted the attempt).
 -- kinds: writes
 UPDATE "mail_queue"
-SET "not_before" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "tries" = "tries" + 1
+SET "not_before" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "mail_id" = :id;
 
 -- name: ack_many
@@ -87,27 +100,34 @@ DELETE FROM "mail_queue"
 WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_many
--- In the claim's transaction: returns the rows ids at once, counting their attempt.
+-- In the claim's transaction: returns the rows ids at once by clearing the claim's mark (the claim already counted their attempt).
 -- kinds: writes
 UPDATE "mail_queue"
-SET "tries" = "tries" + 1
+SET "not_before" = NULL
 WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: retry_after_many
--- In the claim's transaction: returns the rows ids delay_s seconds from now, counting their attempt.
+-- In the claim's transaction: returns the rows ids delay_s seconds from now.
 -- kinds: writes
 UPDATE "mail_queue"
-SET "not_before" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), "tries" = "tries" + 1
+SET "not_before" = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')
 WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: moves the row into mail_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
 INSERT INTO "mail_dead" ("mail_id", "message", "tries", "not_before")
-SELECT "mail_id", "message", "tries" + 1, "not_before"
+SELECT "mail_id", "message", "tries", "not_before"
 FROM "mail_queue"
 WHERE "mail_id" = :id;
 DELETE FROM "mail_queue"
+WHERE "mail_id" = :id;
+
+-- name: unclaim
+-- In the batch's transaction: gives back a row whose handler never started (the consumer stops): the claim's count undone and its mark cleared.
+-- kinds: writes
+UPDATE "mail_queue"
+SET "tries" = "tries" - 1, "not_before" = NULL
 WHERE "mail_id" = :id;
 
 -- name: columns
