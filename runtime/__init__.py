@@ -48,6 +48,7 @@ from runtime.outcomes import (
 from runtime.payloads import Decoder, Encoder
 from runtime.queue import Enqueued, Queue
 from runtime.rendered import read_rendered
+from runtime.status import Status
 
 
 def load(path: str | Path, encoder: Encoder | None = None, decoder: Decoder | None = None) -> Queue:
@@ -95,6 +96,7 @@ __all__ = [
     "SchemaDiffers",
     "SchemaObject",
     "ServerTooOld",
+    "Status",
     "UnknownCustomEvent",
     "ack",
     "apply",

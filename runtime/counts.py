@@ -24,6 +24,7 @@ OPERATIONS = frozenset(
         "failed_batches",  # a batch the database refused (deadlock, lock wait timeout, …)
         "unknown_custom",  # custom(name) for an event the file does not declare (a retry)
         "undecodable",  # a stored payload the decoder refused (to the dead letter)
+        "unstorable_result",  # ack(result=…) whose result cannot be stored (a retry)
     }
 )
 

@@ -85,6 +85,9 @@ def params_for(dialect: str) -> dict[str, Any]:
         "channel": "qgen.t",
         # dedupe_key: the one committed row holds it, so enqueue meets a duplicate
         "dedupe_key": "k",
+        # ack_result and progress: JSON text, as the runtime encodes it
+        "result": '{"rows": 3}',
+        "progress": "50",
     }
 
 

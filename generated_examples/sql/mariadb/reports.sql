@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:f3396d1590f77a21ad4e18547b3fd51a74287598183890f43ef7e9975289d62a
+-- seal: sha256:e6068c59ce20a8bfc7897a62004b609d7da60906a0ce0d103a6e12fc0df13639
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -156,6 +156,13 @@ SELECT (
   FROM `reports_queue`
   WHERE `grp` = %(dead_group)s
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `grp` = %(dead_group)s THEN 'dead' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `reports_queue`
+WHERE `id` = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

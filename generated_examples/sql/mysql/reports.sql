@@ -7,7 +7,7 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- seal: sha256:278319917a8e7b0d48e4f9efa9344e3a0bc59ed17c2128ac14a472745647c903
+-- seal: sha256:9cd25e453f5f04c1ec7cd8dd51f75ee9ba40e9fd900d9dee3cf3cda8728e2932
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -156,6 +156,13 @@ SELECT (
   FROM `reports_queue`
   WHERE `grp` = %(dead_group)s
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `grp` = %(dead_group)s THEN 'dead' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `reports_queue`
+WHERE `id` = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 10
 -- channel: "qgen.pings"
--- seal: sha256:3fcb96bc027f69526f00b007fa53aaeeab8a4eeb3142c19dff0e751faf818ea5
+-- seal: sha256:0f67163833156c4659d221ede2d48479d73d20478c8784c710a9e3ff38347100
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -151,6 +151,13 @@ SELECT (
   FROM "pings"
   WHERE "leased_until" >= now()
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "ping_id" AS id, CASE WHEN "leased_until" >= now() THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "pings"
+WHERE "ping_id" = %(id)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
--- seal: sha256:aef1e9ef036f53cec5111219cac1b0c09cdc0f517b12a4c896654143f7970eef
+-- seal: sha256:9b65acdd86195948256b2dd2333558f92b0c5acf5d11bd7bed3b01d0cc2bb2a4
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -164,6 +164,13 @@ SELECT (
   FROM "reports_queue"
   WHERE "grp" = %(dead_group)s
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "grp" = %(dead_group)s THEN 'dead' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "reports_queue"
+WHERE "id" = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:338ac9c34102c76a5e39e68c32e1e50dec9a32c652167615088367c9fa4761c0
+-- seal: sha256:b3efa5b9ccb2b32f70fa85519079ccd758eb88cf0715eb08b73e8c04c1a7db68
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -141,6 +141,13 @@ SELECT (
   FROM "exports_queue"
   WHERE "lane" = :dead_group
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "lane" = :dead_group THEN 'dead' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "exports_queue"
+WHERE "id" = :id;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- seal: sha256:c92db98e28dc55c01f8b2724e647a5b0f76374881749719fa1dce4688f24afaf
+-- seal: sha256:c684dab5832f1b47529fea58d9a69fc685dc5895194ad59cf7fe297e7b385a54
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -189,6 +189,13 @@ SELECT (
   ORDER BY `id` DESC
   LIMIT 1
 ) AS `dead_last_error`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had (a processed row's attempt column was not counted by its ack), and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' ELSE 'pending' END AS `state`, CASE WHEN `processed_at` IS NOT NULL THEN `attempt` ELSE `attempt` - 1 END AS attempts, NULL AS `result`, NULL AS `progress`, `why` AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+FROM `audit_queue`
+WHERE `id` = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

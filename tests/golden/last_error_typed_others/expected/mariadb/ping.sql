@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "last_error": "last_error"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:6a1040297ac335f99c42e347d5dee196ac436509eb70d007c9ed81e3302b217e
+-- seal: sha256:9dbeb6a24be7a19a6c74e06666e6a26c6c34a32aa9049821e88f89ba78642945
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -133,6 +133,13 @@ SELECT (
   ORDER BY `id` DESC
   LIMIT 1
 ) AS `last_error`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT `id` AS id, 'pending' AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, `last_error` AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `ping_queue`
+WHERE `id` = %(id)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

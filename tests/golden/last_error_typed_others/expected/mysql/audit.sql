@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- seal: sha256:d7475c771b16091e1c01767a2c66cef724723cf06540ba1b9e5a728f3a95c967
+-- seal: sha256:509afb8e2f0656ac399065fde90230c361b754bc90f51e74429b5243906121e8
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -189,6 +189,13 @@ SELECT (
   ORDER BY `id` DESC
   LIMIT 1
 ) AS `dead_last_error`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had (a processed row's attempt column was not counted by its ack), and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' ELSE 'pending' END AS `state`, CASE WHEN `processed_at` IS NOT NULL THEN `attempt` ELSE `attempt` - 1 END AS attempts, NULL AS `result`, NULL AS `progress`, `why` AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+FROM `audit_queue`
+WHERE `id` = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- channel: "qgen.audit_queue"
--- seal: sha256:eecd56cd35a0d66e7f2858620fbc8930fdf9a78e4ef1b31aab79d83c70dc7cd0
+-- seal: sha256:d6c5d1d11de03b5bdd252238ec61488ff07997d6f880cfe33f086cbcbd451f4c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -199,6 +199,13 @@ SELECT (
   ORDER BY "id" DESC
   LIMIT 1
 ) AS "dead_last_error";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had (a processed row's attempt column was not counted by its ack), and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "queue" = %(dead_group)s AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", CASE WHEN "processed_at" IS NOT NULL THEN "attempt" ELSE "attempt" - 1 END AS attempts, NULL AS "result", NULL AS "progress", "why" AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "audit_queue"
+WHERE "id" = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

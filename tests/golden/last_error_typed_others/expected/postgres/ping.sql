@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.ping_queue"
--- seal: sha256:fc561adc8a047f995f085492f206aa86d43f9f72312784105b07c6cd8386246f
+-- seal: sha256:cd981de787ff672eabb32b66c08a02ec5b1cdd181cf074bb03b2de5ceff46526
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -161,6 +161,18 @@ SELECT (
   ORDER BY "id" DESC
   LIMIT 1
 ) AS "last_error";
+
+-- name: status
+-- Reads message id by the database's clock: its state (running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN hashtextextended('qgen:ping_queue:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "ping_queue"
+WHERE "id" = %(id)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.

@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- other_columns: ["user_id", "kind", "note"]
 -- channel: "qgen.signup_queue"
--- seal: sha256:db30d3eff5626e3b48666e3e9b12e1a5f27fa0c5d702dc435e5d519b382b982d
+-- seal: sha256:669004f370b8b06fad226a3d4f5036c8f96ae4aafefc966df41e354cd862a4e5
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -225,6 +225,17 @@ SELECT (
   ORDER BY "id" DESC
   LIMIT 1
 ) AS "dead_last_error";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "signup_queue"
+WHERE "id" = %(id)s
+UNION ALL
+SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "signup_dead"
+WHERE "id" = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

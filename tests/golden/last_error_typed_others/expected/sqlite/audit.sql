@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:3fd41a817419ac57caa0424f94014276059eac9eb596ec88f8fc556fb6ff37dd
+-- seal: sha256:d5553b01d3722a9de876147a0f160fddb2f8ddefb8a3d039925d47d92a2736fc
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -182,6 +182,13 @@ SELECT (
   ORDER BY "id" DESC
   LIMIT 1
 ) AS "dead_last_error";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had (a processed row's attempt column was not counted by its ack), and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "queue" = :dead_group AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", CASE WHEN "processed_at" IS NOT NULL THEN "attempt" ELSE "attempt" - 1 END AS attempts, NULL AS "result", NULL AS "progress", "why" AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "audit_queue"
+WHERE "id" = :id;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:9aae498fdf860cab470c721c2ebbcb641fe6e575950901b10ec19505d9b1764c
+-- seal: sha256:dc237b28790ca97a8d5d4f6cbe85fae24bc9a70a227c799132ffdc6d51e7a430
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -97,6 +97,13 @@ SELECT (
   FROM `locked`
   WHERE `done_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `done_at` IS NOT NULL THEN 'done' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `done_at` AS processed_at
+FROM `locked`
+WHERE `id` = %(id)s;
 
 -- name: prune
 -- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:576afe74e6f5d8059880967175a82218e3b1c4e353fdb5e5de08e00eeb8c62ca
+-- seal: sha256:9ad347993b3d05877912c84936daded45672ee522e6385cc6f9629fc3748428b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -186,6 +186,13 @@ SELECT (
   FROM `tasks`
   WHERE `lane` = %(dead_group)s
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `lane` = %(dead_group)s THEN 'dead' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `tasks`
+WHERE `id` = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:094463bf41397a2acb307cc8247cd0f85be9409db8768e011feee007846ec14b
+-- seal: sha256:2ef87dd7568eaf63e4a45d7a0f0f137a824ae807e724ef975375610c3bd0326d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -169,6 +169,13 @@ SELECT (
   FROM "tasks"
   WHERE "lane" = :dead_group
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "lane" = :dead_group THEN 'dead' WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "tasks"
+WHERE "id" = :id;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:ddb2d99388f79fdf6b2bb53cb400e04e6a9aad8cb7a79d613ca6276a8234d088
+-- seal: sha256:e30b89686b553844a7aecd3f7f3f17919a7c850d28e4db76a8f4374e7e83f824
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -149,6 +149,17 @@ SELECT (
   SELECT COUNT(*)
   FROM `mail_dead`
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT `mail_id` AS id, 'pending' AS `state`, `tries` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `mail_queue`
+WHERE `mail_id` = %(id)s
+UNION ALL
+SELECT `mail_id` AS id, 'dead' AS `state`, `tries` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `mail_dead`
+WHERE `mail_id` = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- channel: "qgen.mail_queue"
--- seal: sha256:320646152a1a955369bf63ebb77fe3b2d196e9bcf4fe1c1f74bfe883d97cfbef
+-- seal: sha256:3ac9d2f62e9d3d4b13e08929aecd473e90b8babfb18f04b64fc330274795a414
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -160,6 +160,17 @@ SELECT (
   SELECT COUNT(*)
   FROM "mail_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "mail_id" AS id, 'pending' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "mail_queue"
+WHERE "mail_id" = %(id)s
+UNION ALL
+SELECT "mail_id" AS id, 'dead' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "mail_dead"
+WHERE "mail_id" = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

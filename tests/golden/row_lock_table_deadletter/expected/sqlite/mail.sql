@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:daaa8bae58915de621616f22353932069865590f29d7c35e29a78209711c76e9
+-- seal: sha256:f5100ae7fd483e773140efd07812797d4afa5059e60471340d95667501e9d6b4
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -141,6 +141,17 @@ SELECT (
   SELECT COUNT(*)
   FROM "mail_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "mail_id" AS id, 'pending' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "mail_queue"
+WHERE "mail_id" = :id
+UNION ALL
+SELECT "mail_id" AS id, 'dead' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "mail_dead"
+WHERE "mail_id" = :id;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
