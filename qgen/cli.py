@@ -574,6 +574,36 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 1
 
 
+def _status_line(status: Any) -> str:
+    """``42 state=done attempts=1 result={"rows": 3} progress=100 last_error=null
+    enqueued_at=2026-… processed_at=2026-…``: every field, JSON for values, null for none."""
+    fields = [f"state={status.state}"]
+    for name in ("attempts", "result", "progress", "last_error", "enqueued_at", "processed_at"):
+        value = getattr(status, name)
+        if hasattr(value, "isoformat"):
+            value = value.isoformat()
+        fields.append(f"{name}={json.dumps(value, sort_keys=True, ensure_ascii=False)}")
+    return f"{status.id} {' '.join(fields)}"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    url, (queue,) = _loaded(args, [args.queue])
+
+    async def work(conn: Any) -> Any:
+        return await queue.status(conn, args.id)
+
+    status = _on_db(url, work)
+    if status is None:
+        print(
+            f"qgen status: queue '{queue.name}': no message {args.id} (never enqueued, "
+            "deleted by its ack, pruned or purged)",
+            file=sys.stderr,
+        )
+        return 1
+    print(_status_line(status))
+    return 0
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -855,6 +885,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int, metavar="ID", help="the message id")
     on_db(p)
     p.set_defaults(fn=cmd_cancel)
+
+    p = sub.add_parser(
+        "status",
+        help="print one message's state, attempts, result and progress",
+        description="Read message ID of QUEUE by its rendered status statement and print one "
+        "line: its state (pending, running, done, dead or cancelled), attempts, result, "
+        "progress, last_error, enqueued_at and processed_at (JSON values, null where the "
+        "table has no such column). Exit 1 when no row has the id.",
+    )
+    p.add_argument("queue", metavar="QUEUE", help="the queue")
+    p.add_argument("id", type=int, metavar="ID", help="the message id")
+    on_db(p)
+    p.set_defaults(fn=cmd_status)
 
     from qgen.serve import add_parser as add_serve
 

@@ -36,6 +36,8 @@ QUEUE_COLUMNS = (
     "dedupe_key",
     "last_error",
     "concurrency_key",
+    "result",
+    "progress",
 )
 #: a type of other_columns, spliced into the schema's DDL: words, digits, spaces, parentheses
 #: and commas only (BIGINT, VARCHAR(40), NUMERIC(12, 2), TEXT NOT NULL), nothing that could
@@ -772,6 +774,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
             "an override for a dead letter the queue does not have",
             "declare max_attempts and dead_letter, or remove the override",
         )
+    _check_result(r, where, columns, statements)
 
     return QueueDeclaration(
         name=name,
@@ -903,6 +906,28 @@ def _schedules(
             )
         out.append(schedule)
     return tuple(out)
+def _check_result(
+    r: _Reader, where: str, columns: Mapping[str, str], statements: Mapping[str, Any]
+) -> None:
+    """A result is kept on the row an ack finishes: the row must stay (processed_at), and the
+    ack that writes it is qgen's own ``ack_result``, not a declared ack."""
+    if "result" not in columns:
+        return
+    if "processed_at" not in columns:
+        raise r.fail(
+            where,
+            "columns.result",
+            "a result column needs a processed_at column (an ack without one deletes the row, "
+            "and the result with it)",
+            'add processed_at = "processed_at" under columns, or remove result',
+        )
+    if "ack" in statements:
+        raise r.fail(
+            where,
+            "statements.ack",
+            "an ack with a result runs qgen's ack_result, which a declared ack would not match",
+            "remove statements.ack, or remove columns.result",
+        )
 
 
 def _check_pending_key(

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     )
     from runtime.payloads import Decoder, Encoder
     from runtime.queue import Enqueued, Queue
+    from runtime.status import Status
 
 # `import runtime` loads nothing else: each public name is imported on first use (PEP 562), so
 # the generator (`qgen render`), which needs only the file format and the dialect table, never
@@ -95,6 +96,7 @@ _LAZY: dict[str, str] = {
     "Encoder": "runtime.payloads",
     "Enqueued": "runtime.queue",
     "Queue": "runtime.queue",
+    "Status": "runtime.status",
     "read_rendered": "runtime.rendered",
 }
 
@@ -175,6 +177,7 @@ __all__ = [
     "SchemaDiffers",
     "SchemaObject",
     "ServerTooOld",
+    "Status",
     "UnknownCustomEvent",
     "ack",
     "apply",

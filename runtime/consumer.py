@@ -40,6 +40,7 @@ from runtime.outcomes import (
     with_policy,
 )
 from runtime.payloads import decode_payload
+from runtime.progress import ProgressWriter
 from runtime.queue import Queue, check_dialect
 from runtime.rendered import StatementName as S
 from runtime.rendered import Step
@@ -231,6 +232,8 @@ class Consumer:
         self._registered = False  # in the process's registry of waiting consumers
         #: run() also fires the queue's schedules (runtime.schedules), beside the workers
         self._scheduler = Scheduler(self.open, [queue]) if schedules else None
+        #: writes ctx.progress() values (the lease form on a connection of its own)
+        self._progress = ProgressWriter(self.form, self._connect)
 
     def _new_counts(self) -> Counts:
         counts = Counts()
@@ -295,6 +298,7 @@ class Consumer:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+            await self._progress.close()
         if self._fatal is not None:
             raise self._fatal
         return self.counts
@@ -731,7 +735,10 @@ class Consumer:
     async def _handle(self, conn: Connection, d: Delivery) -> Decision:
         """Run the handler; its outcome, turned into the statement that settles it."""
         ctx = Ctx(
-            attempt=d.attempt, db=conn if self.form.transactional else None, queue=self.queue.name
+            attempt=d.attempt,
+            db=conn if self.form.transactional else None,
+            queue=self.queue.name,
+            _report=functools.partial(self._progress.write, conn, d),
         )
         d.started = True
         if self.form.transactional:
@@ -758,6 +765,16 @@ class Consumer:
                 extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
             )
             self.counts.add("unknown_custom")
+            return self._decide(d, retry(str(exc)))
+        except PayloadError as exc:  # ack(result=…) that cannot be stored: never lost
+            log.error(
+                "queue %s: message %s: %s: taken as retry()",
+                self.queue.name,
+                d.message.id,
+                exc,
+                extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
+            )
+            self.counts.add("unstorable_result")
             return self._decide(d, retry(str(exc)))
 
     def _decide(self, d: Delivery, outcome: Outcome) -> Decision:

@@ -25,6 +25,7 @@ OPERATIONS = frozenset(
         "unknown_custom",  # custom(name) for an event the file does not declare (a retry)
         "undecodable",  # a stored payload the decoder refused (to the dead letter)
         "unsettled",  # delivered past max_attempts, never settled (to the dead letter)
+        "unstorable_result",  # ack(result=…) whose result cannot be stored (a retry)
     }
 )
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.drivers.base import Connection
@@ -21,11 +22,34 @@ class Message:
 @dataclass
 class Ctx:
     """The handler's context: ``ctx.attempt`` (1 on the first delivery; None without the column)
-    and, in transactional mode, ``ctx.db``: writes there commit with an ack and only with it."""
+    and, in transactional mode, ``ctx.db``: writes there commit with an ack and only with it.
+    ``await ctx.progress(value)`` records how far the handler got (a progress column)."""
 
     attempt: int | None
     db: Any = None
     queue: str = ""
+    #: writes a progress value for this delivery (set by the consumer)
+    _report: Callable[[Any], Awaitable[None]] | None = field(default=None, repr=False)
+
+    async def progress(self, value: Any) -> None:
+        """Record the handler's progress on its row, in a statement of its own fenced as
+        settlements are (the lease token; the held key or row lock): ``await
+        ctx.progress({"done": 40, "of": 100})``; ``queue.status`` reads it back.
+
+        ``value`` is any value a payload may be (a number, a dict, …), encoded by the
+        queue's payload rules: one that cannot be raises PayloadError, nothing written. A
+        queue without a progress column raises ConfigurationError; a lease lost since the
+        claim raises LeaseLost. Seen by other connections at once in the lease form, and in
+        the advisory form unless transactional; otherwise (row lock, transactional advisory)
+        when the delivery's transaction commits."""
+        if self._report is None:
+            from runtime.errors import ConfigurationError
+
+            raise ConfigurationError(
+                "ctx.progress() records progress of a delivery: call it inside a handler "
+                "that a Consumer runs"
+            )
+        await self._report(value)
 
 
 @dataclass(eq=False, slots=True)

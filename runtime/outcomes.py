@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from runtime.errors import InvalidArgument
 
@@ -77,6 +77,8 @@ class Outcome:
     name: str | None = None
     #: why the delivery failed (retry, retry_after, custom): what a last_error column keeps
     reason: str | None = None
+    #: what an ack keeps on the row (a result column): any value a payload may be
+    result: Any = field(default=None, hash=False)
 
     @property
     def label(self) -> str:
@@ -91,9 +93,12 @@ _ACK, _DROP, _RETRY = (
 )
 
 
-def ack() -> Outcome:
-    """The message is handled: ``return runtime.ack()``."""
-    return _ACK
+def ack(result: Any = None) -> Outcome:
+    """The message is handled: ``return runtime.ack()``; ``ack(result={"rows": 3})`` keeps
+    the handler's result on the row (a queue with a result column, read back by
+    ``queue.status``). The result is encoded by the queue's payload rules; one that cannot be
+    settles as a retry whose last_error says why. ``result=None`` is a plain ack."""
+    return _ACK if result is None else Outcome(OutcomeKind.ACK, result=result)
 
 
 def drop() -> Outcome:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime import wake
 from runtime.adapters import Adapted, adapt, adapted, run_sync
@@ -25,6 +25,9 @@ from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
 from runtime.rendered import Kind, RenderedFile
 from runtime.rendered import StatementName as S
 from runtime.steps import run_step
+
+if TYPE_CHECKING:
+    from runtime.status import Status
 
 __all__ = [
     "Enqueued",
@@ -468,6 +471,16 @@ class Queue:
 
         return await operate.prune(self, db, older_than_s, batch, group)
 
+    async def status(self, db: Any, id: int) -> Status | None:
+        """Message ``id``'s state by the database's clock, or None when no row has it (never
+        enqueued, deleted by an ack on a table without processed_at, pruned or purged):
+        ``s = await queue.status(db, 42)`` → ``Status(id=42, state="done", attempts=1,
+        result={"rows": 3}, …)``. See runtime.Status for the fields and what each form can
+        tell (a row lock's hold reads pending; a cancelled row reads done)."""
+        from runtime.status import status
+
+        return await status(self, db, id)
+
     async def cancel(self, db: Any, id: int) -> bool:
         """Finish message ``id`` as ack would (delete it, or mark it processed) if it is
         pending (ready or delayed) and not in flight; True if it did. False: a consumer holds
@@ -569,6 +582,10 @@ class SyncQueue:
     def cancel(self, conn: Any, id: int) -> bool:
         """``queue.sync.cancel(conn, 42)`` → True if it finished the message (see cancel)."""
         return run_sync(self.queue.cancel(adapt(conn, sync=True), id))
+
+    def status(self, conn: Any, id: int) -> Status | None:
+        """``queue.sync.status(conn, 42)`` → the message's Status, or None (see status)."""
+        return run_sync(self.queue.status(adapt(conn, sync=True), id))
 
     def apply(self, db: Any) -> list[Any]:
         """``queue.sync.apply(db)`` → the tables and indexes it created (see runtime.apply):

@@ -79,6 +79,10 @@ class StatementName(StrEnum):
     TAKE = "take"
     EXTEND = "extend"
     ACK = "ack"
+    #: an ack that keeps the handler's result on the row (a result column)
+    ACK_RESULT = "ack_result"
+    #: a running handler's progress, written on the row it holds (a progress column)
+    PROGRESS = "progress"
     DROP = "drop"
     RETRY = "retry"
     RETRY_AFTER = "retry_after"
@@ -99,6 +103,8 @@ class StatementName(StrEnum):
     INDEXES = "indexes"
     # operating a queue (runtime.operate)
     STATS = "stats"
+    #: one message's state, attempts, result and progress by id (``queue.status``)
+    STATUS = "status"
     DEAD_LIST = "dead_list"
     DEAD_LIST_NEWEST = "dead_list_newest"
     DEAD_SHOW = "dead_show"

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.delivery import Delivery
-from runtime.errors import UnknownCustomEvent
+from runtime.errors import PayloadError, UnknownCustomEvent
 from runtime.metrics import fields
 from runtime.outcomes import PLAIN_RETRY, Outcome, OutcomeKind
+from runtime.payloads import encode_payload
 from runtime.queue import Queue
 from runtime.rendered import StatementName as S
 
@@ -121,9 +122,30 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
             )
             return Decision(str(S.DEAD_LETTER), S.DEAD_LETTER, params, commits_handler_writes=False)
     label = kind.value
-    return Decision(
-        label,
-        label if label in r.statements else None,
-        params,
-        commits_handler_writes=kind is OutcomeKind.ACK,
-    )
+    step = label if label in r.statements else None
+    if kind is OutcomeKind.ACK and outcome.result is not None:
+        step = _with_result(queue, delivery, outcome, params, step)
+    return Decision(label, step, params, commits_handler_writes=kind is OutcomeKind.ACK)
+
+
+def _with_result(
+    queue: Queue, delivery: Delivery, outcome: Outcome, params: dict[str, Any], step: str | None
+) -> str | None:
+    """An ack with a result: ``ack_result``, its ``result`` parameter the encoded value.
+    PayloadError when the value cannot be stored (the consumer settles it as a retry); a
+    queue without a result column acks as usual, with a warning."""
+    if not queue.rendered.get(S.ACK_RESULT):
+        log.warning(
+            "queue %s: ack(result=…) on a table without a result column: acked, the result "
+            "is not kept (declare columns.result and render again) (message %s)",
+            queue.name,
+            delivery.message.id,
+            extra=fields(queue.name, delivery.message.id, delivery.attempt, "ack"),
+        )
+        return step
+    try:
+        params["result"] = encode_payload(outcome.result, queue.encoder)
+    except PayloadError as exc:
+        why = str(exc).removeprefix("payload cannot be stored: ")
+        raise PayloadError(f"the handler's result cannot be stored: {why}") from None
+    return S.ACK_RESULT

@@ -54,7 +54,12 @@ ROLE_TYPES: dict[str, dict[str, str]] = {
 }
 _TIME_ROLES = ("retry_after", "locked_until", "processed_at", "enqueued_at")
 #: roles kept in the same types as another's: a priority is a whole number like attempt
-_TYPE_LIKE = {"priority": "attempt", "fifo_key": "group"}
+_TYPE_LIKE = {
+    "priority": "attempt",
+    "fifo_key": "group",
+    "result": "payload",
+    "progress": "payload",
+}
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,9 @@ def params_for(dialect: str) -> dict[str, Any]:
         "seen": 1_699_999_000,
         "last_slot": 1_700_000_000,
         "paused": 1,
+        # ack_result and progress: JSON text, as the runtime encodes it
+        "result": '{"rows": 3}',
+        "progress": "50",
     }
 
 

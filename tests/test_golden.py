@@ -87,7 +87,7 @@ def test_golden(case: str) -> None:
 
 # Which steps each queue's file has, per SPEC.md ("each where the form has one"); the golden
 # bytes pin the SQL, this pins the shape in words a reviewer can check against the outcome table.
-DEAD = "stats dead_list dead_list_newest dead_show redrive redrive_all purge_dead purge_dead_all"
+DEAD = "stats status dead_list dead_list_newest dead_show redrive redrive_all purge_dead purge_dead_all"
 STEPS = {
     ("lease_group_deadletter", "jobs"): (
         "schema enqueue listen next_due claim extend ack drop retry retry_after ack_many "
@@ -104,7 +104,7 @@ STEPS = {
         "pending_list advance cancel"
     ),
     ("advisory_minimal", "hooks"): (
-        "schema enqueue listen claim lock take ack drop ack_many drop_many unlock columns indexes stats "
+        "schema enqueue listen claim lock take ack drop ack_many drop_many unlock columns indexes stats status "
         "pending_list cancel"
     ),
     (
@@ -112,10 +112,10 @@ STEPS = {
         "leased",
     ): (
         "schema enqueue listen claim extend ack drop retry ack_many drop_many retry_many release "
-        "unclaim columns indexes stats pending_list cancel"
+        "unclaim columns indexes stats status pending_list cancel"
     ),
     ("no_attempt_no_retry_after", "locked"): (
-        "schema enqueue listen claim ack drop ack_many drop_many columns indexes stats prune pending_list cancel"
+        "schema enqueue listen claim ack drop ack_many drop_many columns indexes stats status prune pending_list cancel"
     ),
     ("override_and_custom", "tasks"): (
         "schema enqueue listen next_due claim extend ack drop retry retry_after ack_many "
@@ -128,14 +128,14 @@ STEPS = {
         "schema enqueue enqueue_existing listen next_due claim extend ack drop retry retry_after "
         "ack_many drop_many retry_many retry_after_many dead_letter_many dead_letter release "
         "unclaim columns indexes "
-        "stats dead_list dead_list_newest dead_show redrive redrive_blocked "
+        "stats status dead_list dead_list_newest dead_show redrive redrive_blocked "
         "redrive_blocked_all redrive_all purge_dead purge_dead_all prune groups regroup pending_list advance cancel"
     ),
     # last_error: every form writes it, so row lock and advisory render a retry (and
     # retry_many) where they have none without it
     ("last_error_typed_others", "ping"): (
         "schema enqueue listen claim lock take ack drop retry ack_many drop_many retry_many "
-        "unlock columns indexes stats pending_list cancel"
+        "unlock columns indexes stats status pending_list cancel"
     ),
 }
 

@@ -62,6 +62,7 @@ OTHER_GROUP = "other"
 #: why (a quote, a percent sign, non-ASCII), which last_error keeps
 OUTCOMES: dict[str, tuple[str, str, Outcome | None]] = {
     "ack": ("ack", "due", ack()),
+    "ack result": ("ack", "due", ack(result={"said": "it's 100% ✓", "n": [1, 2.5]})),
     "None": ("none", "due", None),
     "drop": ("drop", "due", drop()),
     "retry": ("retry", "due", retry(reason="it's 100% down")),
@@ -85,11 +86,14 @@ KEYS = ["a", "it's", "ü"]
 def table_shapes(draw: st.DrawFn, form: str) -> Shape:
     """A table for ``form``; shrinks towards the smallest one (no optional column)."""
     dead_letter = draw(st.sampled_from([None, "group", "table"]))
+    attempt = dead_letter is not None or draw(st.booleans())
+    retry_after = draw(st.booleans())
+    processed_at = draw(st.booleans())
     return Shape(
         form=form,
-        attempt=dead_letter is not None or draw(st.booleans()),
-        retry_after=draw(st.booleans()),
-        processed_at=draw(st.booleans()),
+        attempt=attempt,
+        retry_after=retry_after,
+        processed_at=processed_at,
         group=dead_letter == "group" or draw(st.booleans()),
         dead_letter=dead_letter,
         max_attempts=draw(st.integers(1, 3)) if dead_letter else None,
@@ -97,6 +101,7 @@ def table_shapes(draw: st.DrawFn, form: str) -> Shape:
         fifo_key=draw(st.booleans()),
         dedupe_key=draw(st.booleans()),
         last_error=draw(st.booleans()),
+        result=processed_at and draw(st.booleans()),
     )
 
 
@@ -354,7 +359,12 @@ class QueueMachine(RuleBasedStateMachine):
         decision = decide(self.queue, h.runtime, settled_as)
         logged = [r for r in self.warnings.records if r.levelno >= logging.WARNING]
         expected = self.model.settle(
-            h.model, kind, delay, handler_wrote=self.transactional, error=settled_as.reason
+            h.model,
+            kind,
+            delay,
+            handler_wrote=self.transactional,
+            error=settled_as.reason,
+            result=settled_as.result,
         )
         assert decision.label == expected.label, (
             f"{h!r}: the runtime settles {outcome} as {decision.label}, the model as "
@@ -366,7 +376,8 @@ class QueueMachine(RuleBasedStateMachine):
         )
         for record, why in zip(logged, expected.warnings, strict=True):
             text = record.getMessage()
-            assert ("dead letter" in text) if why == "cap" else ("taken as retry()" in text), text
+            said = {"cap": "dead letter", "result_without_column": "result is not kept"}
+            assert said.get(why, "taken as retry()") in text, text
         return decision, expected
 
     def settle_delivery(self, h: Held, outcome: str) -> None:
@@ -465,6 +476,8 @@ class QueueMachine(RuleBasedStateMachine):
             select.append(f"{self.col('dedupe_key')} AS dkey")
         if "last_error" in cols:
             select.append(f"{self.col('last_error')} AS why")
+        if "result" in cols:
+            select.append(f"{self.col('result')} AS res")
         found = await (await self.session.conn("db")).fetchall(
             f"SELECT {', '.join(select)} FROM {self.q(table)} ORDER BY {self.col('id')}"
         )
@@ -481,6 +494,7 @@ class QueueMachine(RuleBasedStateMachine):
                 r.get("qgen_fifo_key"),
                 r.get("dkey"),
                 r.get("why"),
+                decode_payload(r["res"]) if r.get("res") is not None else None,
             )
             for r in found
         ]
@@ -501,6 +515,7 @@ def _expected(rows: dict[int, Row]) -> list[tuple]:
             r.fifo_key,
             r.key,
             r.last_error,
+            r.result,
         )
         for _, r in sorted(rows.items())
     ]
@@ -518,6 +533,7 @@ _FIELDS = (
     "fifo_key",
     "key",
     "last_error",
+    "result",
 )
 
 

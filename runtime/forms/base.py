@@ -143,6 +143,16 @@ class Form:
             if decision.step is not None:
                 await self.run(conn, decision.step, decision.params)
 
+    #: progress is written on a connection of its own, not the worker's (lease: the worker's
+    #: may hold the handler's transaction, and the row lock with it)
+    progress_apart: ClassVar[bool] = False
+
+    async def progress(self, conn: Connection, d: Delivery, params: dict[str, Any]) -> None:
+        """Write a running handler's progress (``params``: id, progress) on the row the
+        worker's connection holds (row lock: in the claim's transaction; advisory: under
+        the key, on its own unless the handler's transaction is open)."""
+        await self.run(conn, StatementName.PROGRESS, params)
+
     # -- the form's own steps
     async def claim_within_rate(self, conn: Connection, limit: int, group: str | None) -> Batch:
         """``claim``, held to the queue's rate limit when its file has one (and, before the

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
@@ -110,6 +111,18 @@ class LeaseForm(Form):
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
         await self.give_back(conn, d)
         return True
+
+    progress_apart = True
+
+    async def progress(self, conn: Connection, d: Delivery, params: dict[str, Any]) -> None:
+        """Under the delivery's lock (the extension moves the token), guarded by its token;
+        LeaseLost when the row no longer holds it."""
+        async with d.lock:
+            if d.settled:
+                return
+            result = await self.run(conn, S.PROGRESS, {**params, "token": d.token})
+            if not result.rowcount:
+                raise self._lost(d, "progress")
 
     async def extend(self, conn: Connection, d: Delivery) -> bool:
         """Move the lease forward while the handler runs; False once it is lost or settled."""

@@ -27,6 +27,8 @@ The rules, as SPEC.md gives them:
   without a retry_after column it is a retry, with a warning.
 * last_error: a retry, a retry_after and a move to the dead letter (group or table) write
   the delivery's error text there; ack and drop leave it as it was.
+* result (a table that keeps processed rows): an ack with a result writes it to the row it
+  marks processed; without the column the ack is a plain ack, with a warning.
 * The cap: a retry or retry_after of a delivery whose attempt has reached max_attempts moves
   the row to its dead letter instead, with a warning: its group becomes the dead-letter group,
   or it moves into the dead-letter table (same columns, payload and count kept, lease NULL).
@@ -91,9 +93,12 @@ class Shape:
     dedupe_key: bool = False
     #: a last_error column: why the last failed delivery failed
     last_error: bool = False
+    #: a result column: what an ack with a result keeps (only with processed_at)
+    result: bool = False
 
     def __post_init__(self) -> None:
         assert self.form in FORMS, self.form
+        assert not self.result or self.processed_at, "a result column needs processed_at"
         assert (self.dead_letter is None) == (self.max_attempts is None)
         assert self.max_attempts is None or self.attempt, "max_attempts needs an attempt column"
         assert self.dead_letter != "group" or self.group, "a dead-letter group needs a group column"
@@ -123,6 +128,8 @@ class Row:
     key: str | None = None
     #: the last_error column (None: NULL, or no such column)
     last_error: str | None = None
+    #: the result column, decoded (None: NULL, or no such column)
+    result: Any = None
 
 
 @dataclass
@@ -364,12 +371,14 @@ class OutcomeModel:
 
     # ------------------------------------------------------------------ settling
 
-    def decide(self, d: Delivery, outcome: str) -> Settlement:
+    def decide(self, d: Delivery, outcome: str, result: Any = None) -> Settlement:
         """The statement an outcome settles with: the missing-column fallback, then the cap."""
         s = self.shape
         assert outcome in OUTCOMES, outcome
         warnings: list[str] = []
         kind = "ack" if outcome == "none" else outcome
+        if kind == "ack" and result is not None and not s.result:
+            warnings.append("result_without_column")
         if kind == "retry_after" and not s.retry_after:
             warnings.append("retry_after_without_column")
             kind = "retry"
@@ -390,14 +399,16 @@ class OutcomeModel:
         delay: str = "due",
         handler_wrote: bool = False,
         error: str | None = None,
+        result: Any = None,
     ) -> Settlement:
         """Settle an open delivery with ``outcome`` (retry_after: ``delay`` "due" or "future").
 
         ``handler_wrote``: in transactional mode the handler wrote one row, kept only by an ack.
         ``error``: why the delivery failed, which a retry (or dead letter) writes to last_error.
+        ``result``: what an ack keeps in a result column.
         """
         assert d.state == "open", d
-        decision = self.decide(d, outcome)
+        decision = self.decide(d, outcome, result)
         form = self.shape.form
         row = self.rows.get(d.id)
         if form == "lease" and (row is None or row.lease != "held" or row.holder != d.number):
@@ -407,6 +418,8 @@ class OutcomeModel:
         self._apply(row, decision.label, delay)
         if self.shape.last_error and decision.label not in ("ack", "drop"):
             (self.dead if d.id in self.dead else self.rows)[d.id].last_error = error
+        if self.shape.result and decision.label == "ack" and result is not None:
+            self.rows[d.id].result = result
         d.state = "settled"
         if handler_wrote and decision.label == "ack":
             if form == "row_lock":

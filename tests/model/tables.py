@@ -42,6 +42,7 @@ PLAIN_NAMES = {
     "fifo_key": "fifo_key",
     "dedupe_key": "dedupe_key",
     "last_error": "last_error",
+    "result": "result",
 }
 RENAMED = {
     "id": "msg_id",
@@ -55,6 +56,7 @@ RENAMED = {
     "fifo_key": "ordering_key",
     "dedupe_key": "uniq",
     "last_error": "why",
+    "result": "outcome",
 }
 
 
@@ -75,6 +77,8 @@ def declaration(
         roles.append("dedupe_key")
     if shape.last_error:
         roles.append("last_error")
+    if shape.result:
+        roles.append("result")
     q: dict[str, Any] = {
         "table": table,
         "form": shape.form,

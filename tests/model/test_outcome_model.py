@@ -213,3 +213,18 @@ def test_cancel_finishes_what_no_delivery_holds(form: str) -> None:
     if form == "row_lock":
         m.end_batch(0)
     assert m.cancel(held_id) is True
+
+
+def test_an_ack_with_a_result_keeps_it_on_the_processed_row():
+    m = OutcomeModel(Shape(form="lease", processed_at=True, result=True))
+    m.enqueue({"n": 1})
+    (d,) = m.claim(worker=0, limit=1)
+    assert m.settle(d, "ack", result={"rows": 3}).warnings == ()
+    row = m.rows[d.id]
+    assert row.processed and row.result == {"rows": 3}
+    # without the column the ack is a plain ack, with a warning
+    plain = OutcomeModel(Shape(form="lease", processed_at=True))
+    plain.enqueue({"n": 1})
+    (d,) = plain.claim(worker=0, limit=1)
+    assert plain.settle(d, "ack", result=1).warnings == ("result_without_column",)
+    assert plain.rows[d.id].processed and plain.rows[d.id].result is None

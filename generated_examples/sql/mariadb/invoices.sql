@@ -3,10 +3,10 @@
 -- dialect: "mariadb"
 -- form: "row_lock"
 -- table: "invoices_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key", "result": "result", "progress": "progress"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:f04b3fd9bf87193b73ad6cf255b469650d9c56f0eddeec69af522867e13d3f02
+-- seal: sha256:4209f03ac73340f49c827494bd0b025954a544f2ae1c8c9ffaa4f7948536e242
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -18,6 +18,8 @@ CREATE TABLE IF NOT EXISTS `invoices_queue` (
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
   `invoice_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `result` JSON NULL,
+  `progress` JSON NULL,
   `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL THEN `invoice_key` END) STORED,
   INDEX `invoices_queue_claim` (`processed_at`, `id`),
   UNIQUE INDEX `invoices_queue_dedupe` (`qgen_pending_key`)
@@ -28,7 +30,9 @@ CREATE TABLE IF NOT EXISTS `invoices_dead` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
-  `invoice_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
+  `invoice_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `result` JSON NULL,
+  `progress` JSON NULL
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -98,6 +102,20 @@ UPDATE `invoices_queue`
 SET `processed_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s;
 
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in result until the row is pruned.
+-- kinds: writes
+UPDATE `invoices_queue`
+SET `processed_at` = UTC_TIMESTAMP(6), `result` = %(result)s
+WHERE `id` = %(id)s;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in progress, in a statement of its own, on the row the claim's transaction holds (seen by others when that transaction commits).
+-- kinds: writes
+UPDATE `invoices_queue`
+SET `progress` = %(progress)s
+WHERE `id` = %(id)s;
+
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
 -- kinds: writes
@@ -150,8 +168,8 @@ SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND;
 -- name: dead_letter
 -- At the cap: moves the row into invoices_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
-INSERT INTO `invoices_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`)
-SELECT `id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`
+INSERT INTO `invoices_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`, `result`, `progress`)
+SELECT `id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`, `result`, `progress`
 FROM `invoices_queue`
 WHERE `id` = %(id)s;
 DELETE FROM `invoices_queue`
@@ -203,6 +221,17 @@ SELECT (
   WHERE `processed_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `processed_at` IS NOT NULL THEN 'done' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, `result` AS `result`, `progress` AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+FROM `invoices_queue`
+WHERE `id` = %(id)s
+UNION ALL
+SELECT `id` AS id, 'dead' AS `state`, `attempt` - 1 AS attempts, `result` AS `result`, `progress` AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+FROM `invoices_dead`
+WHERE `id` = %(id)s;
+
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
 -- kinds: reads
@@ -231,8 +260,8 @@ WHERE `id` = %(id)s;
 -- name: redrive
 -- Sends the dead messages ids (a JSON array) back to invoices_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
 -- kinds: writes writes
-INSERT INTO `invoices_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`)
-SELECT `id`, `payload`, 1, NULL, `processed_at`, `invoice_key`
+INSERT INTO `invoices_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`, `result`, `progress`)
+SELECT `id`, `payload`, 1, NULL, `processed_at`, `invoice_key`, `result`, `progress`
 FROM `invoices_dead`
 WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
 DELETE FROM `invoices_dead`
@@ -279,8 +308,8 @@ ORDER BY d.`id`;
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes writes
-INSERT INTO `invoices_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`)
-SELECT `id`, `payload`, 1, NULL, `processed_at`, `invoice_key`
+INSERT INTO `invoices_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `invoice_key`, `result`, `progress`)
+SELECT `id`, `payload`, 1, NULL, `processed_at`, `invoice_key`, `result`, `progress`
 FROM `invoices_dead`;
 DELETE FROM `invoices_dead`;
 

@@ -3,12 +3,12 @@
 -- dialect: "mariadb"
 -- form: "lease"
 -- table: "orders_queue"
--- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "dedupe_key": "dedupe_key"}
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "dedupe_key": "dedupe_key", "result": "result", "progress": "progress"}
 -- max_attempts: 5
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:fb995ad646248cc5116901995ec4be9ae1fe5acb969ef3cd39cb9bdbd50efa23
+-- seal: sha256:27ee3e78fb76677be9db730aa468266d5a795e862a0c93c7534c2b4c50833fde
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -23,6 +23,8 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
   `processed_at` DATETIME(6) NULL,
   `enqueued_at` DATETIME(6) NULL,
   `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `result` JSON NULL,
+  `progress` JSON NULL,
   `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL AND `queue` <> 'orders_dead' THEN `dedupe_key` END) STORED,
   INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`),
   UNIQUE INDEX `orders_queue_dedupe` (`queue`, `qgen_pending_key`)
@@ -97,6 +99,20 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- kinds: writes
 UPDATE `orders_queue`
 SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in result until the row is pruned.
+-- kinds: writes
+UPDATE `orders_queue`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL, `result` = %(result)s
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in progress, in a statement of its own, on the row while it still holds the delivery's token.
+-- kinds: writes
+UPDATE `orders_queue`
+SET `progress` = %(progress)s
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: drop
@@ -242,6 +258,13 @@ SELECT (
   ORDER BY `id`
   LIMIT 1
 ) AS `oldest_ready_s`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, `result` AS `result`, `progress` AS `progress`, NULL AS last_error, `enqueued_at` AS enqueued_at, `processed_at` AS processed_at
+FROM `orders_queue`
+WHERE `id` = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:0b72f50aa873515bd693b20815531773de76aac61e4089c9f45600d755875d8f
+-- seal: sha256:9b3913bf62fac28c61c2045c9ae6de6f650774fc164c32b455a2820e834af2ea
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -146,6 +146,13 @@ SELECT (
   FROM `pings`
   WHERE `leased_until` >= UTC_TIMESTAMP(6)
 ) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT `ping_id` AS id, CASE WHEN `leased_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `pings`
+WHERE `ping_id` = %(id)s;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -3,11 +3,11 @@
 -- dialect: "mysql"
 -- form: "lease"
 -- table: "emails_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "progress": "progress"}
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:a5087a770fa7b809e23f13d00e1314e673f49babd9d3faddb7dc4c23f295b7c7
+-- seal: sha256:7f58dc23a4933613356110c1285792131cc5890423844f14f4948f88654399b5
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -17,14 +17,16 @@ CREATE TABLE IF NOT EXISTS `emails_queue` (
   `payload` JSON NOT NULL,
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
-  `locked_until` DATETIME(6) NULL
+  `locked_until` DATETIME(6) NULL,
+  `progress` JSON NULL
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `emails_dead` (
   `id` BIGINT NOT NULL PRIMARY KEY,
   `payload` JSON NOT NULL,
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
-  `locked_until` DATETIME(6) NULL
+  `locked_until` DATETIME(6) NULL,
+  `progress` JSON NULL
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -73,6 +75,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- Finishes the row: deletes it.
 -- kinds: writes
 DELETE FROM `emails_queue`
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in progress, in a statement of its own, on the row while it still holds the delivery's token.
+-- kinds: writes
+UPDATE `emails_queue`
+SET `progress` = %(progress)s
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: drop
@@ -142,8 +151,8 @@ SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `locked_unti
 -- name: dead_letter
 -- At the cap: moves the row into emails_dead, payload and count kept (a copy, then a delete, in one transaction), lease cleared.
 -- kinds: writes writes
-INSERT INTO `emails_dead` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`)
-SELECT `id`, `payload`, `attempt`, `retry_after`, NULL
+INSERT INTO `emails_dead` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`, `progress`)
+SELECT `id`, `payload`, `attempt`, `retry_after`, NULL, `progress`
 FROM `emails_queue`
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 DELETE FROM `emails_queue`
@@ -201,6 +210,17 @@ SELECT (
   FROM `emails_dead`
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
 
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, `progress` AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `emails_queue`
+WHERE `id` = %(id)s
+UNION ALL
+SELECT `id` AS id, 'dead' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, `progress` AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `emails_dead`
+WHERE `id` = %(id)s;
+
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
 -- kinds: reads
@@ -229,8 +249,8 @@ WHERE `id` = %(id)s;
 -- name: redrive
 -- Sends the dead messages ids (a JSON array) back to emails_queue as first deliveries (attempt 1, no delay, no lease): moved, a copy then a delete in one transaction, so a message is never in both tables.
 -- kinds: writes writes
-INSERT INTO `emails_queue` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`)
-SELECT `id`, `payload`, 1, NULL, NULL
+INSERT INTO `emails_queue` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`, `progress`)
+SELECT `id`, `payload`, 1, NULL, NULL, `progress`
 FROM `emails_dead`
 WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
 DELETE FROM `emails_dead`
@@ -239,8 +259,8 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes writes
-INSERT INTO `emails_queue` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`)
-SELECT `id`, `payload`, 1, NULL, NULL
+INSERT INTO `emails_queue` (`id`, `payload`, `attempt`, `retry_after`, `locked_until`, `progress`)
+SELECT `id`, `payload`, 1, NULL, NULL, `progress`
 FROM `emails_dead`;
 DELETE FROM `emails_dead`;
 

@@ -3,10 +3,10 @@
 -- dialect: "mysql"
 -- form: "advisory"
 -- table: "webhooks_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key", "result": "outcome", "progress": "done_pct"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:bc3ae88cfe0334d151be87c204190b6328d420e21a7397d0a3767ce77ff7f7bc
+-- seal: sha256:1badab93f206910d3a4cf2d3f9417c1cea599b7870366ac8c7068aea2cb2c367
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -18,6 +18,8 @@ CREATE TABLE IF NOT EXISTS `webhooks_queue` (
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
   `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `outcome` JSON NULL,
+  `done_pct` JSON NULL,
   `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL THEN `dedupe_key` END) STORED,
   INDEX `webhooks_queue_claim` (`processed_at`, `id`),
   UNIQUE INDEX `webhooks_queue_dedupe` (`qgen_pending_key`)
@@ -28,7 +30,9 @@ CREATE TABLE IF NOT EXISTS `webhooks_dead` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
-  `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
+  `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  `outcome` JSON NULL,
+  `done_pct` JSON NULL
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -107,6 +111,20 @@ UPDATE `webhooks_queue`
 SET `processed_at` = UTC_TIMESTAMP(6)
 WHERE `id` = %(id)s;
 
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in outcome until the row is pruned.
+-- kinds: writes
+UPDATE `webhooks_queue`
+SET `processed_at` = UTC_TIMESTAMP(6), `outcome` = %(result)s
+WHERE `id` = %(id)s;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in done_pct, in a statement of its own, on the row whose key this connection holds.
+-- kinds: writes
+UPDATE `webhooks_queue`
+SET `done_pct` = %(progress)s
+WHERE `id` = %(id)s;
+
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
 -- kinds: writes
@@ -145,8 +163,8 @@ SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND;
 -- name: dead_letter
 -- At the cap: moves the row into webhooks_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
-INSERT INTO `webhooks_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`)
-SELECT `id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`
+INSERT INTO `webhooks_dead` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`, `outcome`, `done_pct`)
+SELECT `id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`, `outcome`, `done_pct`
 FROM `webhooks_queue`
 WHERE `id` = %(id)s;
 DELETE FROM `webhooks_queue`
@@ -204,6 +222,17 @@ SELECT (
   WHERE `processed_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `processed_at` IS NOT NULL THEN 'done' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, `outcome` AS `result`, `done_pct` AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+FROM `webhooks_queue`
+WHERE `id` = %(id)s
+UNION ALL
+SELECT `id` AS id, 'dead' AS `state`, `attempt` - 1 AS attempts, `outcome` AS `result`, `done_pct` AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+FROM `webhooks_dead`
+WHERE `id` = %(id)s;
+
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
 -- kinds: reads
@@ -232,8 +261,8 @@ WHERE `id` = %(id)s;
 -- name: redrive
 -- Sends the dead messages ids (a JSON array) back to webhooks_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
 -- kinds: writes writes
-INSERT INTO `webhooks_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`)
-SELECT `id`, `payload`, 1, NULL, `processed_at`, `dedupe_key`
+INSERT INTO `webhooks_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`, `outcome`, `done_pct`)
+SELECT `id`, `payload`, 1, NULL, `processed_at`, `dedupe_key`, `outcome`, `done_pct`
 FROM `webhooks_dead`
 WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j);
 DELETE FROM `webhooks_dead`
@@ -280,8 +309,8 @@ ORDER BY d.`id`;
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes writes
-INSERT INTO `webhooks_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`)
-SELECT `id`, `payload`, 1, NULL, `processed_at`, `dedupe_key`
+INSERT INTO `webhooks_queue` (`id`, `payload`, `attempt`, `retry_after`, `processed_at`, `dedupe_key`, `outcome`, `done_pct`)
+SELECT `id`, `payload`, 1, NULL, `processed_at`, `dedupe_key`, `outcome`, `done_pct`
 FROM `webhooks_dead`;
 DELETE FROM `webhooks_dead`;
 

@@ -3,12 +3,12 @@
 -- dialect: "postgres"
 -- form: "lease"
 -- table: "emails_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "progress": "progress"}
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
 -- channel: "qgen.emails_queue"
--- seal: sha256:0a8a13b6dcbc3d8c4be89c06d93bdc8cff3026cb302e57ece744a143d4fb3b1b
+-- seal: sha256:078bb24e5f0e5ef55ef135cfcf361c89328136f49cf6f2b922d8f3aab15e273d
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -18,14 +18,16 @@ CREATE TABLE IF NOT EXISTS "emails_queue" (
   "payload" JSONB NOT NULL,
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TIMESTAMPTZ,
-  "locked_until" TIMESTAMPTZ
+  "locked_until" TIMESTAMPTZ,
+  "progress" JSONB
 );
 CREATE TABLE IF NOT EXISTS "emails_dead" (
   "id" BIGINT PRIMARY KEY,
   "payload" JSONB NOT NULL,
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TIMESTAMPTZ,
-  "locked_until" TIMESTAMPTZ
+  "locked_until" TIMESTAMPTZ,
+  "progress" JSONB
 );
 
 -- name: enqueue
@@ -79,6 +81,13 @@ RETURNING "locked_until" AS new_token;
 -- Finishes the row: deletes it.
 -- kinds: writes
 DELETE FROM "emails_queue"
+WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in progress, in a statement of its own, on the row while it still holds the delivery's token.
+-- kinds: writes
+UPDATE "emails_queue"
+SET "progress" = CAST(%(progress)s AS JSONB)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 
 -- name: drop
@@ -141,10 +150,10 @@ RETURNING "id" AS id;
 WITH moved AS (
   DELETE FROM "emails_queue"
   WHERE "id" = %(id)s AND "locked_until" = %(token)s
-  RETURNING "id", "payload", "attempt", "retry_after", "locked_until"
+  RETURNING "id", "payload", "attempt", "retry_after", "locked_until", "progress"
 )
-INSERT INTO "emails_dead" ("id", "payload", "attempt", "retry_after", "locked_until")
-SELECT "id", "payload", "attempt", "retry_after", NULL
+INSERT INTO "emails_dead" ("id", "payload", "attempt", "retry_after", "locked_until", "progress")
+SELECT "id", "payload", "attempt", "retry_after", NULL, "progress"
 FROM moved;
 
 -- name: release
@@ -205,6 +214,17 @@ SELECT (
   FROM "emails_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "emails_queue"
+WHERE "id" = %(id)s
+UNION ALL
+SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "emails_dead"
+WHERE "id" = %(id)s;
+
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
 -- kinds: reads
@@ -236,10 +256,10 @@ WHERE "id" = %(id)s;
 WITH moved AS (
   DELETE FROM "emails_dead"
   WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
-  RETURNING "id", "payload", "attempt", "retry_after", "locked_until"
+  RETURNING "id", "payload", "attempt", "retry_after", "locked_until", "progress"
 )
-INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until")
-SELECT "id", "payload", 1, NULL, NULL
+INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until", "progress")
+SELECT "id", "payload", 1, NULL, NULL, "progress"
 FROM moved;
 
 -- name: redrive_all
@@ -247,10 +267,10 @@ FROM moved;
 -- kinds: writes
 WITH moved AS (
   DELETE FROM "emails_dead"
-  RETURNING "id", "payload", "attempt", "retry_after", "locked_until"
+  RETURNING "id", "payload", "attempt", "retry_after", "locked_until", "progress"
 )
-INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until")
-SELECT "id", "payload", 1, NULL, NULL
+INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until", "progress")
+SELECT "id", "payload", 1, NULL, NULL, "progress"
 FROM moved;
 
 -- name: purge_dead

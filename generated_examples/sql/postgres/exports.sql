@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
--- seal: sha256:64652c64fb18cd0c457db4d58a390df119fa9c627d58919c03d86acd18ea1ab0
+-- seal: sha256:2df094b85eb08c6cd70e75f817c0d4474f9f696f47dd6f9c454d0528bf9f0867
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -196,6 +196,18 @@ SELECT (
   FROM "exports_queue"
   WHERE "lane" = %(dead_group)s
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "lane" = %(dead_group)s THEN 'dead' WHEN hashtextextended('qgen:exports_queue:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "exports_queue"
+WHERE "id" = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

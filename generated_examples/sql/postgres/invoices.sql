@@ -3,11 +3,11 @@
 -- dialect: "postgres"
 -- form: "row_lock"
 -- table: "invoices_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key", "result": "result", "progress": "progress"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- channel: "qgen.invoices_queue"
--- seal: sha256:9a53f746f14dfcf23c76fe2d4bad052b8ba0cd580bddb5517570fefdeb69a36a
+-- seal: sha256:6f1328c42e1449f485962f4eb71f55488783880f51938a061e8ea1d7cfd37f14
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -18,7 +18,9 @@ CREATE TABLE IF NOT EXISTS "invoices_queue" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TIMESTAMPTZ,
   "processed_at" TIMESTAMPTZ,
-  "invoice_key" TEXT
+  "invoice_key" TEXT,
+  "result" JSONB,
+  "progress" JSONB
 );
 CREATE INDEX IF NOT EXISTS "invoices_queue_claim" ON "invoices_queue" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "invoices_queue_processed" ON "invoices_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
@@ -29,7 +31,9 @@ CREATE TABLE IF NOT EXISTS "invoices_dead" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TIMESTAMPTZ,
   "processed_at" TIMESTAMPTZ,
-  "invoice_key" TEXT
+  "invoice_key" TEXT,
+  "result" JSONB,
+  "progress" JSONB
 );
 
 -- name: enqueue
@@ -98,6 +102,20 @@ UPDATE "invoices_queue"
 SET "processed_at" = clock_timestamp()
 WHERE "id" = %(id)s;
 
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in result until the row is pruned.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "processed_at" = clock_timestamp(), "result" = CAST(%(result)s AS JSONB)
+WHERE "id" = %(id)s;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in progress, in a statement of its own, on the row the claim's transaction holds (seen by others when that transaction commits).
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "progress" = CAST(%(progress)s AS JSONB)
+WHERE "id" = %(id)s;
+
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
 -- kinds: writes
@@ -153,10 +171,10 @@ WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_
 WITH moved AS (
   DELETE FROM "invoices_queue"
   WHERE "id" = %(id)s
-  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key"
+  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key", "result", "progress"
 )
-INSERT INTO "invoices_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key")
-SELECT "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key"
+INSERT INTO "invoices_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key", "result", "progress")
+SELECT "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key", "result", "progress"
 FROM moved;
 
 -- name: unclaim
@@ -211,6 +229,17 @@ SELECT (
   WHERE "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s";
 
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "processed_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, "result" AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "invoices_queue"
+WHERE "id" = %(id)s
+UNION ALL
+SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, "result" AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "invoices_dead"
+WHERE "id" = %(id)s;
+
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
 -- kinds: reads
@@ -242,10 +271,10 @@ WHERE "id" = %(id)s;
 WITH moved AS (
   DELETE FROM "invoices_dead"
   WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
-  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key"
+  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key", "result", "progress"
 )
-INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key")
-SELECT "id", "payload", 1, NULL, "processed_at", "invoice_key"
+INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key", "result", "progress")
+SELECT "id", "payload", 1, NULL, "processed_at", "invoice_key", "result", "progress"
 FROM moved;
 
 -- name: redrive_blocked
@@ -293,10 +322,10 @@ ORDER BY d."id";
 -- kinds: writes
 WITH moved AS (
   DELETE FROM "invoices_dead"
-  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key"
+  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key", "result", "progress"
 )
-INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key")
-SELECT "id", "payload", 1, NULL, "processed_at", "invoice_key"
+INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key", "result", "progress")
+SELECT "id", "payload", 1, NULL, "processed_at", "invoice_key", "result", "progress"
 FROM moved;
 
 -- name: purge_dead

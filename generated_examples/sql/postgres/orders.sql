@@ -3,13 +3,13 @@
 -- dialect: "postgres"
 -- form: "lease"
 -- table: "orders_queue"
--- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "dedupe_key": "dedupe_key"}
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "dedupe_key": "dedupe_key", "result": "result", "progress": "progress"}
 -- max_attempts: 5
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
 -- channel: "qgen.orders_queue"
--- seal: sha256:578e05c45986e15b6bb5c1035a4ac6d2e8edefd8f23f076a315b817503196afe
+-- seal: sha256:15238e3c5258fdf5d349a0a67007b121008a41f06d8ad81c6f6d76a4247a467f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -23,7 +23,9 @@ CREATE TABLE IF NOT EXISTS "orders_queue" (
   "locked_until" TIMESTAMPTZ,
   "processed_at" TIMESTAMPTZ,
   "enqueued_at" TIMESTAMPTZ,
-  "dedupe_key" TEXT
+  "dedupe_key" TEXT,
+  "result" JSONB,
+  "progress" JSONB
 );
 CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
@@ -96,6 +98,20 @@ RETURNING "locked_until" AS new_token;
 -- kinds: writes
 UPDATE "orders_queue"
 SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in result until the row is pruned.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "processed_at" = clock_timestamp(), "locked_until" = NULL, "result" = CAST(%(result)s AS JSONB)
+WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in progress, in a statement of its own, on the row while it still holds the delivery's token.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "progress" = CAST(%(progress)s AS JSONB)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 
 -- name: drop
@@ -239,6 +255,13 @@ SELECT (
   ORDER BY "id"
   LIMIT 1
 ) AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "queue" = %(dead_group)s AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, "result" AS "result", "progress" AS "progress", NULL AS last_error, "enqueued_at" AS enqueued_at, "processed_at" AS processed_at
+FROM "orders_queue"
+WHERE "id" = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

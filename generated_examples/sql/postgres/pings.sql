@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 10
 -- channel: "qgen.pings"
--- seal: sha256:989dddfc62fa89c9d630b0a23309840a7ad8d1d81ee77cfc9d844870fd4e528c
+-- seal: sha256:c8db8199a8e0ed50a330ff78504a653aea4e05cc8b40bdd1b0265fe68d07bec0
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -151,6 +151,13 @@ SELECT (
   FROM "pings"
   WHERE "leased_until" >= now()
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "ping_id" AS id, CASE WHEN "leased_until" >= now() THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "pings"
+WHERE "ping_id" = %(id)s;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -3,11 +3,11 @@
 -- dialect: "postgres"
 -- form: "advisory"
 -- table: "webhooks_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key", "result": "outcome", "progress": "done_pct"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- channel: "qgen.webhooks_queue"
--- seal: sha256:9261fc44c2c4bdb40cce6dccf616051fd25eb387edbd51dc61f8e4fb471f89f7
+-- seal: sha256:d8c0eb7ea81b7859fd7b37f107d6691c90cc5c2ccfe4d8c6b758b257a2949305
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -18,7 +18,9 @@ CREATE TABLE IF NOT EXISTS "webhooks_queue" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TIMESTAMPTZ,
   "processed_at" TIMESTAMPTZ,
-  "dedupe_key" TEXT
+  "dedupe_key" TEXT,
+  "outcome" JSONB,
+  "done_pct" JSONB
 );
 CREATE INDEX IF NOT EXISTS "webhooks_queue_claim" ON "webhooks_queue" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "webhooks_queue_processed" ON "webhooks_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
@@ -29,7 +31,9 @@ CREATE TABLE IF NOT EXISTS "webhooks_dead" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TIMESTAMPTZ,
   "processed_at" TIMESTAMPTZ,
-  "dedupe_key" TEXT
+  "dedupe_key" TEXT,
+  "outcome" JSONB,
+  "done_pct" JSONB
 );
 
 -- name: enqueue
@@ -109,6 +113,20 @@ UPDATE "webhooks_queue"
 SET "processed_at" = clock_timestamp()
 WHERE "id" = %(id)s;
 
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in outcome until the row is pruned.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "processed_at" = clock_timestamp(), "outcome" = CAST(%(result)s AS JSONB)
+WHERE "id" = %(id)s;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in done_pct, in a statement of its own, on the row whose key this connection holds.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "done_pct" = CAST(%(progress)s AS JSONB)
+WHERE "id" = %(id)s;
+
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
 -- kinds: writes
@@ -150,10 +168,10 @@ WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_
 WITH moved AS (
   DELETE FROM "webhooks_queue"
   WHERE "id" = %(id)s
-  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key"
+  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key", "outcome", "done_pct"
 )
-INSERT INTO "webhooks_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key")
-SELECT "id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key"
+INSERT INTO "webhooks_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key", "outcome", "done_pct")
+SELECT "id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key", "outcome", "done_pct"
 FROM moved;
 
 -- name: unclaim
@@ -230,6 +248,22 @@ SELECT (
   WHERE "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s";
 
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "processed_at" IS NOT NULL THEN 'done' WHEN hashtextextended('qgen:webhooks_queue:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, "outcome" AS "result", "done_pct" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "webhooks_queue"
+WHERE "id" = %(id)s
+UNION ALL
+SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, "outcome" AS "result", "done_pct" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "webhooks_dead"
+WHERE "id" = %(id)s;
+
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
 -- kinds: reads
@@ -261,10 +295,10 @@ WHERE "id" = %(id)s;
 WITH moved AS (
   DELETE FROM "webhooks_dead"
   WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
-  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key"
+  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key", "outcome", "done_pct"
 )
-INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key")
-SELECT "id", "payload", 1, NULL, "processed_at", "dedupe_key"
+INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key", "outcome", "done_pct")
+SELECT "id", "payload", 1, NULL, "processed_at", "dedupe_key", "outcome", "done_pct"
 FROM moved;
 
 -- name: redrive_blocked
@@ -312,10 +346,10 @@ ORDER BY d."id";
 -- kinds: writes
 WITH moved AS (
   DELETE FROM "webhooks_dead"
-  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key"
+  RETURNING "id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key", "outcome", "done_pct"
 )
-INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key")
-SELECT "id", "payload", 1, NULL, "processed_at", "dedupe_key"
+INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key", "outcome", "done_pct")
+SELECT "id", "payload", 1, NULL, "processed_at", "dedupe_key", "outcome", "done_pct"
 FROM moved;
 
 -- name: purge_dead

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:8faf7f4d250be65a748216553caabe4bbcdb90bd964eb1c686e095ceb9430276
+-- seal: sha256:4260c1964ee591d61ce7f203b4be2d3cdbd44d1db68e59508feb1e9d4c83c280
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -80,6 +80,13 @@ SELECT (
   FROM "audit_queue"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, 'pending' AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "audit_queue"
+WHERE "id" = :id;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

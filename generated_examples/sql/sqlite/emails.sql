@@ -3,11 +3,11 @@
 -- dialect: "sqlite"
 -- form: "lease"
 -- table: "emails_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "progress": "progress"}
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:af9d4821b96ad73d47dd9251439038308b8529da18365e15928b65b20d5741a0
+-- seal: sha256:605c914e6c8fab78c4eac4e48b40409fe5cb682fef22e127b5284bc0d864dd60
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -17,14 +17,16 @@ CREATE TABLE IF NOT EXISTS "emails_queue" (
   "payload" TEXT NOT NULL,
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
-  "locked_until" TEXT
+  "locked_until" TEXT,
+  "progress" TEXT
 );
 CREATE TABLE IF NOT EXISTS "emails_dead" (
   "id" INTEGER PRIMARY KEY,
   "payload" TEXT NOT NULL,
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
-  "locked_until" TEXT
+  "locked_until" TEXT,
+  "progress" TEXT
 );
 
 -- name: enqueue
@@ -68,6 +70,13 @@ RETURNING "locked_until" AS new_token;
 -- Finishes the row: deletes it.
 -- kinds: writes
 DELETE FROM "emails_queue"
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in progress, in a statement of its own, on the row while it still holds the delivery's token.
+-- kinds: writes
+UPDATE "emails_queue"
+SET "progress" = :progress
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: drop
@@ -123,8 +132,8 @@ RETURNING "id" AS id;
 -- name: dead_letter
 -- At the cap: moves the row into emails_dead, payload and count kept (a copy, then a delete, in one transaction), lease cleared.
 -- kinds: writes writes
-INSERT INTO "emails_dead" ("id", "payload", "attempt", "retry_after", "locked_until")
-SELECT "id", "payload", "attempt", "retry_after", NULL
+INSERT INTO "emails_dead" ("id", "payload", "attempt", "retry_after", "locked_until", "progress")
+SELECT "id", "payload", "attempt", "retry_after", NULL, "progress"
 FROM "emails_queue"
 WHERE "id" = :id AND "locked_until" = :token;
 DELETE FROM "emails_queue"
@@ -181,6 +190,17 @@ SELECT (
   FROM "emails_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "emails_queue"
+WHERE "id" = :id
+UNION ALL
+SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "emails_dead"
+WHERE "id" = :id;
+
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
 -- kinds: reads
@@ -209,8 +229,8 @@ WHERE "id" = :id;
 -- name: redrive
 -- Sends the dead messages ids (a JSON array) back to emails_queue as first deliveries (attempt 1, no delay, no lease): moved, a copy then a delete in one transaction, so a message is never in both tables.
 -- kinds: writes writes
-INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until")
-SELECT "id", "payload", 1, NULL, NULL
+INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until", "progress")
+SELECT "id", "payload", 1, NULL, NULL, "progress"
 FROM "emails_dead"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 DELETE FROM "emails_dead"
@@ -219,8 +239,8 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes writes
-INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until")
-SELECT "id", "payload", 1, NULL, NULL
+INSERT INTO "emails_queue" ("id", "payload", "attempt", "retry_after", "locked_until", "progress")
+SELECT "id", "payload", 1, NULL, NULL, "progress"
 FROM "emails_dead";
 DELETE FROM "emails_dead";
 

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:1420b8fbabdcf2146973e54b7680abf2affb7140ebc18ade933ba8b5208c06cf
+-- seal: sha256:27ba0e822d2056f124c3057169a2160191d9e594bd1f34c6b1f712e330a6eca4
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -141,6 +141,13 @@ SELECT (
   FROM "exports_queue"
   WHERE "lane" = :dead_group
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "lane" = :dead_group THEN 'dead' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "exports_queue"
+WHERE "id" = :id;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

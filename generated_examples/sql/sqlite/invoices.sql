@@ -3,11 +3,11 @@
 -- dialect: "sqlite"
 -- form: "row_lock"
 -- table: "invoices_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key", "result": "result", "progress": "progress"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:5a7a4fb2c2b2a96bbea4f2c2ea7d293bf27346a2b7b7a5b802aea181ec7154cc
+-- seal: sha256:5d84869a4d595a47b8af55b5cd97bd2f38a0f119f3137fcb7bf2e99037b74a38
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -18,7 +18,9 @@ CREATE TABLE IF NOT EXISTS "invoices_queue" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
   "processed_at" TEXT,
-  "invoice_key" TEXT
+  "invoice_key" TEXT,
+  "result" TEXT,
+  "progress" TEXT
 );
 CREATE INDEX IF NOT EXISTS "invoices_queue_claim" ON "invoices_queue" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "invoices_queue_processed" ON "invoices_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
@@ -29,7 +31,9 @@ CREATE TABLE IF NOT EXISTS "invoices_dead" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
   "processed_at" TEXT,
-  "invoice_key" TEXT
+  "invoice_key" TEXT,
+  "result" TEXT,
+  "progress" TEXT
 );
 
 -- name: enqueue
@@ -87,6 +91,20 @@ UPDATE "invoices_queue"
 SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE "id" = :id;
 
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in result until the row is pruned.
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "result" = :result
+WHERE "id" = :id;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in progress, in a statement of its own, on the row the claim's transaction holds (seen by others when that transaction commits).
+-- kinds: writes
+UPDATE "invoices_queue"
+SET "progress" = :progress
+WHERE "id" = :id;
+
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
 -- kinds: writes
@@ -139,8 +157,8 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- name: dead_letter
 -- At the cap: moves the row into invoices_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
-INSERT INTO "invoices_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key")
-SELECT "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key"
+INSERT INTO "invoices_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key", "result", "progress")
+SELECT "id", "payload", "attempt", "retry_after", "processed_at", "invoice_key", "result", "progress"
 FROM "invoices_queue"
 WHERE "id" = :id;
 DELETE FROM "invoices_queue"
@@ -191,6 +209,17 @@ SELECT (
   WHERE "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s";
 
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "processed_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, "result" AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "invoices_queue"
+WHERE "id" = :id
+UNION ALL
+SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, "result" AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "invoices_dead"
+WHERE "id" = :id;
+
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
 -- kinds: reads
@@ -219,8 +248,8 @@ WHERE "id" = :id;
 -- name: redrive
 -- Sends the dead messages ids (a JSON array) back to invoices_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
 -- kinds: writes writes
-INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key")
-SELECT "id", "payload", 1, NULL, "processed_at", "invoice_key"
+INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key", "result", "progress")
+SELECT "id", "payload", 1, NULL, "processed_at", "invoice_key", "result", "progress"
 FROM "invoices_dead"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 DELETE FROM "invoices_dead"
@@ -269,8 +298,8 @@ ORDER BY d."id";
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes writes
-INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key")
-SELECT "id", "payload", 1, NULL, "processed_at", "invoice_key"
+INSERT INTO "invoices_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "invoice_key", "result", "progress")
+SELECT "id", "payload", 1, NULL, "processed_at", "invoice_key", "result", "progress"
 FROM "invoices_dead";
 DELETE FROM "invoices_dead";
 

@@ -3,12 +3,12 @@
 -- dialect: "sqlite"
 -- form: "lease"
 -- table: "orders_queue"
--- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "dedupe_key": "dedupe_key"}
+-- columns: {"id": "id", "payload": "body", "group": "queue", "attempt": "attempt", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "dedupe_key": "dedupe_key", "result": "result", "progress": "progress"}
 -- max_attempts: 5
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:9eb645a706c4c7e55b62fc212823ce7dc908874b2312fa9d6b674c544de18468
+-- seal: sha256:95b4413fbcd94efa50e1dcca22d221d56b241a2f60b8a947899c1cea72432c55
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -22,7 +22,9 @@ CREATE TABLE IF NOT EXISTS "orders_queue" (
   "locked_until" TEXT,
   "processed_at" TEXT,
   "enqueued_at" TEXT,
-  "dedupe_key" TEXT
+  "dedupe_key" TEXT,
+  "result" TEXT,
+  "progress" TEXT
 );
 CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
@@ -85,6 +87,20 @@ RETURNING "locked_until" AS new_token;
 -- kinds: writes
 UPDATE "orders_queue"
 SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in result until the row is pruned.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL, "result" = :result
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in progress, in a statement of its own, on the row while it still holds the delivery's token.
+-- kinds: writes
+UPDATE "orders_queue"
+SET "progress" = :progress
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: drop
@@ -217,6 +233,13 @@ SELECT (
   ORDER BY "id"
   LIMIT 1
 ) AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "queue" = :dead_group AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, "result" AS "result", "progress" AS "progress", NULL AS last_error, "enqueued_at" AS enqueued_at, "processed_at" AS processed_at
+FROM "orders_queue"
+WHERE "id" = :id;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:b00d3679d089a1f4c95f137565de6048a7cfcfcfeb1b68ba76e615a1d1e1de69
+-- seal: sha256:63979d63ffc96538d25e574dec7557f6e99d3d9f7095edb088dc0bdc81bf77f2
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -130,6 +130,13 @@ SELECT (
   FROM "pings"
   WHERE "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "ping_id" AS id, CASE WHEN "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "pings"
+WHERE "ping_id" = :id;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

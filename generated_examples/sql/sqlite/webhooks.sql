@@ -3,11 +3,11 @@
 -- dialect: "sqlite"
 -- form: "advisory"
 -- table: "webhooks_queue"
--- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
+-- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key", "result": "outcome", "progress": "done_pct"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:19764f1db08593df0ab21313dc9844347a37c8e5309bd7eee1ba8743bdddc03e
+-- seal: sha256:9b777a7a9e26c51f370c8e3968dcb1aec94fef676e7e89373a648c6dcc9225be
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -18,7 +18,9 @@ CREATE TABLE IF NOT EXISTS "webhooks_queue" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
   "processed_at" TEXT,
-  "dedupe_key" TEXT
+  "dedupe_key" TEXT,
+  "outcome" TEXT,
+  "done_pct" TEXT
 );
 CREATE INDEX IF NOT EXISTS "webhooks_queue_claim" ON "webhooks_queue" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "webhooks_queue_processed" ON "webhooks_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
@@ -29,7 +31,9 @@ CREATE TABLE IF NOT EXISTS "webhooks_dead" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
   "processed_at" TEXT,
-  "dedupe_key" TEXT
+  "dedupe_key" TEXT,
+  "outcome" TEXT,
+  "done_pct" TEXT
 );
 
 -- name: enqueue
@@ -83,6 +87,20 @@ UPDATE "webhooks_queue"
 SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE "id" = :id;
 
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in outcome until the row is pruned.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "outcome" = :result
+WHERE "id" = :id;
+
+-- name: progress
+-- Records the running handler's progress (JSON) in done_pct, in a statement of its own, on the row whose key this connection holds.
+-- kinds: writes
+UPDATE "webhooks_queue"
+SET "done_pct" = :progress
+WHERE "id" = :id;
+
 -- name: drop
 -- Finishes a poison message exactly as ack does: it leaves the queue.
 -- kinds: writes
@@ -121,8 +139,8 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- name: dead_letter
 -- At the cap: moves the row into webhooks_dead, payload and count kept (a copy, then a delete, in one transaction).
 -- kinds: writes writes
-INSERT INTO "webhooks_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key")
-SELECT "id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key"
+INSERT INTO "webhooks_dead" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key", "outcome", "done_pct")
+SELECT "id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key", "outcome", "done_pct"
 FROM "webhooks_queue"
 WHERE "id" = :id;
 DELETE FROM "webhooks_queue"
@@ -173,6 +191,17 @@ SELECT (
   WHERE "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s";
 
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "processed_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, "outcome" AS "result", "done_pct" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "webhooks_queue"
+WHERE "id" = :id
+UNION ALL
+SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, "outcome" AS "result", "done_pct" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "webhooks_dead"
+WHERE "id" = :id;
+
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
 -- kinds: reads
@@ -201,8 +230,8 @@ WHERE "id" = :id;
 -- name: redrive
 -- Sends the dead messages ids (a JSON array) back to webhooks_queue as first deliveries (attempt 1, no delay): moved, a copy then a delete in one transaction, so a message is never in both tables.
 -- kinds: writes writes
-INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key")
-SELECT "id", "payload", 1, NULL, "processed_at", "dedupe_key"
+INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key", "outcome", "done_pct")
+SELECT "id", "payload", 1, NULL, "processed_at", "dedupe_key", "outcome", "done_pct"
 FROM "webhooks_dead"
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 DELETE FROM "webhooks_dead"
@@ -251,8 +280,8 @@ ORDER BY d."id";
 -- name: redrive_all
 -- Sends every dead message back as a first delivery, as redrive does.
 -- kinds: writes writes
-INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key")
-SELECT "id", "payload", 1, NULL, "processed_at", "dedupe_key"
+INSERT INTO "webhooks_queue" ("id", "payload", "attempt", "retry_after", "processed_at", "dedupe_key", "outcome", "done_pct")
+SELECT "id", "payload", 1, NULL, "processed_at", "dedupe_key", "outcome", "done_pct"
 FROM "webhooks_dead";
 DELETE FROM "webhooks_dead";
 

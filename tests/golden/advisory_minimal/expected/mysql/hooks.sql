@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:c4d3a96f91c083d2cd11f8330258dc2847019515b6542f7340c67fc7bb165e28
+-- seal: sha256:4787d499d08126757cbdea93f4a349a19cbbbbbc4ab8e38ee76d61c30458d64c
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -112,6 +112,13 @@ SELECT (
   FROM `hooks`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT `id` AS id, 'pending' AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `hooks`
+WHERE `id` = %(id)s;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:3225a8632761cfeaf68d0ba96b3f00fd7fc2d0de8c10510408bb7c32ec3abd79
+-- seal: sha256:645e51ce77f2285f5b47ed2461af34f69db66a3ed9b9fabbac06df29c4cc8941
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -140,6 +140,13 @@ SELECT (
   FROM `locks`
   WHERE `processed_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `processed_at` IS NOT NULL THEN 'done' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+FROM `locks`
+WHERE `id` = %(id)s;
 
 -- name: prune
 -- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.locks"
--- seal: sha256:07a2efc2e6f2d9fc1ba59761c1ddb7450af30317f824284379fc0b962eead956
+-- seal: sha256:3b963d29bb5a792e92f24637cc76a9f31a534ffc85add0f4b0d2a9076c110733
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -166,6 +166,18 @@ SELECT (
   FROM "locks"
   WHERE "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (done: marked processed; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "processed_at" IS NOT NULL THEN 'done' WHEN hashtextextended('qgen:locks:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "locks"
+WHERE "id" = %(id)s;
 
 -- name: prune
 -- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:4e37b73b7b1fbaaf03aaf39206de1f53deaf40e9b418defe8e532ba0d3c6b10b
+-- seal: sha256:827c73243e104370b7bf9054b294da7cb71fd5cd9c12645ca0ca783ae77425d3
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -217,6 +217,13 @@ SELECT (
   WHERE "queue" = :group
     AND "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "queue" = :dead_group AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "jobs"
+WHERE "id" = :id;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:af07e06c9c28d04e129f18c5eaec2dd97c851741d0f1510a2e3cd1d8ee3fd4a6
+-- seal: sha256:93a0abde826f886f4d7c75b53790735c46d2e80824e45206764bccfddc1b9645
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -172,6 +172,17 @@ SELECT (
   SELECT COUNT(*)
   FROM "tasks_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "tasks"
+WHERE "id" = :id
+UNION ALL
+SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "tasks_dead"
+WHERE "id" = :id;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

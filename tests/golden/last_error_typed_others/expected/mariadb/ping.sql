@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "last_error": "last_error"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:e7c9f7a713bb170692dd540844087adfc4c568ad31f96b9e1da03fd9b786664e
+-- seal: sha256:fb0180e9ed8f0035c104b50329f80295de03ad1a0fce3511bff96c942b4e79f9
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -133,6 +133,13 @@ SELECT (
   ORDER BY `id` DESC
   LIMIT 1
 ) AS `last_error`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT `id` AS id, 'pending' AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, `last_error` AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `ping_queue`
+WHERE `id` = %(id)s;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

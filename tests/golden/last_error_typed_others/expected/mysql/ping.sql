@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "last_error": "last_error"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:4a144aadd27122ac75a12c2c9c9b8db7c4c06a99d1bdd622cbe7f0176883866a
+-- seal: sha256:820e55aab881b68f7c941752a1c357bdae2dd63bf2b06ca59742cc9b2e24de31
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -133,6 +133,13 @@ SELECT (
   ORDER BY `id` DESC
   LIMIT 1
 ) AS `last_error`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT `id` AS id, 'pending' AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, `last_error` AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `ping_queue`
+WHERE `id` = %(id)s;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.ping_queue"
--- seal: sha256:b57d44d6c833e08c629fe8e3ddd821c3c47c81b33bbca8d59386e620ff224354
+-- seal: sha256:51b3304d7e74bc539581afe2369c7ec65bdb1fde171055d9989fec8d486f2a76
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -161,6 +161,18 @@ SELECT (
   ORDER BY "id" DESC
   LIMIT 1
 ) AS "last_error";
+
+-- name: status
+-- Reads message id by the database's clock: its state (running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN hashtextextended('qgen:ping_queue:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "ping_queue"
+WHERE "id" = %(id)s;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

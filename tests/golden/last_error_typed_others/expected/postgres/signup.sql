@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- other_columns: ["user_id", "kind", "note"]
 -- channel: "qgen.signup_queue"
--- seal: sha256:410a69d35c119ccf794f67a91c8ba9d42f57ad9daec2e3ce3e1e988df2f28164
+-- seal: sha256:1f6a1e80b03938643c721639bf87edf9c4140fb17b718c4d0dcca54df7f1a9e2
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -225,6 +225,17 @@ SELECT (
   ORDER BY "id" DESC
   LIMIT 1
 ) AS "dead_last_error";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "signup_queue"
+WHERE "id" = %(id)s
+UNION ALL
+SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "signup_dead"
+WHERE "id" = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

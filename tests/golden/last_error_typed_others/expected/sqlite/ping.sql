@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:7ad0cb65956294b79ff8b6afe5d3b89aae5ab6511e6efb1a0a38bfb00d5eafbf
+-- seal: sha256:5cb776e60c198b9271c89c4ffe327c7ed269b253d115db5c86c0d66f1224d9d7
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -108,6 +108,13 @@ SELECT (
   ORDER BY "id" DESC
   LIMIT 1
 ) AS "last_error";
+
+-- name: status
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, 'pending' AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "ping_queue"
+WHERE "id" = :id;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -9,7 +9,7 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
--- seal: sha256:8693feca330816680a6c41b0dd1ea23d48e0906e4befbbec1fb9e73b86ec1d46
+-- seal: sha256:ae4b9661f77bcc6d096cb1c01fd621a6b1bc66a0ebc40bee46a6fd2b8a3a2212
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -227,6 +227,13 @@ SELECT (
   WHERE "queue" = %(group)s
     AND "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "queue" = %(dead_group)s AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "jobs"
+WHERE "id" = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

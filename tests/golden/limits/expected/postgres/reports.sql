@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
--- seal: sha256:d6cb7472cd49a2a941de5d13c48cae8bb20273ac512c1163c9ffda3759df9487
+-- seal: sha256:7e1b5c97a4982465bf28940782e577cae887952c44f05b612221e2186237aeba
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing; the table "reports_queue_limits" of its in-flight slots.
@@ -154,6 +154,13 @@ SELECT (
   FROM "reports_queue"
   WHERE "queue" = %(group)s
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "reports_queue"
+WHERE "id" = %(id)s;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:b36a2100f3111c5c1aeac6f7217d91c46e187982a72f2f10db8d1681744b6260
+-- seal: sha256:d1803eb91812ca12ae53829fb8dcfffcb8075712ba69ebda75a7468b44bb8e40
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -97,6 +97,13 @@ SELECT (
   FROM `locked`
   WHERE `done_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT `id` AS id, CASE WHEN `done_at` IS NOT NULL THEN 'done' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `done_at` AS processed_at
+FROM `locked`
+WHERE `id` = %(id)s;
 
 -- name: prune
 -- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.

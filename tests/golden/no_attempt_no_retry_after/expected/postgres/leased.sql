@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- channel: "qgen.leased"
--- seal: sha256:276422877801213a05ccbc90760c43557d777ba7b58046cf47ac8279e458e975
+-- seal: sha256:489c0234e9edac70c23983c4a85e4019e377ddf4b6b856e27a90a8b9615e8151
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -151,6 +151,13 @@ SELECT (
   FROM "leased"
   WHERE "locked_until" >= now()
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "leased"
+WHERE "id" = %(id)s;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

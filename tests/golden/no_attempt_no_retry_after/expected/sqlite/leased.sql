@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:b748a390b5ee11729ae8f05e42fc204daaaa63d4bb7b5e98e0ee7d84bc26ab2e
+-- seal: sha256:8f47c7afa23740c938c921ecc1373bdecaf92ec759867d98816d7371d87ffee4
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -130,6 +130,13 @@ SELECT (
   FROM "leased"
   WHERE "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "leased"
+WHERE "id" = :id;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:d6cb05aebf41e70614850880e81f5483d6a3592a95a2fc2c86ac260af50621a7
+-- seal: sha256:38476095c43000ca61b512c5e3b9cb1fcd23a07481d72690bac8ed4ab7cb36a1
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -92,6 +92,13 @@ SELECT (
   FROM "locked"
   WHERE "done_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "done_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "done_at" AS processed_at
+FROM "locked"
+WHERE "id" = :id;
 
 -- name: prune
 -- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "customer"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:fc299f44cb036ccd92ab075b50ebaacd24d132bb67c43d89a6306e2282b9d67c
+-- seal: sha256:1f58af4bbcb6df9af5338719379f80e56515124ecd91e283771b56721d77e984
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -138,6 +138,13 @@ SELECT (
   FROM `orders`
   WHERE `retry_after` > UTC_TIMESTAMP(6)
 ) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: status
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT `id` AS id, 'pending' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM `orders`
+WHERE `id` = %(id)s;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

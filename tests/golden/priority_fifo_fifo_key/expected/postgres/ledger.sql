@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ledger"
 -- channel: "qgen.ledger"
--- seal: sha256:2cc631dc1ac9974d367482bcb4957b63a08a58b8f6ec9db69c1a2c2fe43a5a78
+-- seal: sha256:af6279562e5407a990da26e63fe0e2f9b8e28caf65810b6ee9ba067334258dea
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -238,6 +238,13 @@ SELECT (
   WHERE "queue" = %(group)s
     AND "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN "queue" = %(dead_group)s AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+FROM "ledger"
+WHERE "id" = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.

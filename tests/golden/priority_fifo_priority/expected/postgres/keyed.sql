@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.keyed"
--- seal: sha256:11107868b05fa950e1155c5a8d5377b9c59eb420fbedd44dcd04da4b7e0f6d4f
+-- seal: sha256:9bd18d0a6abc8c6da2a394f8babe137188da5d9c65a692d0f9fe2bc9c2941b6e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -151,6 +151,18 @@ SELECT (
       AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
   )
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, CASE WHEN hashtextextended('qgen:keyed:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "keyed"
+WHERE "id" = %(id)s;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.urgent"
--- seal: sha256:1070e7d8f4ec60cbc8c77a4dbebda1b0ad7106046456904468e1de3c2036ff3f
+-- seal: sha256:c55746036f6b690822cb34cc730d929e2400bc62d52623c28409fd7edea51850
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -141,6 +141,13 @@ SELECT (
   FROM "urgent"
   WHERE "retry_after" > now()
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "urgent"
+WHERE "id" = %(id)s;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:a5b779e39c044a0663acb4cf8cd2bbbd0817287c243a2272fe0bbc2a2a183e1a
+-- seal: sha256:38910e07b4b5a1cfd873a00e452af367444b2a354d3125e17ee7e82de1a25d19
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -124,6 +124,13 @@ SELECT (
   FROM "urgent"
   WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "id" AS id, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "urgent"
+WHERE "id" = :id;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

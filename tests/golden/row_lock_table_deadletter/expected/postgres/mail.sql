@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- channel: "qgen.mail_queue"
--- seal: sha256:19f2a1a2998a24e416ee9b900383d8d93bff7f243dd4f034522a7f298118ed13
+-- seal: sha256:84f44bcc1e458783c2ea23a7652403d98647d0629fca8062a7f193fd3c4ca69a
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -181,6 +181,17 @@ SELECT (
   SELECT COUNT(*)
   FROM "mail_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: status
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- kinds: reads
+SELECT "mail_id" AS id, 'pending' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "mail_queue"
+WHERE "mail_id" = %(id)s
+UNION ALL
+SELECT "mail_id" AS id, 'dead' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+FROM "mail_dead"
+WHERE "mail_id" = %(id)s;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
