@@ -197,6 +197,7 @@ class Consumer:
             queue, transactional=transactional, keyspace=keyspace, spread=concurrency
         )
         self._table_checked = False
+        self._cautioned = False  # the server's cost of this form was logged
         self.concurrency = concurrency
         self.batch = batch
         self.poll_interval = poll_interval
@@ -342,7 +343,8 @@ class Consumer:
         ``dialects.SERVERS``); warn once of what a form costs there."""
         server = recognise(conn.dialect.name, await conn.server_identity())
         cost = check_server(self.queue, server)
-        if cost is not None:
+        if cost is not None and not self._cautioned:  # workers start side by side: once
+            self._cautioned = True
             log.warning("%s", cost)
 
     async def _check_table(self, conn: Connection) -> None:

@@ -235,9 +235,10 @@ SERVERS: tuple[Server, ...] = (
             (
                 "row_lock",
                 "FOR UPDATE SKIP LOCKED locks only on the node that runs it, so consumers on "
-                "other nodes may handle the same message; the cluster's certification aborts "
-                "all but one of their batches at commit (settled once, handled twice, counted "
-                "as conflicts); lease handles each message once",
+                "several nodes claim the same rows and handle them each; the cluster's "
+                "certification aborts all but one batch at commit (settled once, counted as "
+                "conflicts). Point every consumer at one node, or use lease, which handles "
+                "each message once",
             ),
         ),
     ),
