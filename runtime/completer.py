@@ -11,12 +11,14 @@ from collections.abc import Awaitable, Callable
 from runtime.counts import Counts
 from runtime.delivery import Delivery
 from runtime.drivers.base import Connection
-from runtime.errors import LeaseLost
+from runtime.errors import DatabaseError, LeaseLost
 from runtime.forms import Form
 from runtime.settle import Decision
 
 log = logging.getLogger("runtime")
 
+#: how many times a settlement rolled back by a conflicting transaction is run (lease)
+SETTLE_TRIES = 3
 #: runs a delivery's handler; the decision that settles it
 RunHandler = Callable[[], Awaitable[Decision]]
 
@@ -51,11 +53,32 @@ class Completer:
         self.uncommitted.clear()
 
     async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
-        try:
-            await self.form.settle(conn, d, decision)
-        except LeaseLost as exc:
-            self.lost(exc)
-            return
+        for attempt in range(1, SETTLE_TRIES + 1):
+            try:
+                await self.form.settle(conn, d, decision)
+            except LeaseLost as exc:
+                self.lost(exc)
+                return
+            except DatabaseError as exc:
+                # a conflicting transaction rolled the settlement back: run it again where
+                # the form's guard makes that safe (lease), else the batch fails and the row
+                # returns
+                if (
+                    not exc.deadlock
+                    or attempt == SETTLE_TRIES
+                    or not self.form.retries_settlement()
+                ):
+                    raise
+                self.counts.add("conflicts")
+                log.debug(
+                    "queue %s: the settlement of message %s was rolled back by a conflicting "
+                    "transaction (%s); settling again",
+                    self.counts.queue,
+                    d.message.id,
+                    exc,
+                )
+                continue
+            break
         self.count(decision.label, d)
 
     def count(self, label: str, d: Delivery) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import random
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -17,6 +18,7 @@ from runtime.completer import completer_for
 from runtime.connect import Opener, opener
 from runtime.counts import Counts
 from runtime.delivery import Batch, Ctx, Delivery, Message
+from runtime.dialects import recognise
 from runtime.drivers.base import Connection
 from runtime.errors import (
     BrokerError,
@@ -41,7 +43,7 @@ from runtime.outcomes import (
 )
 from runtime.payloads import decode_payload
 from runtime.progress import ProgressWriter
-from runtime.queue import Queue, check_dialect
+from runtime.queue import Queue, check_dialect, check_server
 from runtime.rendered import StatementName as S
 from runtime.rendered import Step
 from runtime.schedules import Scheduler
@@ -205,6 +207,7 @@ class Consumer:
             queue, transactional=transactional, keyspace=keyspace, spread=concurrency
         )
         self._table_checked = False
+        self._cautioned = False  # the server's cost of this form was logged
         self.concurrency = concurrency
         self.batch = batch
         self.poll_interval = poll_interval
@@ -346,6 +349,7 @@ class Consumer:
         try:
             check_dialect(self.queue.rendered, conn)
             if not self._table_checked:  # once, before the first claim
+                await self._check_server(conn)
                 await self._check_table(conn)
                 self._table_checked = True
         except BaseException:  # a refusal, or cancelled (stopped) while checking
@@ -357,6 +361,15 @@ class Consumer:
             register(self.queue.table, conn.url, self._wakeup)
             self._registered = True
         return conn
+
+    async def _check_server(self, conn: Connection) -> None:
+        """Refuse a claim form the server reached cannot run safely (a Galera node, TiDB, …:
+        ``dialects.SERVERS``); warn once of what a form costs there."""
+        server = recognise(conn.dialect.name, await conn.server_identity())
+        cost = check_server(self.queue, server)
+        if cost is not None and not self._cautioned:  # workers start side by side: once
+            self._cautioned = True
+            log.warning("%s", cost)
 
     async def _check_table(self, conn: Connection) -> None:
         """ConfigurationError, naming it, when the queue's table, its dead-letter table or a
@@ -540,6 +553,9 @@ class Consumer:
                     missing = self._missing_schema(exc)
                     if missing is not None:  # claiming again cannot help
                         raise missing from None
+                    if self._conflict(exc, "a claim"):  # nothing was claimed: claim again
+                        conn = await self._after_conflict(conn)
+                        continue
                     # a deadlock (InnoDB rolls the claim back whole), SQLite's write lock busy
                     # past its timeout: nothing was claimed, so back off and claim again
                     failures += 1
@@ -568,9 +584,12 @@ class Consumer:
                 try:
                     await self._deliver_batch(conn, claimed)
                     failures = 0
-                except Exception:
-                    # a deadlock, a lock wait timeout, a statement the engine refused: the
-                    # batch's unsettled rows returned (rolled back, released or unlocked)
+                except Exception as exc:
+                    if self._conflict(exc, "a batch"):  # its unsettled rows returned
+                        conn = await self._after_conflict(conn)
+                        continue
+                    # a lock wait timeout, a statement the engine refused: the batch's
+                    # unsettled rows returned (rolled back, released or unlocked)
                     failures += 1
                     self.counts.add("failed_batches")
                     log.exception(
@@ -589,6 +608,35 @@ class Consumer:
         finally:
             if conn is not None:
                 await conn.close()
+
+    def _conflict(self, exc: BaseException, what: str) -> bool:
+        """True for a conflict with another transaction (an InnoDB deadlock, a Galera node's
+        certification conflict, a serialization failure): the database rolled ``what`` back
+        whole. A race between consumers, not a failure: counted as ``conflicts`` (and
+        ``on_conflict``), logged at DEBUG, retried; never a step towards giving up."""
+        if not (isinstance(exc, DatabaseError) and exc.deadlock):
+            return False
+        self.counts.add("conflicts")
+        log.debug(
+            "queue %s: %s was rolled back by a conflicting transaction (%s); trying again",
+            self.queue.name,
+            what,
+            exc,
+        )
+        return True
+
+    async def _after_conflict(self, conn: Connection) -> Connection | None:
+        """The worker's connection after a conflict: kept (its transaction ended), unless the
+        form's holds live in the session (advisory keys a failed statement may have taken),
+        then closed and replaced quietly (None: not counted as a reconnect). A short random
+        pause first, so the racing consumers do not meet again at once."""
+        await asyncio.sleep(random.uniform(0, self.poll_interval / 5))
+        if conn.in_transaction and not conn.closed:
+            await conn.rollback()
+        if self.form.session_holds and not conn.closed:
+            await conn.close()
+            return None
+        return conn
 
     async def _deliver_batch(self, conn: Connection, claimed: Batch) -> None:
         self._held.update(claimed)

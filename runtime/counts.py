@@ -12,7 +12,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("runtime")
 #: the operations a Metrics hook hears about
-_HOOKS = {"extended": "on_lease_extended", "lease_lost": "on_lease_lost"}
+_HOOKS = {
+    "extended": "on_lease_extended",
+    "lease_lost": "on_lease_lost",
+    "conflicts": "on_conflict",
+}
 
 #: counters of the consumer's own work, not outcomes of a handler
 OPERATIONS = frozenset(
@@ -21,7 +25,10 @@ OPERATIONS = frozenset(
         "released",  # a claimed row given back (at stop, or after a lost connection)
         "lease_lost",  # a delivery whose lease another claim took
         "connection_lost",  # a batch whose connection went away
-        "failed_batches",  # a batch the database refused (deadlock, lock wait timeout, …)
+        "failed_batches",  # a batch the database refused (lock wait timeout, …)
+        # a claim, settlement or batch rolled back by a conflicting transaction (deadlock,
+        # Galera certification, serialization failure): a race, retried
+        "conflicts",
         "unknown_custom",  # custom(name) for an event the file does not declare (a retry)
         "undecodable",  # a stored payload the decoder refused (to the dead letter)
         "unsettled",  # delivered past max_attempts, never settled (to the dead letter)

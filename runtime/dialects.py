@@ -7,6 +7,7 @@ here; the SQL text that differs lives in ``templates/<dialect>/``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -180,4 +181,116 @@ def dialect_for_scheme(scheme: str) -> Dialect | None:
     for d in DIALECTS.values():
         if base in d.schemes:
             return d
+    return None
+
+
+# ------------------------------------------------------------------ servers
+
+
+@dataclass(frozen=True)
+class Server:
+    """An engine that speaks one of the dialects' protocols but does not behave like a single
+    server of it: a cluster, a distributed SQL engine, a managed fork. Recognised from what
+    the server says of itself (``identity``: its version text and a few variables), at a
+    consumer's start; a form it cannot run safely is refused there, naming ``safe``."""
+
+    #: a person's name for it, in messages
+    name: str
+    #: the dialects whose URLs reach it
+    dialects: tuple[str, ...]
+    #: a regular expression searched in the server's identity text (see ``recognise``)
+    pattern: str
+    #: form → why it is unsafe there (a clause: "GET_LOCK locks on one node only …")
+    refused: tuple[tuple[str, str], ...] = ()
+    #: form → what it costs there, logged once as a warning when a consumer starts
+    caution: tuple[tuple[str, str], ...] = ()
+    #: the form to use instead of a refused one
+    safe: str = "lease"
+
+    def refusal(self, form: str) -> str | None:
+        """Why ``form`` is refused on this server, or None."""
+        return dict(self.refused).get(form)
+
+    def cost(self, form: str) -> str | None:
+        """What ``form`` costs on this server (a warning), or None."""
+        return dict(self.caution).get(form)
+
+
+#: engines recognised by what they say of themselves; the first that matches wins. A form is
+#: refused only where the engine's own documentation or tracker shows it unsafe, or a run
+#: here did (Galera); the rest is in docs/howto/scaling-out.md.
+SERVERS: tuple[Server, ...] = (
+    Server(
+        name="MariaDB Galera cluster",
+        dialects=("mariadb", "mysql"),
+        pattern=r"\bwsrep_on=(ON|1)\b",
+        refused=(
+            (
+                "advisory",
+                "GET_LOCK is granted per node, so consumers on two nodes hold the same key and "
+                "a message is handled and settled twice",
+            ),
+        ),
+        caution=(
+            (
+                "row_lock",
+                "FOR UPDATE SKIP LOCKED locks only on the node that runs it, so consumers on "
+                "several nodes claim the same rows and handle them each; the cluster's "
+                "certification aborts all but one batch at commit (settled once, counted as "
+                "conflicts). Point every consumer at one node, or use lease, which handles "
+                "each message once",
+            ),
+        ),
+    ),
+    Server(
+        name="TiDB",
+        dialects=("mysql", "mariadb"),
+        pattern=r"-TiDB-",
+        refused=(
+            (
+                "row_lock",
+                "TiDB drops FOR UPDATE when SKIP LOCKED is given (pingcap/tidb#69720), so two "
+                "consumers claim the same rows",
+            ),
+        ),
+    ),
+    Server(name="Vitess", dialects=("mysql", "mariadb"), pattern=r"-Vitess\b"),
+    Server(name="Amazon Aurora MySQL", dialects=("mysql",), pattern=r"\baurora_version=\S"),
+    Server(
+        name="CockroachDB",
+        dialects=("postgres",),
+        pattern=r"CockroachDB",
+        refused=(
+            (
+                "advisory",
+                "CockroachDB's pg_try_advisory_lock is a stub that locks nothing "
+                "(cockroachdb/cockroach#13546)",
+            ),
+        ),
+    ),
+    Server(
+        name="YugabyteDB",
+        dialects=("postgres",),
+        pattern=r"-YB-",
+        caution=(
+            (
+                "row_lock",
+                "YugabyteDB ignores SKIP LOCKED under SERIALIZABLE: keep the consumers' "
+                "sessions at READ COMMITTED (yb_enable_read_committed_isolation=true)",
+            ),
+        ),
+    ),
+)
+
+
+def recognise(dialect: str, identity: str) -> Server | None:
+    """The server among ``SERVERS`` that ``identity`` names, for a connection of ``dialect``.
+
+    ``identity`` is what the driver reads of the server (``Connection.server_identity``):
+    MySQL/MariaDB ``version=8.0.11-TiDB-v7.5.0; version_comment=…; wsrep_on=ON; …``,
+    PostgreSQL the text of ``version()``. None: a plain server of the dialect.
+    """
+    for server in SERVERS:
+        if dialect in server.dialects and re.search(server.pattern, identity):
+            return server
     return None

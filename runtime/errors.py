@@ -48,7 +48,9 @@ class PayloadError(BrokerError):
 class DatabaseError(BrokerError):
     """The database refused a statement (a lock wait, a constraint, SQLite busy past its
     timeout…); the driver's own exception is kept as ``__cause__``. ``deadlock``: the server
-    chose this transaction as a deadlock's victim and rolled it back whole."""
+    rolled this transaction back whole because another one conflicted with it (a deadlock's
+    victim, a Galera node's certification conflict, a serialization failure): a race, which
+    the same statements may win when run again."""
 
     deadlock: bool = False
 

@@ -40,6 +40,11 @@ class Metrics:
     def on_reconnect(self) -> None:
         """A worker opened a new connection in place of one that was lost."""
 
+    def on_conflict(self) -> None:
+        """The database rolled back a claim, a settlement or a batch because another
+        transaction conflicted with it (an InnoDB deadlock, a Galera certification conflict,
+        a serialization failure): a race between consumers, retried, not an outage."""
+
 
 def fields(
     queue: str,

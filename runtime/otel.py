@@ -12,7 +12,8 @@ The instruments come from the meter given, or from the global MeterProvider's me
 * ``qgen.messages.settled`` (counter, {message}; attribute ``outcome``: ack, drop, retry,
   retry_after, dead_letter, custom.<name>): settled deliveries
 * ``qgen.handler.duration`` (histogram, s; attribute ``outcome``): the handler's run time
-* ``qgen.lease.extended``, ``qgen.lease.lost``, ``qgen.reconnects`` (counters)
+* ``qgen.lease.extended``, ``qgen.lease.lost``, ``qgen.reconnects``, ``qgen.conflicts``
+  (counters)
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ class OpenTelemetryMetrics(Metrics):
         self.reconnects = meter.create_counter(
             "qgen.reconnects", description="Lost worker connections replaced"
         )
+        self.conflicts = meter.create_counter(
+            "qgen.conflicts",
+            description="Claims and settlements a conflicting transaction rolled back (retried)",
+        )
 
     def _outcome(self, label: str) -> dict[str, str]:
         attrs = self._by_outcome.get(label)
@@ -89,3 +94,6 @@ class OpenTelemetryMetrics(Metrics):
 
     def on_reconnect(self) -> None:
         self.reconnects.add(1, self.attributes)
+
+    def on_conflict(self) -> None:
+        self.conflicts.add(1, self.attributes)

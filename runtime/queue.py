@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime import wake
 from runtime.adapters import Adapted, adapt, adapted, run_sync
-from runtime.dialects import Dialect
+from runtime.dialects import Dialect, Server
 from runtime.drivers.base import Connection, atomic
 from runtime.errors import (
     ConfigurationError,
@@ -71,6 +71,24 @@ def check_dialect(rendered: RenderedFile, conn: Connection | Adapted) -> None:
             f"{conn.dialect.name}; load sql/{conn.dialect.name}/… instead "
             f"(render it with `qgen render --dialect {conn.dialect.name}`)"
         )
+
+
+def check_server(queue: Queue, server: Server | None) -> str | None:
+    """Whether the queue's claim form is safe on the server reached (``dialects.recognise``):
+    ConfigurationError, in one line naming the form to use instead, where it is not; what it
+    costs there (a warning to log) where it runs with a known cost; else None."""
+    if server is None:
+        return None
+    why = server.refusal(queue.form)
+    if why is not None:
+        raise ConfigurationError(
+            f"queue '{queue.name}': the {queue.form} claim form is unsafe on a {server.name} "
+            f'({why}); declare form = "{server.safe}" for this queue and render again'
+        )
+    cost = server.cost(queue.form)
+    return (
+        None if cost is None else f"queue '{queue.name}': {queue.form} on a {server.name}: {cost}"
+    )
 
 
 #: a priority fits the column every engine stores it in (a 32-bit INTEGER)

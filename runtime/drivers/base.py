@@ -264,6 +264,12 @@ class Connection(abc.ABC):
         """The server's own version string (``SHOW server_version_num``, ``SELECT VERSION()``,
         ``sqlite3.sqlite_version``), read by ``runtime.connect`` for the floor check."""
 
+    async def server_identity(self) -> str:
+        """What the server says of itself beyond its version, for ``dialects.recognise``: a
+        cluster node, a distributed engine or a managed fork speaking this protocol (one round
+        trip; the version text where there is nothing more to read)."""
+        return await self.server_version_text()
+
     async def __aenter__(self) -> Connection:
         return self
 

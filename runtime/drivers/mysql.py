@@ -247,6 +247,14 @@ class MySQLConnection(Connection):
         row = await self.fetchone("SELECT VERSION() AS v")
         return str(row["v"]) if row else ""
 
+    async def server_identity(self) -> str:
+        # one statement every MySQL-protocol server answers; a variable it lacks is left out
+        rows = await self.fetchall(
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN "
+            "('version', 'version_comment', 'wsrep_on', 'aurora_version')"
+        )
+        return "; ".join(f"{r['Variable_name']}={r['Value']}" for r in rows)
+
     def _is_lost(self, exc: BaseException) -> bool:
         err = self._err
         if isinstance(exc, err.InterfaceError):

@@ -49,6 +49,15 @@ log = logging.getLogger("runtime")
 # target_session_attrs=read-write, the default here) finds the writable host.
 _READ_ONLY = "25006"
 _LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03", _READ_ONLY})
+#: deadlock_detected and serialization_failure: the server rolled the transaction back whole
+#: because another one conflicted with it (a race, retried like InnoDB's deadlock)
+_CONFLICT_SQLSTATES = frozenset({"40P01", "40001"})
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    return getattr(exc, "sqlstate", None) in _CONFLICT_SQLSTATES
+
+
 #: seconds between two warnings that the server of one URL is read-only
 READ_ONLY_WARNING_EVERY = 60.0
 _read_only_warned: dict[str, float] = {}
@@ -152,7 +161,7 @@ class PostgresConnection(Connection):
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
             if isinstance(exc, self._driver_error):
-                raise database_error(exc) from exc
+                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
             raise
         return cur.rowcount
 
@@ -168,7 +177,7 @@ class PostgresConnection(Connection):
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
             if isinstance(exc, self._driver_error):
-                raise database_error(exc) from exc
+                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
             raise
 
     async def fetchone(self, sql: str, params: Params | None = None) -> Row | None:
@@ -183,7 +192,7 @@ class PostgresConnection(Connection):
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
             if isinstance(exc, self._driver_error):
-                raise database_error(exc) from exc
+                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
             raise
 
     async def executemany(self, sql: str, seq_of_params: Sequence[Params]) -> None:
@@ -196,7 +205,7 @@ class PostgresConnection(Connection):
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
             if isinstance(exc, self._driver_error):
-                raise database_error(exc) from exc
+                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
             raise
 
     # ---------------------------------------------------------- transactions
@@ -224,7 +233,7 @@ class PostgresConnection(Connection):
             # transaction on PostgreSQL; libpq's status says whether one is still open.
             self._in_transaction = self._libpq_in_transaction()
             if isinstance(exc, self._driver_error):
-                raise database_error(exc) from exc
+                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
             raise
         self._in_transaction = False
 
@@ -241,7 +250,7 @@ class PostgresConnection(Connection):
                 raise self._lost(exc) from exc
             self._in_transaction = self._libpq_in_transaction()
             if isinstance(exc, self._driver_error):
-                raise database_error(exc) from exc
+                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
             raise
         self._in_transaction = False
 
@@ -255,7 +264,7 @@ class PostgresConnection(Connection):
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
             if isinstance(exc, self._driver_error):
-                raise database_error(exc) from exc
+                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
             raise
 
     def _after_cancel(self) -> None:
@@ -320,6 +329,11 @@ class PostgresConnection(Connection):
     async def server_version_text(self) -> str:
         # libpq read server_version_num during the startup handshake: no round trip needed.
         return str(self._pg.info.server_version)
+
+    async def server_identity(self) -> str:
+        # CockroachDB and YugabyteDB name themselves here, not in server_version_num
+        row = await self.fetchone("SELECT version() AS v")
+        return str(row["v"]) if row else ""
 
     def _is_lost(self, exc: BaseException) -> bool:
         if self._pg.closed or self._pg.broken:

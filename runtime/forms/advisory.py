@@ -27,6 +27,7 @@ class AdvisoryForm(Form):
     """
 
     can_group = True
+    session_holds = True
 
     #: SQLite's keys: (database, table, id) held by a consumer of this process
     _process_keys: ClassVar[set[tuple[str, str, int]]] = set()

@@ -196,6 +196,16 @@ class Form:
     #: their statement ran, and grouped for the whole batch rather than a time window
     commits_at_batch_end: ClassVar[bool] = False
 
+    #: what the form holds lives in the connection's session (advisory keys), so a statement
+    #: that failed part-way may leave some held: the consumer replaces the connection
+    session_holds: ClassVar[bool] = False
+
+    def retries_settlement(self) -> bool:
+        """Whether a settlement a conflicting transaction rolled back may simply run again: its
+        statement is guarded so a second run touches only a row this delivery still holds
+        (lease's token), and no handler write went with it (not transactional)."""
+        return False
+
     def groups_settlements(self) -> bool:
         """Whether settlements of quick handlers may commit together: not in transactional
         mode, where each commits its handler's writes."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
-from runtime.errors import ConnectionLost, LeaseLost
+from runtime.errors import ConnectionLost, DatabaseError, LeaseLost
 from runtime.forms.base import Form, Upkeep
 from runtime.rendered import StatementName as S
 from runtime.settle import Decision
@@ -22,6 +22,9 @@ class LeaseForm(Form):
     """``locked_until`` guards the row; zero rows touched means another claim holds it now."""
 
     can_group = True
+
+    def retries_settlement(self) -> bool:
+        return not self.transactional
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         result = await self.run(conn, S.CLAIM, self.claim_params(limit, group))
@@ -234,9 +237,15 @@ class LeaseForm(Form):
                     await conn.close()
                     delay = min(backoff.next(), every)
                 except Exception as exc:
-                    log.warning(
-                        "queue %s: lease extension failed (%s); retrying", self.queue.name, exc
-                    )
+                    if isinstance(exc, DatabaseError) and exc.deadlock:  # a race: next round
+                        upkeep.counts.add("conflicts")
+                        log.debug("queue %s: lease extension conflicted (%s)", self.queue.name, exc)
+                    else:
+                        log.warning(
+                            "queue %s: lease extension failed (%s); retrying",
+                            self.queue.name,
+                            exc,
+                        )
                     delay = min(backoff.next(), every)
         finally:
             if conn is not None:
