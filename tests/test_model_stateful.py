@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import pytest
 from engines import Engine
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -36,10 +37,10 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from model.outcome_model import Delivery, OutcomeModel, Row, Settlement, Shape
+from model.outcome_model import DEFAULT_GROUP, Delivery, OutcomeModel, Row, Settlement, Shape
 from model.profiles import model_settings
 from model.session import Session
-from model.tables import AN_HOUR_AGO, NOW
+from model.tables import AN_HOUR_AGO, BACK_BY, NOW, REFILL_S
 
 from runtime.delivery import Delivery as RuntimeDelivery
 from runtime.drivers.base import Connection
@@ -80,15 +81,22 @@ FIFO_KEYS = st.sampled_from([None, "a", "b", "a"])
 TEXTS = ["", "a", "it's 100%", 'say "hi"', "zürich ✓"]
 #: dedupe keys: few, so that enqueues meet pending ones; a quote and non-ASCII among them
 KEYS = ["a", "it's", "ü"]
+#: concurrency keys (used where the queue has a concurrency_limit): few, so that they meet
+CONCURRENCY_KEYS = st.sampled_from([None, "c", "d", "c"])
 
 
 @st.composite
-def table_shapes(draw: st.DrawFn, form: str) -> Shape:
-    """A table for ``form``; shrinks towards the smallest one (no optional column)."""
-    dead_letter = draw(st.sampled_from([None, "group", "table"]))
+def table_shapes(draw: st.DrawFn, form: str, limited: bool = False) -> Shape:
+    """A table for ``form``; shrinks towards the smallest one (no optional column, no limit).
+    ``limited``: at least one of concurrency_limit, max_in_flight (not advisory), rate_limit."""
+    # Row lock with max_attempts counts each delivery at the claim, committed, and marks the
+    # row in retry_after meanwhile (``take``): the model does not know that yet, so row lock
+    # draws no dead letter here.
+    dead_letter = draw(st.sampled_from([None, "group", "table"] if form != "row_lock" else [None]))
     attempt = dead_letter is not None or draw(st.booleans())
     retry_after = draw(st.booleans())
     processed_at = draw(st.booleans())
+    limits = draw(limit_settings(form, limited))
     return Shape(
         form=form,
         attempt=attempt,
@@ -102,7 +110,23 @@ def table_shapes(draw: st.DrawFn, form: str) -> Shape:
         dedupe_key=draw(st.booleans()),
         last_error=draw(st.booleans()),
         result=processed_at and draw(st.booleans()),
+        **limits,
     )
+
+
+@st.composite
+def limit_settings(draw: st.DrawFn, form: str, limited: bool) -> dict[str, int | None]:
+    """concurrency_limit, max_in_flight and rate_limit's burst, each small or none."""
+    small = st.none() | st.integers(1, 3)
+    limits = {
+        "concurrency_limit": draw(small),
+        "max_in_flight": draw(small) if form != "advisory" else None,
+        "rate_burst": draw(small),
+    }
+    if limited and not any(limits.values()):
+        which = draw(st.sampled_from([k for k in limits if form != "advisory" or k[0] != "m"]))
+        limits[which] = draw(st.integers(1, 3))
+    return limits
 
 
 @dataclass(eq=False)
@@ -190,7 +214,8 @@ class QueueMachine(RuleBasedStateMachine):
             self.queue, transactional=transactional, keyspace=self.session.engine.url
         )
         for n in range(prefill):
-            self._enqueue(TEXTS[n % len(TEXTS)], None, None, n % 3 or None, "ab"[n % 2])
+            text = TEXTS[n % len(TEXTS)]
+            self._enqueue(text, None, None, n % 3 or None, "ab"[n % 2], None, "cd"[n % 2])
 
     def teardown(self) -> None:
         logging.getLogger("runtime").removeFilter(self.warnings)
@@ -211,11 +236,13 @@ class QueueMachine(RuleBasedStateMachine):
         priority: int | None = None,
         fifo_key: str | None = None,
         key: str | None = None,
+        ckey: str | None = None,
     ) -> int:
         """Enqueue on the runtime and the model; the optional roles where the table has them."""
         assert self.shape is not None
         priority = priority if self.shape.priority else None
         fifo_key = fifo_key if self.shape.fifo_key else None
+        ckey = ckey if self.shape.concurrency_limit else None
         payload = {"n": self.model.next_id, "text": text}
         delay_s = {None: None, "due": 0, "future": FUTURE_S}[delay]
         returned = self.run(
@@ -227,10 +254,17 @@ class QueueMachine(RuleBasedStateMachine):
                 priority=priority,
                 fifo_key=fifo_key,
                 dedupe_key=key,
+                concurrency_key=ckey,
             )
         )
         row_id = self.model.enqueue(
-            payload, group=group, delay=delay, priority=priority, fifo_key=fifo_key, key=key
+            payload,
+            group=group,
+            delay=delay,
+            priority=priority,
+            fifo_key=fifo_key,
+            key=key,
+            concurrency_key=ckey,
         )
         assert returned == row_id, f"enqueue returned id {returned}, the model says {row_id}"
         assert returned.duplicate == self.model.duplicate, (
@@ -240,9 +274,15 @@ class QueueMachine(RuleBasedStateMachine):
         return row_id
 
     @precondition(outside_writes_allowed)
-    @rule(target=rows, text=st.sampled_from(TEXTS), priority=PRIORITIES, key=FIFO_KEYS)
-    def enqueue(self, text: str, priority: int | None, key: str | None) -> int:
-        return self._enqueue(text, None, None, priority, key)
+    @rule(
+        target=rows,
+        text=st.sampled_from(TEXTS),
+        priority=PRIORITIES,
+        key=FIFO_KEYS,
+        ckey=CONCURRENCY_KEYS,
+    )
+    def enqueue(self, text: str, priority: int | None, key: str | None, ckey: str | None) -> int:
+        return self._enqueue(text, None, None, priority, key, None, ckey)
 
     @precondition(lambda self: self.outside_writes_allowed() and self.shape.retry_after)
     @rule(
@@ -255,9 +295,17 @@ class QueueMachine(RuleBasedStateMachine):
         return self._enqueue(text, None, delay, None, key)
 
     @precondition(lambda self: self.outside_writes_allowed() and self.shape.group)
-    @rule(target=rows, text=st.sampled_from(TEXTS), priority=PRIORITIES, key=FIFO_KEYS)
-    def enqueue_other_group(self, text: str, priority: int | None, key: str | None) -> int:
-        return self._enqueue(text, OTHER_GROUP, None, priority, key)
+    @rule(
+        target=rows,
+        text=st.sampled_from(TEXTS),
+        priority=PRIORITIES,
+        key=FIFO_KEYS,
+        ckey=CONCURRENCY_KEYS,
+    )
+    def enqueue_other_group(
+        self, text: str, priority: int | None, key: str | None, ckey: str | None
+    ) -> int:
+        return self._enqueue(text, OTHER_GROUP, None, priority, key, None, ckey)
 
     def can_enqueue_keyed(self) -> bool:
         """A key enqueue checks the unique index, which waits for an open row-lock batch that
@@ -317,6 +365,45 @@ class QueueMachine(RuleBasedStateMachine):
         )
         db = await self.session.conn("db")
         assert await db.execute(sql, {"id": row}) == 1
+
+    @precondition(lambda self: self.outside_writes_allowed() and self.shape.rate_burst)
+    @rule(tokens=st.integers(1, 3), other_group=st.booleans())
+    def refill(self, tokens: int, other_group: bool) -> None:
+        """Time passes for the rate limit's bucket: its refilled_at moves back by the seconds
+        that refill ``tokens`` (the database's clock does the rest, in rate_take's SQL)."""
+        group = OTHER_GROUP if other_group and self.shape.group else DEFAULT_GROUP
+        back = BACK_BY[self.dialect].format(c=self.q("refilled_at"), s=self.p("s"))
+        sql = (
+            f"UPDATE {self.q(self.queue.table + '_limits')} SET {self.q('refilled_at')} = {back} "
+            f"WHERE {self.q('bucket')} = {self.p('bucket')} AND {self.q('slot')} = 0"
+        )
+        self.run(self.db.execute(sql, {"s": tokens * REFILL_S, "bucket": group}))
+        self.model.refill(group, tokens)
+
+    def claim_rows(self, worker: int, limit: int, group: str | None) -> Any:
+        """A claim as the Consumer makes it: held to the queue's limits."""
+        conn = self.run(self.worker_conn(worker))
+        return self.run(self.form.claim_within_rate(conn, limit, group))
+
+    @invariant()
+    def the_model_keeps_the_limits(self) -> None:
+        """The model never has more in flight than the declaration allows (a check of the
+        model itself; the comparison checks the table against it)."""
+        if self.shape is None:
+            return
+        m, s = self.model, self.shape
+        held = m.held()
+        if s.concurrency_limit:
+            per_key: dict[Any, int] = {}
+            for r in held:
+                if r.concurrency_key is not None:
+                    k = (r.group, r.concurrency_key)
+                    per_key[k] = per_key.get(k, 0) + 1
+            assert max(per_key.values(), default=0) <= s.concurrency_limit, per_key
+        if s.max_in_flight:
+            groups = {r.group for r in held}
+            for g in groups:
+                assert sum(r.group == g for r in held) <= s.max_in_flight, held
 
     # ------------------------------------------------------------ claims and settlements
 
@@ -478,6 +565,8 @@ class QueueMachine(RuleBasedStateMachine):
             select.append(f"{self.col('last_error')} AS why")
         if "result" in cols:
             select.append(f"{self.col('result')} AS res")
+        if "concurrency_key" in cols:
+            select.append(f"{self.col('concurrency_key')} AS ckey")
         found = await (await self.session.conn("db")).fetchall(
             f"SELECT {', '.join(select)} FROM {self.q(table)} ORDER BY {self.col('id')}"
         )
@@ -495,6 +584,7 @@ class QueueMachine(RuleBasedStateMachine):
                 r.get("dkey"),
                 r.get("why"),
                 decode_payload(r["res"]) if r.get("res") is not None else None,
+                r.get("ckey"),
             )
             for r in found
         ]
@@ -516,6 +606,7 @@ def _expected(rows: dict[int, Row]) -> list[tuple]:
             r.key,
             r.last_error,
             r.result,
+            r.concurrency_key,
         )
         for _, r in sorted(rows.items())
     ]
@@ -534,6 +625,7 @@ _FIELDS = (
     "key",
     "last_error",
     "result",
+    "concurrency_key",
 )
 
 
@@ -574,8 +666,7 @@ class RowLockMachine(QueueMachine):
     def _claim(self, worker: int, limit: int, group: str | None) -> Any:
         if not self._can_claim(worker):
             return multiple()
-        conn = self.run(self.worker_conn(worker))
-        got = self.run(self.form.claim(conn, limit, group))
+        got = self.claim_rows(worker, limit, group)
         return multiple(*self.check_claimed(got, self.model.claim(worker, limit, group)))
 
     @precondition(lambda self: self.shape is not None)
@@ -661,8 +752,7 @@ class LeaseMachine(QueueMachine):
         self.setup_queue(shape, renamed, transactional, prefill)
 
     def _claim(self, limit: int, group: str | None) -> Any:
-        conn = self.run(self.worker_conn(self.WORKER))
-        got = self.run(self.form.claim(conn, limit, group))
+        got = self.claim_rows(self.WORKER, limit, group)
         return multiple(*self.check_claimed(got, self.model.claim(self.WORKER, limit, group)))
 
     @precondition(lambda self: self.shape is not None)
@@ -773,9 +863,8 @@ class AdvisoryMachine(QueueMachine):
     def _claim(self, worker: int, limit: int, group: str | None) -> list[Held]:
         if self._open(worker):
             return []  # the Consumer claims again only after it worked through its batch
-        conn = self.run(self.worker_conn(worker))
-        got = self.run(self.form.claim(conn, limit, group))
-        want = self.model.claim(worker, limit, group, scan=limit * self.form.spread)
+        got = self.claim_rows(worker, limit, group)
+        want = self.model.claim(worker, limit, group, spread=self.form.spread)
         assert got.contended == self.model.contended, (
             f"claim on worker {worker}: contended {got.contended}, the model says "
             f"{self.model.contended}"
@@ -848,5 +937,44 @@ def test_outcome_model(engine: Engine, form: str) -> None:
     machine, session = MACHINES[form], Session(engine)
     try:
         run_state_machine_as_test(lambda: machine(session), settings=model_settings())
+    finally:
+        session.close()
+
+
+def limited(machine: type[QueueMachine], form: str) -> type[QueueMachine]:
+    """``machine`` on tables that declare at least one limit (concurrency_limit,
+    max_in_flight, rate_limit), with or without the other optional columns."""
+
+    class Limited(machine):  # type: ignore[valid-type,misc]
+        @initialize(
+            shape=table_shapes(form, limited=True),
+            renamed=st.booleans(),
+            transactional=st.booleans(),
+            prefill=PREFILL,
+        )
+        def create_queue(
+            self, shape: Shape, renamed: bool, transactional: bool, prefill: int
+        ) -> None:
+            self.setup_queue(shape, renamed, transactional, prefill)
+
+    Limited.__name__ = f"Limited{machine.__name__}"
+    return Limited
+
+
+#: the limits' own run: fewer examples than the outcome model's (its shapes draw limits too)
+LIMITS_EXAMPLES = {"ci": 40, "thorough": 400}
+
+
+@pytest.mark.parametrize("form", list(MACHINES))
+def test_limits_model(engine: Engine, form: str) -> None:
+    """Claims held to concurrency_limit, max_in_flight and rate_limit take the rows the model
+    says, and the table matches it after every step."""
+    machine, session = limited(MACHINES[form], form), Session(engine)
+    chosen = model_settings()
+    examples = LIMITS_EXAMPLES["thorough" if chosen.max_examples > 120 else "ci"]
+    try:
+        run_state_machine_as_test(
+            lambda: machine(session), settings=settings(chosen, max_examples=examples)
+        )
     finally:
         session.close()

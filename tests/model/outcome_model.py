@@ -51,6 +51,22 @@ The rules, as SPEC.md gives them:
 * cancel: a pending row no delivery holds (no lease held, no key held, in no open row-lock
   batch) finishes as ack finishes it; anything else is left as it is (False).
 
+The limits (docs/howto/limits.md), each counted per bucket (the claim's group):
+
+* concurrency_limit N: a row with a concurrency_key is claimable only while fewer than N
+  unfinished rows of its key (of the claim's group) have a smaller id, as the claiming
+  connection sees the table (fifo_key is N = 1). NULL keys are not limited.
+* max_in_flight M, lease: the claim takes at most M less the leases held in its group (an
+  expired lease is not in flight); none when M are held.
+* max_in_flight M, row lock: the claim locks min(limit, M less the slots other open batches
+  hold) slot rows and claims at most that many rows; its batch holds those slots until it
+  ends (even the ones it found no row for). An empty claim holds nothing.
+* rate_limit (burst B): the bucket holds B tokens at first; a claim is granted min(limit,
+  tokens) and takes at most that many rows; nothing granted: no row, ``contended``. The
+  tokens it did not use return (at most B held), except a row-lock batch that claimed rows
+  (its transaction is open). Time refills the bucket (``refill``: the test moves the
+  bucket's refilled_at back by the clock).
+
 Example::
 
     m = OutcomeModel(Shape(form="lease", attempt=True, dead_letter="table", max_attempts=2))
@@ -95,6 +111,12 @@ class Shape:
     last_error: bool = False
     #: a result column: what an ack with a result keeps (only with processed_at)
     result: bool = False
+    #: concurrency_limit N (None: none; a concurrency_key column comes with it)
+    concurrency_limit: int | None = None
+    #: max_in_flight M (None: none; not on the advisory form)
+    max_in_flight: int | None = None
+    #: rate_limit's burst B, tokens refilled only by the test (None: no rate limit)
+    rate_burst: int | None = None
 
     def __post_init__(self) -> None:
         assert self.form in FORMS, self.form
@@ -102,6 +124,7 @@ class Shape:
         assert (self.dead_letter is None) == (self.max_attempts is None)
         assert self.max_attempts is None or self.attempt, "max_attempts needs an attempt column"
         assert self.dead_letter != "group" or self.group, "a dead-letter group needs a group column"
+        assert not (self.max_in_flight and self.form == "advisory"), "render refuses it"
 
     @property
     def lease(self) -> bool:
@@ -130,6 +153,8 @@ class Row:
     last_error: str | None = None
     #: the result column, decoded (None: NULL, or no such column)
     result: Any = None
+    #: the concurrency_key column (None: NULL, or no such column)
+    concurrency_key: str | None = None
 
 
 @dataclass
@@ -169,6 +194,9 @@ class _Batch:
     before: dict[int, tuple[Row | None, Row | None]]
     #: handler writes made in this batch, committed only with it
     writes: list[int] = field(default_factory=list)
+    #: max_in_flight: the claim's bucket, and the slot rows the batch holds in it
+    bucket: str = DEFAULT_GROUP
+    slots: int = 0
 
     @property
     def ids(self) -> set[int]:
@@ -196,6 +224,8 @@ class OutcomeModel:
         self.contended = False
         #: the last enqueue found its key held and returned the pending row's id
         self.duplicate = False
+        #: rate_limit: the tokens each bucket holds (a bucket not there yet is full)
+        self.tokens: dict[str, int] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -240,17 +270,45 @@ class OutcomeModel:
         return not self.waits_for_its_key(row, group)
 
     def waits_for_its_key(self, row: Row, group: str | None) -> bool:
-        """fifo_key: an unfinished row of the same key and the claim's group with a smaller
-        id, as a claim sees the table (another batch's changes not yet committed)."""
-        if not self.shape.fifo_key or row.fifo_key is None:
+        """fifo_key (concurrency_limit N): an unfinished row (N of them) of the same key and
+        the claim's group with a smaller id, as a claim sees the table (another batch's
+        changes not yet committed)."""
+        fifo = self.shape.fifo_key and row.fifo_key is not None
+        limit = self.shape.concurrency_limit if row.concurrency_key is not None else None
+        if not fifo and not limit:
             return False
         seen, _, _ = self.committed()
-        return any(
-            e.fifo_key == row.fifo_key
-            and e.id < row.id
+        before = [
+            e
+            for e in seen.values()
+            if e.id < row.id
             and not e.processed
             and (not self.shape.group or e.group == (group or DEFAULT_GROUP))
-            for e in seen.values()
+        ]
+        if fifo and any(e.fifo_key == row.fifo_key for e in before):
+            return True
+        return bool(limit) and sum(e.concurrency_key == row.concurrency_key for e in before) >= (
+            limit or 0
+        )
+
+    def held(self) -> list[Row]:
+        """The rows a delivery holds now (row lock: every row of an open batch, as it was
+        before the batch)."""
+        if self.shape.form == "row_lock":
+            return [row for b in self._batches.values() for row, _ in b.before.values() if row]
+        if self.shape.form == "advisory":
+            return [self.rows[i] for i in self._keys if i in self.rows]
+        return [r for r in self.rows.values() if r.lease == "held"]
+
+    def in_flight(self, bucket: str) -> int:
+        """max_in_flight's count for a bucket: leases held in it (lease), slot rows its open
+        batches hold (row lock)."""
+        if self.shape.form == "row_lock":
+            return sum(b.slots for b in self._batches.values() if b.bucket == bucket)
+        return sum(
+            1
+            for r in self.rows.values()
+            if r.lease == "held" and (not self.shape.group or r.group == bucket)
         )
 
     def _ready(self, limit: int, group: str | None, worker: int | None) -> list[Row]:
@@ -279,6 +337,7 @@ class OutcomeModel:
         priority: int | None = None,
         fifo_key: str | None = None,
         key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> int:
         """A new row: attempt 1, due at once (delay None or "due") or later ("future"). With a
         ``key`` a pending row holds: nothing added, that row's id (see ``duplicate``)."""
@@ -288,6 +347,7 @@ class OutcomeModel:
         assert priority is None or s.priority
         assert fifo_key is None or s.fifo_key
         assert key is None or s.dedupe_key
+        assert concurrency_key is None or s.concurrency_limit
         held = self.pending_with(key, group) if key is not None else None
         self.duplicate = held is not None
         if held is not None:
@@ -304,6 +364,7 @@ class OutcomeModel:
             priority=(priority or 0) if s.priority else None,
             fifo_key=fifo_key,
             key=key,
+            concurrency_key=concurrency_key,
         )
         self.rows[row.id] = row
         self._next_id += 1
@@ -337,15 +398,47 @@ class OutcomeModel:
         return d
 
     def claim(
-        self, worker: int, limit: int, group: str | None = None, scan: int | None = None
+        self,
+        worker: int,
+        limit: int,
+        group: str | None = None,
+        scan: int | None = None,
+        spread: int | None = None,
     ) -> list[Delivery]:
         """Row lock (opens the worker's batch) or lease (writes each row's lease): the first
-        ``limit`` claimable rows in claim order. Advisory: of the first ``scan`` claimable rows, the
-        first ``limit`` whose keys are free, each taken (counted) under its key."""
+        ``limit`` claimable rows in claim order. Advisory: of the first ``scan`` (or ``limit``
+        times ``spread``) claimable rows, the first ``limit`` whose keys are free, each taken
+        (counted) under its key. With a rate limit the bucket first grants at most ``limit``
+        tokens, and the claim takes at most the grant."""
+        burst = self.shape.rate_burst
+        if burst is None:
+            return self._claim(worker, limit, group, scan, spread)
+        bucket = group or DEFAULT_GROUP
+        granted = min(limit, self.tokens.get(bucket, burst))
+        if granted <= 0:
+            self.contended = True  # nothing granted: others took the tokens for now
+            return []
+        self.tokens[bucket] = self.tokens.get(bucket, burst) - granted
+        out = self._claim(worker, granted, group, scan, spread)
+        unused = granted - len(out)
+        if unused and not (self.shape.form == "row_lock" and out):
+            self.tokens[bucket] = min(burst, self.tokens[bucket] + unused)
+        return out
+
+    def refill(self, bucket: str, tokens: int) -> None:
+        """Time passes: the bucket gains ``tokens``, holding at most its burst."""
+        assert self.shape.rate_burst is not None
+        self.tokens[bucket] = min(
+            self.shape.rate_burst, self.tokens.get(bucket, self.shape.rate_burst) + tokens
+        )
+
+    def _claim(
+        self, worker: int, limit: int, group: str | None, scan: int | None, spread: int | None
+    ) -> list[Delivery]:
         form = self.shape.form
         if form == "advisory":
             assert all(d.worker != worker for d in self._keys.values()), "claims hold nothing"
-            listed = self._ready(scan or limit, group, worker)
+            listed = self._ready(scan or limit * (spread or 1), group, worker)
             out = []
             for r in listed:
                 if r.id not in self._keys and len(out) < limit:
@@ -354,13 +447,20 @@ class OutcomeModel:
                     out.append(d)
             self.contended = bool(listed) and not out
             return out
+        bucket = group or DEFAULT_GROUP
+        most = self.shape.max_in_flight
+        if most is not None:  # row lock: the slots it locks; lease: the room left
+            limit = min(limit, most - self.in_flight(bucket))
+            if limit <= 0:
+                return []
         rows = self._ready(limit, group, worker)
         if form == "row_lock":
             assert worker not in self._batches, "a worker holds one batch at a time"
             out = [self._deliver(r, worker, counted=False) for r in rows]
             if out:  # an empty claim rolls its transaction back at once
                 before = {r.id: (copy.copy(r), _copy(self.dead.get(r.id))) for r in rows}
-                self._batches[worker] = _Batch(out, before)
+                slots = limit if most is not None else 0
+                self._batches[worker] = _Batch(out, before, bucket=bucket, slots=slots)
             return out
         out = []
         for r in rows:

@@ -50,6 +50,8 @@ class QueueTables:
     queue: Queue
     table: str
     dead_table: str | None
+    #: the table of its token bucket and in-flight slots (None: it declares no such limit)
+    limits_table: str | None = None
 
 
 class Session:
@@ -86,7 +88,12 @@ class Session:
             table, dead = unique_table("mq"), unique_table("mqd")
             queue = render_queue(shape, self.dialect, table, dead, renamed)
             found = QueueTables(queue, table, dead if shape.dead_letter == "table" else None)
+            if shape.rate_burst or (shape.max_in_flight and shape.form == "lease"):
+                found.limits_table = f"{table}_limits"
+            elif shape.max_in_flight and self.dialect != "sqlite":  # row lock's slot rows
+                found.limits_table = f"{table}_limits"
             self._created += [table] + ([dead] if found.dead_table else [])
+            self._created += [found.limits_table] if found.limits_table else []
             for sql in queue.rendered.require("schema"):
                 await db.execute(sql)
             if self.side not in self._created:
@@ -104,6 +111,8 @@ class Session:
     async def _empty(self, db: Connection, t: QueueTables) -> None:
         q = self.quote_ident
         names = [t.table] + ([t.dead_table] if t.dead_table else [])
+        if t.limits_table:  # the bucket full again; slot rows are made again by the claims
+            names.append(t.limits_table)
         if self.dialect == "postgres":
             await db.execute(f"TRUNCATE {', '.join(q(n) for n in names)} RESTART IDENTITY")
             return

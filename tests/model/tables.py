@@ -43,6 +43,7 @@ PLAIN_NAMES = {
     "dedupe_key": "dedupe_key",
     "last_error": "last_error",
     "result": "result",
+    "concurrency_key": "ckey",
 }
 RENAMED = {
     "id": "msg_id",
@@ -57,6 +58,18 @@ RENAMED = {
     "dedupe_key": "uniq",
     "last_error": "why",
     "result": "outcome",
+    "concurrency_key": "customer",
+}
+#: the per_s of a model queue's rate_limit: so slow that only the test refills the bucket (it
+#: moves refilled_at back REFILL_S seconds per token)
+RATE_PER_S = 0.001
+REFILL_S = round(1 / RATE_PER_S)
+#: a time column moved back by :s seconds, per dialect (the bucket's refill)
+BACK_BY = {
+    "postgres": "{c} - make_interval(secs => {s})",
+    "mysql": "{c} - INTERVAL {s} SECOND",
+    "mariadb": "{c} - INTERVAL {s} SECOND",
+    "sqlite": "strftime('%Y-%m-%d %H:%M:%f', {c}, '-' || {s} || ' seconds')",
 }
 
 
@@ -79,6 +92,8 @@ def declaration(
         roles.append("last_error")
     if shape.result:
         roles.append("result")
+    if shape.concurrency_limit:
+        roles.append("concurrency_key")
     q: dict[str, Any] = {
         "table": table,
         "form": shape.form,
@@ -88,6 +103,12 @@ def declaration(
         q["lease_s"] = LEASE_S
     if shape.group:
         q["default_group"] = DEFAULT_GROUP
+    if shape.concurrency_limit:
+        q["concurrency_limit"] = shape.concurrency_limit
+    if shape.max_in_flight:
+        q["max_in_flight"] = shape.max_in_flight
+    if shape.rate_burst:
+        q["rate_limit"] = {"per_s": RATE_PER_S, "burst": shape.rate_burst}
     if shape.dead_letter:
         q["max_attempts"] = shape.max_attempts
         q["dead_letter"] = (
