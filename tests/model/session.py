@@ -88,9 +88,9 @@ class Session:
             table, dead = unique_table("mq"), unique_table("mqd")
             queue = render_queue(shape, self.dialect, table, dead, renamed)
             found = QueueTables(queue, table, dead if shape.dead_letter == "table" else None)
-            if shape.rate_burst or (shape.max_in_flight and shape.form == "lease"):
-                found.limits_table = f"{table}_limits"
-            elif shape.max_in_flight and self.dialect != "sqlite":  # row lock's slot rows
+            # lease's gate, or row lock's slot rows (SQLite's row lock needs none)
+            gate = shape.max_in_flight and (shape.form == "lease" or self.dialect != "sqlite")
+            if shape.rate_burst or gate:
                 found.limits_table = f"{table}_limits"
             self._created += [table] + ([dead] if found.dead_table else [])
             self._created += [found.limits_table] if found.limits_table else []
