@@ -765,6 +765,17 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
     if "dedupe_key" in columns:
         _check_pending_key(r, where, columns, other_columns)
     limits = _limits(r, where, q, form, columns)
+    if limits.max_in_flight is not None and form == "row_lock" and max_attempts is not None:
+        # the claim that counts a delivery commits on its own, which would free the slot rows
+        # max_in_flight's claim holds before the batch takes its rows
+        raise r.fail(
+            where,
+            "max_in_flight",
+            "row lock cannot enforce max_in_flight together with max_attempts: its claim "
+            "commits each delivery's count before the batch locks its rows, which frees the "
+            "slots that max_in_flight counts",
+            'use form = "lease" (which enforces both), or remove one of the two',
+        )
     statements, custom = _own_sql(r, where, q, QUEUE_OUTCOMES, dialects)
     schedules = _schedules(r, where, q.get("schedules", {}), columns, other_columns)
     if "dead_letter" in statements and dead_letter is None:
@@ -906,6 +917,8 @@ def _schedules(
             )
         out.append(schedule)
     return tuple(out)
+
+
 def _check_result(
     r: _Reader, where: str, columns: Mapping[str, str], statements: Mapping[str, Any]
 ) -> None:

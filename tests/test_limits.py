@@ -148,6 +148,10 @@ BAD = [
     ("rate_limit = { per_s = 0 }\n", "rate_limit.per_s"),
     ("rate_limit = { burst = 3 }\n", "rate_limit.per_s"),
     ("rate_limit = { per_s = 5, every = 3 }\n", "unknown key"),
+    (
+        'max_in_flight = 3\nmax_attempts = 5\ndead_letter = { table = "q_dead" }\n',
+        "row lock cannot enforce max_in_flight together with max_attempts",
+    ),
 ]
 
 
