@@ -204,6 +204,8 @@ def _text(kind: type, parse: Callable[[str], Any]) -> tuple[Convert, Convert]:
         return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
     def load(value: Any, where: str) -> Any:
+        if isinstance(value, kind) and not (kind is date and isinstance(value, datetime)):
+            return value  # in a dict given to enqueue
         if not isinstance(value, str):
             raise _Mismatch(where, f"expected {kind.__name__} as text, {_got(value)}")
         try:
@@ -269,7 +271,7 @@ def _sequence(item: tuple[Convert, Convert], made: type) -> tuple[Convert, Conve
         return [item[0](v, f"{where}[{i}]") for i, v in enumerate(value)]
 
     def load(value: Any, where: str) -> Any:
-        if not isinstance(value, list):
+        if not isinstance(value, list | tuple | set | frozenset):
             raise _Mismatch(where, f"expected {made.__name__} (a JSON array), {_got(value)}")
         return made(item[1](v, f"{where}[{i}]") for i, v in enumerate(value))
 
@@ -387,7 +389,8 @@ def _dataclass(cls: type, seen: dict[type, tuple[Convert, Convert]]) -> tuple[Co
         hints = typing.get_type_hints(cls, include_extras=True)
     except Exception as exc:
         raise ConfigurationError(
-            f"payload={cls.__qualname__}: its annotations cannot be resolved ({exc})"
+            f"payload={cls.__qualname__}: its annotations cannot be resolved ({exc}): define "
+            "the classes its fields name at module level"
         ) from None
     required: set[str] = set()
     for f in dataclasses.fields(cls):
