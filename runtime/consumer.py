@@ -11,7 +11,7 @@ import random
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic
 
 from runtime.backoff import Backoff, Outage
 from runtime.completer import completer_for
@@ -41,7 +41,7 @@ from runtime.outcomes import (
     retry,
     with_policy,
 )
-from runtime.payloads import decode_payload
+from runtime.payloads import P, decode_payload
 from runtime.progress import ProgressWriter
 from runtime.queue import Queue, check_dialect, check_server
 from runtime.rendered import StatementName as S
@@ -55,8 +55,8 @@ from runtime.wake import Wakeup, register, unregister
 log = logging.getLogger("runtime")
 
 #: ``async def handle(message, ctx)``, or a plain ``def`` run in a worker thread; it returns
-#: an Outcome, or None for ack()
-Handler = Callable[[Message, Ctx], Awaitable[Outcome | None] | Outcome | None]
+#: an Outcome, or None for ack(); ``Handler[Order]`` takes a ``Message[Order]``
+Handler = Callable[[Message[P], Ctx], Awaitable[Outcome | None] | Outcome | None]
 
 
 def _is_async(handle: Any) -> bool:
@@ -78,7 +78,7 @@ DUE_MARGIN = 0.005
 SCHEMA_FIX = "create it with the file's schema statements: run `qgen apply --db URL`"
 
 
-class Consumer:
+class Consumer(Generic[P]):
     """Claims and settles a queue's messages with ``concurrency`` workers, ``batch`` rows a claim.
 
     ``counts = await Consumer(url, queue, handle).drain()`` runs until nothing is claimable;
@@ -154,8 +154,8 @@ class Consumer:
     def __init__(
         self,
         db: str | Opener,
-        queue: Queue,
-        handle: Handler,
+        queue: Queue[P],
+        handle: Handler[P],
         group: str | None = None,
         transactional: bool = False,
         concurrency: int = 4,
@@ -796,7 +796,9 @@ class Consumer:
             return self._unsettled(d, cap)
         try:
             m = d.message  # a new Message, built directly (dataclasses.replace costs 3×)
-            d.message = Message(m.id, decode_payload(m.payload, self.queue.decoder), m.group)
+            d.message = Message(
+                m.id, decode_payload(m.payload, self.queue.decoder, self.queue.codec), m.group
+            )
         except PayloadError as exc:
             return self._undecodable(d, exc)
         try:

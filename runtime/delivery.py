@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic
 
 from runtime.drivers.base import Connection
+from runtime.payloads import P
 
 
 @dataclass(frozen=True)
-class Message:
-    """What a handler receives: ``message.id``, ``message.payload``, ``message.group``."""
+class Message(Generic[P]):
+    """What a handler receives: ``message.id``, ``message.payload``, ``message.group``.
+
+    ``Message[Order]``: the payload of a queue loaded with ``payload=Order``, an ``Order``."""
 
     id: int
-    payload: Any
+    payload: P
     group: str | None = None
 
 

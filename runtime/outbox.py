@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic
 
 from runtime.adapters import adapt, adapted, run_sync
 from runtime.connect import Opener, opener
@@ -25,8 +25,9 @@ from runtime.delivery import Ctx, Message
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
 from runtime.errors import ConfigurationError, InvalidArgument, PayloadError
+from runtime.models import codec
 from runtime.outcomes import Outcome, OutcomeKind, delay_seconds, outcome_of, retry
-from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
+from runtime.payloads import Decoder, Encoder, P, decode_payload, encode_payload
 from runtime.queue import check_dialect
 from runtime.rendered import RenderedFile
 from runtime.rendered import StatementName as S
@@ -41,7 +42,7 @@ _MARKS = (OutcomeKind.ACK, OutcomeKind.DROP)
 
 
 @dataclass(frozen=True)
-class OutboxMessage(Message):
+class OutboxMessage(Message[P]):
     """A record as the relay's handler sees it: ``message.id``, ``message.payload`` and, where the
     table has them, ``message.topic``, ``message.key`` and ``message.created_at`` (UTC)."""
 
@@ -57,7 +58,7 @@ class RelayReport(dict[str, int]):
     left_ids: tuple[int, ...] = ()
 
 
-Handler = Callable[[OutboxMessage, Ctx], Awaitable[Outcome | None]]
+Handler = Callable[[OutboxMessage[P], Ctx], Awaitable[Outcome | None]]
 
 
 def _utc(value: Any) -> datetime | None:
@@ -73,16 +74,27 @@ def _utc(value: Any) -> datetime | None:
     return None
 
 
-class Outbox:
-    """A loaded outbox file: ``outbox = runtime.load("sql/sqlite/outbox.sql")``."""
+class Outbox(Generic[P]):
+    """A loaded outbox file: ``outbox = runtime.load("sql/sqlite/outbox.sql")``.
+
+    ``runtime.load(path, payload=Event)`` checks each record's payload as a queue's
+    (runtime.models) and hands the relay's handler an ``Event``; typed as ``Outbox[Event]``
+    when built as ``Outbox(runtime.read_rendered(path), model=Event)``."""
 
     def __init__(
-        self, rendered: RenderedFile, encoder: Encoder | None = None, decoder: Decoder | None = None
+        self,
+        rendered: RenderedFile,
+        encoder: Encoder | None = None,
+        decoder: Decoder | None = None,
+        model: type[P] | None = None,
     ) -> None:
         self.rendered = rendered
         #: payload hooks, as a Queue's (runtime.payloads)
         self.encoder = encoder
         self.decoder = decoder
+        #: the payload model and its codec, as a Queue's (runtime.models)
+        self.model = model
+        self.codec = codec(model, encoder, decoder)
 
     def __repr__(self) -> str:
         return f"<Outbox {self.name} table={self.table} dialect={self.dialect.name}>"
@@ -113,13 +125,17 @@ class Outbox:
                     f"declare columns.{field} under [outbox] and render again"
                 )
         return {
-            "payload": encode_payload(payload, self.encoder),
+            "payload": encode_payload(payload, self.encoder, self.codec),
             "topic": topic,
             "record_key": key,
         }
 
     async def put(
-        self, db: Any, payload: Any, topic: str | None = None, key: str | None = None
+        self,
+        db: Any,
+        payload: P | Mapping[str, Any],
+        topic: str | None = None,
+        key: str | None = None,
     ) -> int:
         """Add one record on the caller's connection (the runtime's or the service's own:
         psycopg 3, asyncpg, aiosqlite, SQLAlchemy AsyncConnection/AsyncSession), inside its open
@@ -137,7 +153,7 @@ class Outbox:
     async def put_many(
         self,
         db: Any,
-        payloads: Iterable[Any],
+        payloads: Iterable[P | Mapping[str, Any]],
         topic: str | None = None,
         key: str | None = None,
     ) -> int:
@@ -152,7 +168,7 @@ class Outbox:
         return len(params)
 
     @property
-    def sync(self) -> SyncOutbox:
+    def sync(self) -> SyncOutbox[P]:
         """put and put_many for blocking code on a blocking connection (psycopg, sqlite3,
         PyMySQL, SQLAlchemy Connection or Session, Django's connection):
         ``outbox.sync.put(conn, event)``."""
@@ -174,7 +190,7 @@ class Outbox:
     async def relay(
         self,
         db: str | Opener,
-        handle: Handler,
+        handle: Handler[P],
         batch: int = 100,
         until_empty: bool = True,
         poll_interval: float = 0.5,
@@ -273,11 +289,11 @@ class Outbox:
             await conn.commit()
         return handed
 
-    def _message(self, row: dict[str, Any]) -> OutboxMessage | None:
+    def _message(self, row: dict[str, Any]) -> OutboxMessage[P] | None:
         """The record as the handler sees it; None (logged, left unmarked) when its payload
         cannot be decoded: it never fails the batch."""
         try:
-            payload = decode_payload(row["payload"], self.decoder)
+            payload = decode_payload(row["payload"], self.decoder, self.codec)
         except PayloadError as exc:
             log.error(
                 "outbox %s: record %s cannot be decoded (%s): left unmarked",
@@ -348,18 +364,28 @@ class Outbox:
             return retry()
 
 
-class SyncOutbox:
+class SyncOutbox(Generic[P]):
     """``outbox.sync``: put and put_many on a blocking connection, in its transaction."""
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: Outbox[P]) -> None:
         self.outbox = outbox
 
-    def put(self, conn: Any, payload: Any, topic: str | None = None, key: str | None = None) -> int:
+    def put(
+        self,
+        conn: Any,
+        payload: P | Mapping[str, Any],
+        topic: str | None = None,
+        key: str | None = None,
+    ) -> int:
         """``outbox.sync.put(conn, payload, topic=…)`` → the record's id."""
         return run_sync(self.outbox.put(adapt(conn, sync=True), payload, topic, key))
 
     def put_many(
-        self, conn: Any, payloads: Iterable[Any], topic: str | None = None, key: str | None = None
+        self,
+        conn: Any,
+        payloads: Iterable[P | Mapping[str, Any]],
+        topic: str | None = None,
+        key: str | None = None,
     ) -> int:
         """``outbox.sync.put_many(conn, payloads, topic=…)`` → how many."""
         return run_sync(self.outbox.put_many(adapt(conn, sync=True), payloads, topic, key))

@@ -20,9 +20,23 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.errors import PayloadError
+
+#: a queue's payload type: the model of ``runtime.load(path, payload=Model)``, else Any; its
+#: default (PEP 696, for type checkers: typing has it from 3.13) makes a bare ``Queue`` or
+#: ``Message`` mean ``…[Any]``
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    from runtime.models import PayloadModel
+
+    P = TypeVar("P", default=Any)
+else:
+    from typing import TypeVar
+
+    P = TypeVar("P")
 
 #: lists and dicts nested deeper than this are refused (MariaDB's JSON_VALID refuses 32)
 MAX_DEPTH = 31
@@ -138,21 +152,29 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def encode_payload(payload: Any, encoder: Encoder | None = None) -> str:
-    """The JSON text stored for a payload; PayloadError when an engine could not keep it.
+def encode_payload(
+    payload: Any, encoder: Encoder | None = None, model: PayloadModel[Any] | None = None
+) -> str:
+    """The JSON text stored for a payload; PayloadError when an engine could not keep it, or
+    (a ``model``: runtime.models) when it is not a valid instance of the model.
 
     ``encode_payload({"n": 1})`` → ``'{"n":1}'``
     """
+    if model is not None:
+        return model.encode(payload)
     value, special = _plain(payload, encoder, 0, "")
     if special:
         return _dumps(value)
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def decode_payload(value: Any, decoder: Decoder | None = None) -> Any:
-    """A stored payload back as Python: every engine's driver hands it over as text.
+def decode_payload(
+    value: Any, decoder: Decoder | None = None, model: PayloadModel[Any] | None = None
+) -> Any:
+    """A stored payload back as Python: every engine's driver hands it over as text; with a
+    ``model`` (runtime.models), an instance of it.
 
-    Raises PayloadError (naming the reason) for text that is not JSON.
+    Raises PayloadError (naming the reason) for text that is not JSON, or not the model.
     """
     if isinstance(value, bytes | bytearray | memoryview):
         try:
@@ -164,6 +186,8 @@ def decode_payload(value: Any, decoder: Decoder | None = None) -> Any:
             f"the stored payload is a {type(value).__name__}, not JSON text "
             "(is the payload column JSON or text?)"
         )
+    if model is not None:
+        return model.decode(value)
     try:
         return json.loads(value, object_hook=decoder)
     except PayloadError:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from runtime import wake
 from runtime.adapters import Adapted, adapt, adapted, run_sync
@@ -20,8 +20,9 @@ from runtime.errors import (
     InvalidArgument,
     PayloadError,
 )
+from runtime.models import PayloadModel, codec
 from runtime.outcomes import delay_seconds
-from runtime.payloads import Decoder, Encoder, decode_payload, encode_payload
+from runtime.payloads import Decoder, Encoder, P, decode_payload, encode_payload
 from runtime.rendered import Kind, RenderedFile
 from runtime.rendered import StatementName as S
 from runtime.steps import run_step
@@ -124,17 +125,26 @@ def _fifo_key(queue: str, key: Any, role: str = "fifo_key") -> str | None:
 
 
 @dataclass
-class Queue:
+class Queue(Generic[P]):
     """A queue loaded from its rendered file: ``queue = runtime.load("sql/sqlite/orders.sql")``.
 
     Its settings are the file's typed header, checked when the file was read. ``encoder`` and
     ``decoder`` widen the payload types (see runtime.payloads): the encoder turns a value
-    JSON cannot carry into one it can, the decoder gets every decoded JSON object.
+    JSON cannot carry into one it can, the decoder gets every decoded JSON object. ``model``
+    (``runtime.load(path, payload=Order)``: a ``Queue[Order]``) is a dataclass, pydantic
+    model or msgspec Struct each payload must be, checked at enqueue and decoded for the
+    handler (runtime.models); it takes no encoder or decoder.
     """
 
     rendered: RenderedFile
     encoder: Encoder | None = None
     decoder: Decoder | None = None
+    model: type[P] | None = None
+    #: the model's codec (None without one)
+    codec: PayloadModel[P] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.codec = codec(self.model, self.encoder, self.decoder)
 
     @cached_property
     def name(self) -> str:
@@ -202,7 +212,7 @@ class Queue:
                 f"{', '.join(others) or 'none'}): list it under other_columns and render again"
             )
         params = {
-            "payload": encode_payload(payload, self.encoder),
+            "payload": encode_payload(payload, self.encoder, self.codec),
             "group": group if group is not None else self.default_group,
             "delay_s": None if delay is None else delay_seconds(delay),
         }
@@ -311,7 +321,7 @@ class Queue:
     async def enqueue(
         self,
         db: Any,
-        payload: Any,
+        payload: P | Mapping[str, Any],
         delay: float | timedelta | None = None,
         group: str | None = None,
         priority: int | None = None,
@@ -337,7 +347,8 @@ class Queue:
         column) delivers it only after every earlier message of that key has finished
         (None: no ordering); ``concurrency_key`` (a concurrency_key column) counts it against
         its key's concurrency_limit (None: not limited). A payload an engine could not keep as it is raises
-        PayloadError, nothing written; a delay that is NaN, infinite, negative or past
+        PayloadError, nothing written; so does, on a queue loaded with ``payload=Model``, one
+        that is neither a valid ``Model`` nor a dict that validates as one; a delay that is NaN, infinite, negative or past
         MAX_DELAY_S raises ValueError.
 
         Idle consumers wake: on PostgreSQL the statement notifies the queue's channel, sent
@@ -359,7 +370,7 @@ class Queue:
     async def enqueue_many(
         self,
         db: Any,
-        payloads: Iterable[Any],
+        payloads: Iterable[P | Mapping[str, Any]],
         delay: float | timedelta | None = None,
         group: str | None = None,
         priority: int | None = None,
@@ -528,25 +539,25 @@ class Queue:
         return await operate.advance(self, db, seconds, group)
 
     @property
-    def sync(self) -> SyncQueue:
+    def sync(self) -> SyncQueue[P]:
         """The same enqueue for blocking code and a blocking connection (psycopg, sqlite3,
         PyMySQL, SQLAlchemy Connection or Session, Django's ``django.db.connection``):
         ``queue.sync.enqueue(conn, {"n": 1})``."""
         return SyncQueue(self)
 
 
-class SyncQueue:
+class SyncQueue(Generic[P]):
     """``queue.sync``: enqueue and enqueue_many on a blocking connection, in its transaction.
 
     The very code of the async methods runs, over an adapter that never suspends."""
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: Queue[P]) -> None:
         self.queue = queue
 
     def enqueue(
         self,
         conn: Any,
-        payload: Any,
+        payload: P | Mapping[str, Any],
         delay: float | timedelta | None = None,
         group: str | None = None,
         priority: int | None = None,
@@ -573,7 +584,7 @@ class SyncQueue:
     def enqueue_many(
         self,
         conn: Any,
-        payloads: Iterable[Any],
+        payloads: Iterable[P | Mapping[str, Any]],
         delay: float | timedelta | None = None,
         group: str | None = None,
         priority: int | None = None,

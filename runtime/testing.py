@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import pytest
 
@@ -41,7 +41,9 @@ from runtime.consumer import Consumer, Handler, _is_async
 from runtime.counts import Counts
 from runtime.delivery import Ctx, Delivery, Message
 from runtime.drivers.base import Connection
+from runtime.errors import ConfigurationError, PayloadError
 from runtime.outcomes import RetryPolicy
+from runtime.payloads import P, encode_payload
 from runtime.queue import Enqueued, Queue
 from runtime.rendered import StatementName as S
 from runtime.steps import run_step
@@ -194,25 +196,37 @@ class _RecordingConsumer(Consumer):
         return counts
 
 
-class Harness:
+class Harness(Generic[P]):
     """A queue on a test database, async: enqueue, drain through a handler, look at the rows.
 
     ``h = Harness("sql/sqlite/orders.sql", "sqlite:///t.db?mode=rwc")``; the queue's tables
     are created on first use (``runtime.apply``) and must then be empty. ``h.sync`` gives
-    the same methods blocking. Every statement is the rendered file's."""
+    the same methods blocking. Every statement is the rendered file's.
 
-    def __init__(self, queue: Queue | str | Path, url: str) -> None:
+    ``payload=Order`` (or a queue loaded with it) types the harness as the queue: enqueue
+    checks each payload against the model, handlers get ``Order`` instances, and the rows of
+    ``pending``, ``dead`` and ``assert_enqueued`` carry ``Order`` payloads too."""
+
+    def __init__(
+        self, queue: Queue[P] | str | Path, url: str, payload: type[P] | None = None
+    ) -> None:
         if not isinstance(queue, Queue):
             from runtime import load
 
-            queue = load(queue)
-        self.queue = queue
+            queue = load(queue, payload=payload)
+        elif payload is not None and queue.model is not payload:
+            raise ConfigurationError(
+                f"Harness(queue, payload={payload.__qualname__}): the queue was loaded "
+                "without that model: load it with runtime.load(path, payload=…), or pass "
+                "the path"
+            )
+        self.queue: Queue[P] = queue
         #: the database the harness (and the code under test) connects to
         self.url = url
         self._ready = False
 
     @property
-    def sync(self) -> SyncHarness:
+    def sync(self) -> SyncHarness[P]:
         """The same harness with blocking methods, for tests that are not ``async def``."""
         return SyncHarness(self)
 
@@ -240,7 +254,7 @@ class Harness:
             )
         self._ready = True
 
-    async def enqueue(self, payload: Any, **options: Any) -> Enqueued:
+    async def enqueue(self, payload: P | Mapping[str, Any], **options: Any) -> Enqueued:
         """Enqueue and commit on the harness's own connection (``delay=``, ``group=``, … as
         ``Queue.enqueue``); the code under test may enqueue on its own connection instead."""
         async with self.connect() as conn:
@@ -248,7 +262,7 @@ class Harness:
 
     async def drain(
         self,
-        handler: Handler,
+        handler: Handler[P],
         *,
         include_delayed: bool = False,
         raise_errors: bool = False,
@@ -337,7 +351,7 @@ class Harness:
                 page = await self.queue.pending_list(conn, _PAGE, after, group)
                 rows += page
                 if len(page) < _PAGE:
-                    return rows
+                    return self._typed(rows)
 
     async def dead(self) -> list[dict[str, Any]]:
         """Every message in the dead letter, oldest first (``Queue.dead_list``)."""
@@ -348,7 +362,21 @@ class Harness:
                 page = await self.queue.dead_list(conn, _PAGE, after)
                 rows += page
                 if len(page) < _PAGE:
-                    return rows
+                    return self._typed(rows)
+
+    def _typed(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A typed queue's rows with their payloads as the model (as handlers get them); one
+        that does not decode keeps its JSON, and ``payload_error`` says why."""
+        codec = self.queue.codec
+        if codec is not None:
+            for r in rows:
+                if "payload_error" in r:
+                    continue
+                try:
+                    r["payload"] = codec.decode(encode_payload(r["payload"]))
+                except PayloadError as exc:
+                    r["payload_error"] = str(exc)
+        return rows
 
     async def assert_enqueued(
         self,
@@ -361,7 +389,11 @@ class Harness:
         """Assert pending messages with this ``payload`` (default: any) are there: exactly
         ``count`` of them (default: at least one); ``delayed`` True or False narrows to the
         delayed or the claimable ones. Returns them; the AssertionError lists what is
-        pending instead."""
+        pending instead. On a typed queue ``payload`` is an instance of the model or a dict
+        that validates as one."""
+        codec = self.queue.codec
+        if codec is not None and payload is not ANY and not isinstance(payload, codec.cls):
+            payload = codec.decode(codec.encode(payload))
         rows = await self.pending(group)
         found = [
             r
@@ -428,15 +460,15 @@ def _blocking(coro: Coroutine[Any, Any, T]) -> T:
     )
 
 
-class SyncHarness:
+class SyncHarness(Generic[P]):
     """``Harness`` with blocking methods (each runs on an event loop of its own), for tests
     that are not ``async def``; ``h.aio`` is the async harness underneath."""
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: Harness[P]) -> None:
         self.aio = harness
 
     @property
-    def queue(self) -> Queue:
+    def queue(self) -> Queue[P]:
         return self.aio.queue
 
     @property
@@ -446,10 +478,10 @@ class SyncHarness:
     def setup(self) -> None:
         _blocking(self.aio.setup())
 
-    def enqueue(self, payload: Any, **options: Any) -> Enqueued:
+    def enqueue(self, payload: P | Mapping[str, Any], **options: Any) -> Enqueued:
         return _blocking(self.aio.enqueue(payload, **options))
 
-    def drain(self, handler: Handler, **options: Any) -> Drained:
+    def drain(self, handler: Handler[P], **options: Any) -> Drained:
         return _blocking(self.aio.drain(handler, **options))
 
     def advance(self, seconds: float | timedelta, group: str | None = None) -> int:
@@ -504,12 +536,13 @@ def qgen_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def qgen_harness(qgen_db_url: str) -> Iterator[Callable[[Queue | str | Path], SyncHarness]]:
+def qgen_harness(qgen_db_url: str) -> Iterator[Callable[..., SyncHarness[Any]]]:
     """``orders = qgen_harness("sql/sqlite/orders.sql")``: a ``SyncHarness`` on the test's
-    database (``qgen_db_url``), its tables created."""
+    database (``qgen_db_url``), its tables created; ``qgen_harness(path, payload=Order)``
+    for a typed queue."""
 
-    def make(queue: Queue | str | Path) -> SyncHarness:
-        harness = Harness(queue, qgen_db_url).sync
+    def make(queue: Queue[Any] | str | Path, payload: type[Any] | None = None) -> SyncHarness[Any]:
+        harness = Harness(queue, qgen_db_url, payload).sync
         harness.setup()
         return harness
 
@@ -517,7 +550,12 @@ def qgen_harness(qgen_db_url: str) -> Iterator[Callable[[Queue | str | Path], Sy
 
 
 @pytest.fixture
-def qgen_async_harness(qgen_db_url: str) -> Iterator[Callable[[Queue | str | Path], Harness]]:
+def qgen_async_harness(qgen_db_url: str) -> Iterator[Callable[..., Harness[Any]]]:
     """``orders = qgen_async_harness("sql/sqlite/orders.sql")`` in an ``async def`` test: a
-    ``Harness`` whose methods are awaited; its tables are created on first use."""
-    yield lambda queue: Harness(queue, qgen_db_url)
+    ``Harness`` whose methods are awaited; its tables are created on first use
+    (``payload=Order`` as for ``qgen_harness``)."""
+
+    def make(queue: Queue[Any] | str | Path, payload: type[Any] | None = None) -> Harness[Any]:
+        return Harness(queue, qgen_db_url, payload)
+
+    yield make

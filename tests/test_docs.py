@@ -43,6 +43,7 @@ import signal
 import subprocess
 import sys
 import tomllib
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -193,12 +194,19 @@ class Session:
 
     def __init__(self, page: Path, folder: Path) -> None:
         self.page, self.folder = page, folder
-        self.namespace: dict[str, object] = {"__name__": "__docs__"}
+        # a module of its own in sys.modules, as a reader's script is: a dataclass defined in
+        # a block resolves its annotations there (this file's `from __future__ import
+        # annotations` reaches the blocks, so they are strings)
+        self.module = types.ModuleType("__docs__")
+        sys.modules["__docs__"] = self.module
+        self.namespace: dict[str, object] = self.module.__dict__
         self.loop = asyncio.new_event_loop()
         self.urls: dict[str, str] = {}
 
     def close(self) -> None:
         self.loop.close()
+        if sys.modules.get("__docs__") is self.module:
+            del sys.modules["__docs__"]
         for name, module in list(sys.modules.items()):
             file = getattr(module, "__file__", None) or ""
             if file.startswith(str(self.folder)):
