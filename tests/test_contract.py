@@ -322,7 +322,7 @@ BAD_DECLARATIONS = [
         queue_toml(
             "row_lock",
             'default_group = "Orders"\nmax_attempts = 2\ndead_letter = { group = "ORDÉRS" }\n',
-        ).replace('group = "grp"\n', 'group = "grp"\nattempt = "attempt"\n'),
+        ).replace('group = "grp"\n', 'group = "grp"\nattempt = "attempt"\nretry_after = "ra"\n'),
         ["dead_letter.group", "as MySQL/MariaDB compare text"],
     ),
     (
@@ -330,8 +330,10 @@ BAD_DECLARATIONS = [
         'dialects = ["sqlite"]\n'
         '[queues.a]\ntable = "t"\nform = "row_lock"\nmax_attempts = 2\ndead_letter = { group = "b" }\n'
         '[queues.a.columns]\nid = "id"\npayload = "payload"\ngroup = "grp"\nattempt = "attempt"\n'
+        'retry_after = "ra"\n'
         '[queues.b]\ntable = "t"\nform = "row_lock"\nmax_attempts = 2\ndead_letter = { group = "a_dead" }\n'
-        '[queues.b.columns]\nid = "id"\npayload = "payload"\ngroup = "grp"\nattempt = "attempt"\n',
+        '[queues.b.columns]\nid = "id"\npayload = "payload"\ngroup = "grp"\nattempt = "attempt"\n'
+        'retry_after = "ra"\n',
         ["queue 'a'", "dead_letter.group", "the group of queue 'b'"],
     ),
     (

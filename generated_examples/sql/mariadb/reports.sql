@@ -9,7 +9,7 @@
 -- default_group: "reports"
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
--- seal: sha256:05d22e586a2b4d86dc70517338d16608dcfd8e0a1fcb4a25ba127c40bcb78ced
+-- seal: sha256:f394a23063c393befa4e9a344dd39e73d74f2fc7cb9d0c1e292f44bb4df3cf7e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -135,13 +135,13 @@ SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND;
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `reports_queue` FORCE INDEX (PRIMARY) ON `reports_queue`.`id` = j.qgen_id
-SET `grp` = %(dead_group)s;
+SET `grp` = %(dead_group)s, `retry_after` = NULL;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.
 -- kinds: writes
 UPDATE `reports_queue`
-SET `grp` = %(dead_group)s
+SET `grp` = %(dead_group)s, `retry_after` = NULL
 WHERE `id` = %(id)s;
 
 -- name: unclaim

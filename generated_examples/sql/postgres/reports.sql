@@ -10,7 +10,7 @@
 -- channel: "qgen.reports_queue"
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
--- seal: sha256:559044095e234c715a8457047895bc0171297d4ce15a5294032a3ebdcecc0d37
+-- seal: sha256:c626f5a44dc9dc7afaad427e6025657b7360b563443c80b02c3607c77f2605dc
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -138,14 +138,14 @@ WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_
 -- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "grp" = %(dead_group)s
+SET "grp" = %(dead_group)s, "retry_after" = NULL
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "grp" = %(dead_group)s
+SET "grp" = %(dead_group)s, "retry_after" = NULL
 WHERE "id" = %(id)s;
 
 -- name: unclaim

@@ -10,7 +10,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:c17d74d617cb0d74dca49ad923ed4fedf748c5feb3229ab1c77d5bfb1d259f25
+-- seal: sha256:918e22e4153cac6f95877796e29ee7c7d9f83794675a997163b826d3e533b496
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -127,14 +127,14 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "grp" = :dead_group
+SET "grp" = :dead_group, "retry_after" = NULL
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group.
 -- kinds: writes
 UPDATE "reports_queue"
-SET "grp" = :dead_group
+SET "grp" = :dead_group, "retry_after" = NULL
 WHERE "id" = :id;
 
 -- name: unclaim

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- seal: sha256:a1221b66e8daeac3b9b0a72d8d9e22688173ec1ac21efec93aea673cffcfc1c5
+-- seal: sha256:98f42d43f62d260a03cb8022ca2f3e4efeb3892bec5112ec97cf8cf23d5f8c1a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -135,13 +135,13 @@ SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `why` = %(er
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
-SET `queue` = %(dead_group)s, `why` = %(error)s;
+SET `queue` = %(dead_group)s, `retry_after` = NULL, `why` = %(error)s;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE `audit_queue`
-SET `queue` = %(dead_group)s, `why` = %(error)s
+SET `queue` = %(dead_group)s, `retry_after` = NULL, `why` = %(error)s
 WHERE `id` = %(id)s;
 
 -- name: unclaim

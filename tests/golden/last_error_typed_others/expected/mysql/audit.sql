@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- seal: sha256:43001ac8ee4cb751c1d5a1a3f387d806ff8024a29c8ed9d94a0f6f0551f3a22b
+-- seal: sha256:c0041639f1c8f2bf53ec6b7f66f069687b583f5fb6b69fe708b63da22c6f44fb
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -135,13 +135,13 @@ SET `retry_after` = UTC_TIMESTAMP(6) + INTERVAL %(delay_s)s SECOND, `why` = %(er
 -- kinds: writes
 UPDATE JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id BIGINT PATH '$')) AS j
 STRAIGHT_JOIN `audit_queue` FORCE INDEX (PRIMARY) ON `audit_queue`.`id` = j.qgen_id
-SET `queue` = %(dead_group)s, `why` = %(error)s;
+SET `queue` = %(dead_group)s, `retry_after` = NULL, `why` = %(error)s;
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE `audit_queue`
-SET `queue` = %(dead_group)s, `why` = %(error)s
+SET `queue` = %(dead_group)s, `retry_after` = NULL, `why` = %(error)s
 WHERE `id` = %(id)s;
 
 -- name: unclaim

@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- channel: "qgen.audit_queue"
--- seal: sha256:cdb4b6ebe63245100d05b7fb041325d7cd754294fc0541bb9a07dc137bcf6b04
+-- seal: sha256:3627370da867df2aeba23cfc34fe7f86467d2362900d91a4daa7d53d1f04064b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -140,14 +140,14 @@ WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_
 -- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "queue" = %(dead_group)s, "why" = %(error)s
+SET "queue" = %(dead_group)s, "retry_after" = NULL, "why" = %(error)s
 WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j));
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "queue" = %(dead_group)s, "why" = %(error)s
+SET "queue" = %(dead_group)s, "retry_after" = NULL, "why" = %(error)s
 WHERE "id" = %(id)s;
 
 -- name: unclaim

@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:92775e8aef830ee76c2cccb221644ca3c3374bb6e42a62c1962f87ec861ec40b
+-- seal: sha256:27ca63f2b9e3285e9f0de717e6889b63010151b8fcc7cb72f1dbf11cf9a68d9b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -129,14 +129,14 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- In the claim's transaction: at the cap, sets the group of the rows ids to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "queue" = :dead_group, "why" = :error
+SET "queue" = :dead_group, "retry_after" = NULL, "why" = :error
 WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 
 -- name: dead_letter
 -- At the cap: sets the row's group to the dead-letter group; records why in why.
 -- kinds: writes
 UPDATE "audit_queue"
-SET "queue" = :dead_group, "why" = :error
+SET "queue" = :dead_group, "retry_after" = NULL, "why" = :error
 WHERE "id" = :id;
 
 -- name: unclaim
