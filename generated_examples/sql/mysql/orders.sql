@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:3ae8528ec90201e4983efbbda97fd25f6185a57b73be7c69c4998d5ffac9c443
+-- seal: sha256:2841b13cb88c822d202bed5ab3c4ea6cd5a2437939cf418f499c070cb632c92e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -380,6 +380,36 @@ UPDATE `orders_queue`
 SET `queue` = %(group)s
 WHERE `queue` = %(from_group)s
   AND `processed_at` IS NULL;
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `orders_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
+
+-- name: enqueued_per_minute
+-- Counts the rows enqueued in each minute of the last window_s seconds that the table still holds (unfinished, or processed in that window), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, e.`enqueued_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM (
+  SELECT `enqueued_at`
+  FROM `orders_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND `enqueued_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+  UNION ALL
+  SELECT `enqueued_at`
+  FROM `orders_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+    AND `enqueued_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+) AS e
+GROUP BY TIMESTAMPDIFF(MINUTE, e.`enqueued_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

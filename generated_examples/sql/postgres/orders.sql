@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- channel: "qgen.orders_queue"
--- seal: sha256:8f779b3dca9035b6bcea4e7ffc75cce6c7e5cb36171e197a961ebb42ad08d4b7
+-- seal: sha256:5104535db356d16fe15c48b2cf03fc553b522e4852624014b8c3babcaf659d0c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -384,6 +384,36 @@ UPDATE "orders_queue"
 SET "queue" = %(group)s
 WHERE "queue" = %(from_group)s
   AND "processed_at" IS NULL;
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM "orders_queue"
+WHERE "queue" = %(group)s
+  AND "processed_at" >= now() - make_interval(secs => %(window_s)s)
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+ORDER BY minute;
+
+-- name: enqueued_per_minute
+-- Counts the rows enqueued in each minute of the last window_s seconds that the table still holds (unfinished, or processed in that window), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - e."enqueued_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM (
+  SELECT "enqueued_at"
+  FROM "orders_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+    AND "enqueued_at" >= now() - make_interval(secs => %(window_s)s)
+  UNION ALL
+  SELECT "enqueued_at"
+  FROM "orders_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" >= now() - make_interval(secs => %(window_s)s)
+    AND "enqueued_at" >= now() - make_interval(secs => %(window_s)s)
+) AS e
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - e."enqueued_at")) / 60) AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.locked"
--- seal: sha256:75360c5d137fc6abba7afa6e37f56e4b36b93a95c63a4ee13993dfa40807cc18
+-- seal: sha256:ea56c22b39a0153465ec03cf7327e5e91f2ab3e8fd6f567cc94b19be914c1937
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -121,6 +121,15 @@ WHERE "id" = ANY(ARRAY(
   ORDER BY "done_at", "id"
   LIMIT %(batch)s
 ));
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "done_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM "locked"
+WHERE "done_at" >= now() - make_interval(secs => %(window_s)s)
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "done_at")) / 60) AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.orders"
--- seal: sha256:460328b7a48611daa7ac375a2cbaceba2f70e7f2008be82ff13abaf97e150c6e
+-- seal: sha256:194f13384dd20957a091bda2ce96982a118d13911698fbca3a17a040f6761aef
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -147,6 +147,17 @@ SELECT (
   FROM "orders"
   WHERE "retry_after" > now()
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: fifo_waiting
+-- Lists up to limit fifo keys with unfinished rows waiting behind the key's head (its earliest unfinished row), most waiting first, for the console's queue page.
+-- kinds: reads
+SELECT "customer" AS fifo_key, MIN("id") AS head_id, COUNT(*) - 1 AS waiting
+FROM "orders"
+WHERE "customer" IS NOT NULL
+GROUP BY "customer"
+HAVING COUNT(*) > 1
+ORDER BY waiting DESC, head_id
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

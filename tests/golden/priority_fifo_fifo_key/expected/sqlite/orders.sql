@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:5a516a7ae21cb923bee76db0bc341168317d1979047737316dd51eb603f634df
+-- seal: sha256:3d5f7bbb0f7554f5bf29787f29544853f246ee45771ec81b7f442372574d4cbf
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -130,6 +130,17 @@ SELECT (
   FROM "orders"
   WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: fifo_waiting
+-- Lists up to limit fifo keys with unfinished rows waiting behind the key's head (its earliest unfinished row), most waiting first, for the console's queue page.
+-- kinds: reads
+SELECT "customer" AS fifo_key, MIN("id") AS head_id, COUNT(*) - 1 AS waiting
+FROM "orders"
+WHERE "customer" IS NOT NULL
+GROUP BY "customer"
+HAVING COUNT(*) > 1
+ORDER BY waiting DESC, head_id
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

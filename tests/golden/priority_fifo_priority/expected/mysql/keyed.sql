@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:2aa9e1ef75bbc979e62e1b6d7c2b6d62df32c65e67da31fcf5371d499a2ff554
+-- seal: sha256:8c7b9832a527ee3889b697df35b1f46105edee0fa5932a04ef6f5c64ece55971
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -125,6 +125,15 @@ SELECT (
   FROM `keyed`
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT `priority` AS `priority`, COUNT(*) AS ready
+FROM `keyed`
+
+GROUP BY `priority`
+ORDER BY `priority` DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:4b8d0880a67b898a64dee3b64830dd743275a7218f6a2556d6ce883f721ef2e3
+-- seal: sha256:84ef0d2c5f9bc109d31e839cb76898aef60820f73125524f43c967e038b6dc51
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -132,6 +132,15 @@ SELECT (
   FROM `urgent`
   WHERE `retry_after` > UTC_TIMESTAMP(6)
 ) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT `priority` AS `priority`, COUNT(*) AS ready
+FROM `urgent`
+WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+GROUP BY `priority`
+ORDER BY `priority` DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

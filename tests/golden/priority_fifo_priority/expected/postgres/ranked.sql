@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
--- seal: sha256:32707f95d059be23379828b609a18e33aeba1efd578d950b88b045b9a3d7b4ce
+-- seal: sha256:396609523b027693cc06431e4f14491679241f043deaefe5475467e4b597c9aa
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -321,6 +321,28 @@ UPDATE "ranked"
 SET "queue" = %(group)s
 WHERE "queue" = %(from_group)s
   AND "processed_at" IS NULL;
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM "ranked"
+WHERE "queue" = %(group)s
+  AND "processed_at" >= now() - make_interval(secs => %(window_s)s)
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+ORDER BY minute;
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT "prio" AS "priority", COUNT(*) AS ready
+FROM "ranked"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND ("retry_after" IS NULL OR "retry_after" <= now())
+  AND ("locked_until" IS NULL OR "locked_until" < now())
+GROUP BY "prio"
+ORDER BY "prio" DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:bd7f36cec36acd84879941a642bb565c3c1482f48c0d2fd7664f348524e1a667
+-- seal: sha256:cd96ee1b19e38ca88cfd34805a146c88f578e4656124e278a3fab682acf8b0ae
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -98,6 +98,15 @@ SELECT (
   FROM "keyed"
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT "priority" AS "priority", COUNT(*) AS ready
+FROM "keyed"
+
+GROUP BY "priority"
+ORDER BY "priority" DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.
