@@ -111,6 +111,11 @@ class StatementName(StrEnum):
     GROUPS = "groups"
     REGROUP = "regroup"
     CANCEL = "cancel"
+    # the console's per-minute counts and queue page (queue and outbox)
+    FINISHED_PER_MINUTE = "finished_per_minute"
+    ENQUEUED_PER_MINUTE = "enqueued_per_minute"
+    READY_BY_PRIORITY = "ready_by_priority"
+    FIFO_WAITING = "fifo_waiting"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"
