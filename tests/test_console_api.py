@@ -44,7 +44,7 @@ def test_the_numbers_are_the_databases(project):
         r = c.get("/api/queues")
         assert r.status_code == 200
         lines = {q["name"]: q for q in r.json()["queues"]}
-        assert set(lines) == {"jobs", "tasks", "pings"}
+        assert set(lines) == {"jobs", "tasks", "pings", "ledger"}
         jobs = lines["jobs"]["stats"]
         assert {k: jobs[k] for k in want} == want
         assert jobs["oldest_ready_s"] is not None and 0 <= jobs["oldest_ready_s"] < 600
