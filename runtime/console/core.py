@@ -150,11 +150,16 @@ class Console:
     read_db: str | None = None
     outbox: Any | None = None
     cache_s: float = 5.0
+    #: how long one reading of the per-minute counts serves (they change by the minute)
+    minutes_s: float = 30.0
     sample_s: float = 10.0
     history_size: int = 360
     _snapshot: Snapshot | None = field(default=None, repr=False)
     _lock: asyncio.Lock | None = field(default=None, repr=False)
     history: deque[Snapshot] = field(default_factory=deque, repr=False)
+    _minutes: dict[str, tuple[float, dict[str, list[int] | None]]] = field(
+        default_factory=dict, repr=False
+    )
 
     def __post_init__(self) -> None:
         self.history = deque(maxlen=self.history_size)
@@ -223,11 +228,21 @@ class Console:
             for g in extra:
                 counts = await operate.stats(q, conn, g)
                 groups.append({"group": g, "stats": {**counts, "dead": None}})
-            minutes = await operate.per_minute(q, conn, WINDOW_S)
+            minutes = await self._per_minute(conn, q, kind)
         except BrokerError as exc:
             log.warning("console: %s %s: stats failed: %s", kind, q.name, exc)
             return QueueStats(q.name, kind, group, None, _one_line(exc))
         return QueueStats(q.name, kind, group, own, groups=groups, per_minute=minutes)
+
+    async def _per_minute(self, conn: Any, q: Any, kind: str) -> dict[str, list[int] | None]:
+        """The per-minute counts, read at most once per ``minutes_s``."""
+        key, now = f"{kind}:{q.name}", time.time()
+        kept = self._minutes.get(key)
+        if kept is not None and now - kept[0] < self.minutes_s:
+            return kept[1]
+        counts = await operate.per_minute(q, conn, WINDOW_S)
+        self._minutes[key] = (now, counts)
+        return counts
 
     async def _extra_groups(self, conn: Any) -> dict[str, list[str]]:
         """The groups of each queue table that no declared queue claims (as its own or its
@@ -248,11 +263,13 @@ class Console:
             out[owner.name] = [g for g in present if g not in claimed][:MAX_GROUPS]
         return out
 
-    async def queue_stats(self, name: str) -> QueueStats:
+    async def queue_stats(self, name: str) -> tuple[QueueStats, float]:
+        """The queue's line of the (cached) snapshot, and when that was read."""
         q = self.queue(name)
-        for line in (await self.snapshot()).queues:
+        snap = await self.snapshot()
+        for line in snap.queues:
             if line.kind == "queue" and line.name == q.name:
-                return line
+                return line, snap.taken_at
         raise ConsoleError(404, f"no queue {name!r} here")  # pragma: no cover - declared above
 
     async def queue_detail(self, name: str) -> dict[str, Any]:

@@ -458,7 +458,7 @@ class _Web:
 
     async def queue_page(self, request: Request) -> Response:
         q = self.console.queue(request.path_params["queue"])
-        line = await self.console.queue_stats(q.name)
+        line, taken_at = await self.console.queue_stats(q.name)
         items: list[dict[str, Any]] = []
         if has_dead_letter(q):
             items = (await self.console.dead_page(q.name, 1, NEWEST_DEAD))["items"]
@@ -482,7 +482,7 @@ class _Web:
             chart=chart,
             minutes=_minutes_chart(line),
             detail=detail,
-            taken=_clock((await self.console.snapshot()).taken_at),
+            taken=_clock(taken_at),
         )
 
     def _named(self, key: str, name: str) -> list[Series]:
@@ -613,11 +613,11 @@ class _Web:
 
     async def api_queue(self, request: Request) -> Any:
         q = self.console.queue(request.path_params["queue"])
-        line: QueueStats = await self.console.queue_stats(q.name)
+        line, taken_at = await self.console.queue_stats(q.name)
         out = {
             **line.as_json(),
             **self._info(q),
-            "taken_at": (await self.console.snapshot()).taken_at,
+            "taken_at": taken_at,
         }
         out.update(await self.console.queue_detail(q.name))
         if has_dead_letter(q):
