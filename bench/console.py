@@ -14,8 +14,9 @@ network): ``GET /`` cold (the stats cache and the per-minute cache off: every re
 every count) and steady (the per-minute counts kept for their 30 s, the stats read every
 time), ``GET /api/queues``, ``GET /metrics`` and one queue's page (cold), and, apart, the
 statements the overview runs for the ten queues (``groups`` once for the table, then
-``stats``, ``finished_per_minute`` and ``enqueued_per_minute`` per queue). The table is
-dropped at the end.
+``stats``, ``finished_per_minute`` and ``enqueued_per_minute`` per queue), and what
+PostgreSQL itself spends on them (EXPLAIN ANALYZE's execution time, timing off). The
+overview reads its queues over four connections at once. The table is dropped at the end.
 
     python bench/console.py                      # 1M rows, 20 timed runs of each page
     python bench/console.py --rows 100000 --runs 5
@@ -155,6 +156,31 @@ async def statement_times(
     ]
 
 
+def server_times(url: str, queues: list[Queue], runs: int) -> list[tuple[str, list[float]]]:
+    """What PostgreSQL itself spends on the overview's statements for the ten queues (the
+    Execution Time of EXPLAIN (ANALYZE, TIMING OFF), summed): the database's share of the
+    overview, apart from round trips, Python and the machine's load on the client."""
+    import psycopg
+
+    names = ("stats", "finished_per_minute", "enqueued_per_minute")
+    out: list[float] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        for i in range(runs + 2):
+            total = 0.0
+            for q in queues:
+                params = {"group": q.default_group, "dead_group": q.dead_group, "window_s": 3600}
+                for name in names:
+                    sql = (
+                        "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + q.rendered.require(name)[0]
+                    )
+                    plan = conn.execute(sql, params).fetchone()
+                    assert plan is not None
+                    total += float(plan[0][0]["Execution Time"])
+            if i >= 2:
+                out.append(total)
+    return [(f"PostgreSQL's execution time of those, {len(queues)} queues", out)]
+
+
 def line(name: str, samples: list[float]) -> str:
     s = sorted(samples)
     p95 = s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
@@ -189,6 +215,7 @@ def measure(url: str, queues: list[Queue], runs: int) -> list[tuple[str, list[fl
         console.minutes_s = 3600  # the per-minute counts kept, as between their 30 s reads
         results.insert(1, ("GET / (overview), steady", timed(getter("/"), runs)))
     results += asyncio.run(statement_times(url, queues, runs))
+    results += server_times(url, queues, runs)
     return results
 
 

@@ -117,9 +117,11 @@ class Project:
             "processed": await self.count("jobs", "processed_at IS NOT NULL"),
         }
 
-    async def dead_ids(self, table: str = "jobs_dead") -> list[int]:
+    async def dead_ids(self, table: str = "jobs_dead", where: str = "1=1") -> list[int]:
         async with await runtime.connect(self.url) as db:
-            rows = await db.fetchall(f"SELECT id FROM {self.q(table)} ORDER BY id", {})
+            rows = await db.fetchall(
+                f"SELECT id FROM {self.q(table)} WHERE {where} ORDER BY id", {}
+            )
         return [int(r["id"]) for r in rows]
 
 

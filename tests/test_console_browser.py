@@ -210,6 +210,12 @@ def test_pages_show_the_databases_numbers_and_payloads_as_text(browser, served, 
     assert browser.find_elements(By.TAG_NAME, "script") == []
     _shot(browser, tmp_path, f"console-dead-message-{engine}.png")
 
+    # a dead message of a queue with a last_error column: why it died, shown
+    ledger_dead = run(project.dead_ids("ledger", "grp = 'ledger_dead'"))
+    browser.get(f"{url}/queues/ledger/dead/{ledger_dead[0]}")
+    assert "retry" in browser.find_element(By.CSS_SELECTOR, '[data-key="last_error"]').text
+    _shot(browser, tmp_path, f"console-dead-last-error-{engine}.png")
+
     browser.get(url + "/queues/tasks")  # a payload holding "<script>" in a table cell
     assert SCRIPT in browser.find_element(By.ID, "dead").text
     _no_alert(browser)

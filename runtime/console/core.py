@@ -152,6 +152,8 @@ class Console:
     cache_s: float = 5.0
     #: how long one reading of the per-minute counts serves (they change by the minute)
     minutes_s: float = 30.0
+    #: how many connections one reading of the stats uses at once
+    read_connections: int = 4
     sample_s: float = 10.0
     history_size: int = 360
     _snapshot: Snapshot | None = field(default=None, repr=False)
@@ -205,14 +207,35 @@ class Console:
             return snap
 
     async def _read_all(self) -> list[QueueStats]:
-        out: list[QueueStats] = []
-        async with await _open(self.reader) as conn:
-            extra = await self._extra_groups(conn)
-            for q in self.queues.values():
-                out.append(await self._read_one(conn, q, "queue", extra.get(q.name, [])))
-            if self.outbox is not None:
-                out.append(await self._read_one(conn, self.outbox, "outbox", []))
-        return out
+        """Every line, read over up to ``read_connections`` connections at once (the queues
+        dealt round-robin), so the overview waits for the slowest share, not the sum."""
+        units: list[tuple[Any, str]] = [(q, "queue") for q in self.queues.values()]
+        if self.outbox is not None:
+            units.append((self.outbox, "outbox"))
+        shares = max(1, min(self.read_connections, len(units)))
+        opened = await asyncio.gather(
+            *(_open(self.reader) for _ in range(shares)), return_exceptions=True
+        )
+        try:
+            for o in opened:
+                if isinstance(o, BaseException):
+                    raise o
+            conns = [o.conn for o in opened if isinstance(o, _Opened)]
+            extra = await self._extra_groups(conns[0])
+
+            async def share(i: int) -> list[tuple[int, QueueStats]]:
+                return [
+                    (n, await self._read_one(conns[i], u, kind, extra.get(u.name, [])))
+                    for n, (u, kind) in enumerate(units)
+                    if n % shares == i
+                ]
+
+            lines = [x for part in await asyncio.gather(*map(share, range(shares))) for x in part]
+        finally:
+            for o in opened:
+                if isinstance(o, _Opened):
+                    await o.__aexit__(None, None, None)
+        return [line for _, line in sorted(lines, key=lambda x: x[0])]
 
     async def _read_one(self, conn: Any, q: Any, kind: str, extra: list[str]) -> QueueStats:
         """One queue's (or the outbox's) line: stats of its own group and of ``extra``
