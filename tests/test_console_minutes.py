@@ -197,3 +197,28 @@ def test_redrive_the_selected_dead_messages(project):
         r = c.post("/api/queues/jobs/dead/redrive", json={"ids": dead[:2]}, headers=AUTH)
         assert r.json() == {"redriven": 2}
     assert run(project.dead_ids()) == dead[2:]
+
+
+def test_the_dead_list_form_redrives_the_ticked_ones_and_refuses_bad_ids(project):
+    import re
+
+    dead = run(project.dead_ids())
+    with TestClient(app(project, allow_writes=True, token=TOKEN)) as c:
+        r = c.post("/login", data={"token": TOKEN, "next": "/"}, follow_redirects=False)
+        assert r.status_code == 303
+        page = c.get("/queues/jobs/dead").text
+        match = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+        assert match and 'name="ids"' in page
+        csrf, action = match.group(1), "/queues/jobs/dead/redrive-selected"
+        for form, words in (
+            ({"csrf": csrf}, "tick at least one"),
+            ({"csrf": csrf, "ids": "x1"}, "whole number"),
+            ({"csrf": csrf, "ids": "9" * 30}, "whole number"),
+        ):
+            r = c.post(action, data=form, follow_redirects=False)
+            assert r.status_code == 400 and words in r.text and "Traceback" not in r.text
+        r = c.post(
+            action, data={"csrf": csrf, "ids": [str(i) for i in dead[:2]]}, follow_redirects=False
+        )
+        assert r.status_code == 303 and r.headers["location"].endswith("done=redriven&n=2")
+    assert run(project.dead_ids()) == dead[2:]
