@@ -36,9 +36,10 @@ _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
 
 
 def _params(queue: Queue, group: str | None = None) -> dict[str, Any]:
+    # an outbox (stats, per_minute) has neither
     return {
-        "group": group if group is not None else queue.default_group,
-        "dead_group": queue.dead_group,
+        "group": group if group is not None else getattr(queue, "default_group", None),
+        "dead_group": getattr(queue, "dead_group", None),
     }
 
 
@@ -68,7 +69,8 @@ def _number(value: Any) -> float | int | None:
 
 
 async def stats(queue: Queue, db: Any, group: str | None = None) -> dict[str, Any]:
-    """The queue's counts by the database's clock (see ``Queue.stats``)."""
+    """The queue's counts by the database's clock (see ``Queue.stats``); an outbox's too
+    (ready: unmarked, processed: marked)."""
     result = await _run(queue, db, S.STATS, _params(queue, group))
     row = result.rows[0]
     out: dict[str, Any] = {k: _number(row[k]) for k in STATS_KEYS}
@@ -321,3 +323,56 @@ def _need(queue: Queue, name: str) -> str:
             "qgen): render it again with `qgen render`"
         )
     return name
+
+
+#: the window of the console's per-minute counts: the last hour
+WINDOW_S = 3600
+
+
+async def per_minute(
+    queue: Queue, db: Any, window_s: int = WINDOW_S, group: str | None = None
+) -> dict[str, list[int] | None]:
+    """Messages finished (``processed_at``) and enqueued (``enqueued_at``; an outbox's
+    ``created_at``) in each minute of the last ``window_s`` seconds, by the database's clock:
+    ``{"finished": [n0, n1, …], "enqueued": […]}``, index 0 the current minute; None where the
+    table keeps no such column. Works for a queue and an outbox."""
+    minutes = max(1, -(-int(window_s) // 60))
+    out: dict[str, list[int] | None] = {}
+    for key, name in (("finished", S.FINISHED_PER_MINUTE), ("enqueued", S.ENQUEUED_PER_MINUTE)):
+        if not queue.rendered.get(name):
+            out[key] = None
+            continue
+        counts = [0] * minutes
+        params = {**_params(queue, group), "window_s": int(window_s)}
+        for r in (await _run(queue, db, name, params)).rows:
+            # a row stamped after this read began, or on the window's edge: the nearest minute
+            counts[min(max(int(r["minute"]), 0), minutes - 1)] += int(r["n"])
+        out[key] = counts
+    return out
+
+
+async def ready_by_priority(
+    queue: Queue, db: Any, group: str | None = None
+) -> list[dict[str, int]]:
+    """The ready messages of each priority, highest first: ``[{"priority": 5, "ready": 3}]``;
+    empty for a queue without a priority column."""
+    if not queue.rendered.get(S.READY_BY_PRIORITY):
+        return []
+    result = await _run(queue, db, S.READY_BY_PRIORITY, _params(queue, group))
+    return [{"priority": int(r["priority"]), "ready": int(r["ready"])} for r in result.rows]
+
+
+async def fifo_waiting(
+    queue: Queue, db: Any, limit: int = 20, group: str | None = None
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` fifo keys with messages waiting behind the key's head, most waiting
+    first: ``[{"fifo_key": "acct-1", "head_id": 12, "waiting": 4}]``; empty for a queue
+    without a fifo_key column."""
+    if not queue.rendered.get(S.FIFO_WAITING):
+        return []
+    params = {**_params(queue, group), "limit": int(limit)}
+    result = await _run(queue, db, S.FIFO_WAITING, params)
+    return [
+        {"fifo_key": r["fifo_key"], "head_id": int(r["head_id"]), "waiting": int(r["waiting"])}
+        for r in result.rows
+    ]

@@ -132,6 +132,11 @@ class StatementName(StrEnum):
     # the pending rows in id order, and bringing delayed rows nearer (runtime.testing)
     PENDING_LIST = "pending_list"
     ADVANCE = "advance"
+    # the console's per-minute counts and queue page (queue and outbox)
+    FINISHED_PER_MINUTE = "finished_per_minute"
+    ENQUEUED_PER_MINUTE = "enqueued_per_minute"
+    READY_BY_PRIORITY = "ready_by_priority"
+    FIFO_WAITING = "fifo_waiting"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"

@@ -18,7 +18,8 @@ TOKEN = "console-test-token-0123456789"
 SCRIPT = "<script>alert('x')</script>"
 
 # jobs: lease form, a dead-letter table, processed rows kept; tasks: row lock, a dead-letter
-# group on a shared table; pings: no dead letter; an outbox (listed without counts)
+# group on a shared table; pings: no dead letter; ledger: lease, a dead-letter group, priority,
+# fifo_key, last_error, and a group no declared queue claims ("stray"); an outbox
 DECL = """\
 dialects = ["{dialect}"]
 
@@ -55,11 +56,30 @@ id = "id"
 payload = "payload"
 locked_until = "locked_until"
 
+[queues.ledger]
+table = "ledger"
+form = "lease"
+max_attempts = 1
+dead_letter = {{ group = "ledger_dead" }}
+[queues.ledger.columns]
+id = "id"
+payload = "payload"
+group = "grp"
+attempt = "attempt"
+retry_after = "retry_after"
+locked_until = "locked_until"
+processed_at = "processed_at"
+enqueued_at = "enqueued_at"
+priority = "priority"
+fifo_key = "account"
+last_error = "last_error"
+
 [outbox]
 table = "outbox"
 [outbox.columns]
 id = "id"
 payload = "payload"
+created_at = "created_at"
 processed_at = "processed_at"
 """
 
@@ -70,6 +90,7 @@ class Project:
     config: Path
     url: str
     queues: dict[str, runtime.Queue]
+    outbox: Any = None
 
     def q(self, name: str) -> str:
         return runtime.dialects.DIALECTS[self.engine.dialect_name].quote_ident(name)
@@ -96,9 +117,11 @@ class Project:
             "processed": await self.count("jobs", "processed_at IS NOT NULL"),
         }
 
-    async def dead_ids(self, table: str = "jobs_dead") -> list[int]:
+    async def dead_ids(self, table: str = "jobs_dead", where: str = "1=1") -> list[int]:
         async with await runtime.connect(self.url) as db:
-            rows = await db.fetchall(f"SELECT id FROM {self.q(table)} ORDER BY id", {})
+            rows = await db.fetchall(
+                f"SELECT id FROM {self.q(table)} WHERE {where} ORDER BY id", {}
+            )
         return [int(r["id"]) for r in rows]
 
 
@@ -111,16 +134,16 @@ def make_project(engine: Engine, tmp_path: Path) -> tuple[Project, str]:
     cfg.write_text(DECL.format(dialect=engine.dialect_name), encoding="utf-8")
     assert main(["render", "--config", str(cfg)]) == 0
     out = tmp_path / "sql" / engine.dialect_name
-    queues = {n: runtime.load(out / f"{n}.sql") for n in ("jobs", "tasks", "pings")}
-    project = Project(engine, cfg, url, queues)
+    queues = {n: runtime.load(out / f"{n}.sql") for n in ("jobs", "tasks", "pings", "ledger")}
+    project = Project(engine, cfg, url, queues, runtime.load(out / "outbox.sql"))
     run(_fill(project))
     return project, name
 
 
 async def _fill(p: Project) -> None:
-    jobs, tasks = p.queues["jobs"], p.queues["tasks"]
+    jobs, tasks, ledger = p.queues["jobs"], p.queues["tasks"], p.queues["ledger"]
     async with await runtime.connect(p.url) as db:
-        for q in p.queues.values():
+        for q in [*p.queues.values(), p.outbox]:
             for s in q.rendered.require("schema"):
                 await db.execute(s, {})
         for payload in ({"n": 1}, {"n": 2}, {"n": 3, "html": SCRIPT}, {"n": 4}):
@@ -135,6 +158,25 @@ async def _fill(p: Project) -> None:
 
     await runtime.Consumer(p.url, jobs, handle, concurrency=1).drain()
     await runtime.Consumer(p.url, tasks, handle, concurrency=1).drain()
+    async with await runtime.connect(p.url) as db:
+        # ledger: 2 finished, 1 dead, then ready ones of priorities 0 and 5, acct-1 with two
+        # waiting behind its head; 2 rows in a group no declared queue claims
+        for payload in ({"n": 1}, {"n": 1}, {"n": 2}):
+            await ledger.enqueue(db, payload)
+    await runtime.Consumer(p.url, ledger, handle, concurrency=1).drain()
+    async with await runtime.connect(p.url) as db:
+        for priority, key in (
+            (0, "acct-1"),
+            (5, "acct-1"),
+            (5, "acct-1"),
+            (5, "acct-2"),
+            (0, None),
+        ):
+            await ledger.enqueue(db, {"n": 9}, priority=priority, fifo_key=key)
+        await ledger.enqueue(db, {"n": 9}, group="stray")
+        await ledger.enqueue(db, {"n": 9}, group="stray", delay=600)
+        put = [await p.outbox.put(db, {"o": n}) for n in range(3)]
+        await db.execute(p.outbox.rendered.require("mark")[0], {"id": put[0]})  # relayed
     async with await runtime.connect(p.url) as db:
         await jobs.enqueue(db, {"n": 5})
         await jobs.enqueue(db, {"n": 6})

@@ -44,7 +44,7 @@ def test_the_numbers_are_the_databases(project):
         r = c.get("/api/queues")
         assert r.status_code == 200
         lines = {q["name"]: q for q in r.json()["queues"]}
-        assert set(lines) == {"jobs", "tasks", "pings"}
+        assert set(lines) == {"jobs", "tasks", "pings", "ledger"}
         jobs = lines["jobs"]["stats"]
         assert {k: jobs[k] for k in want} == want
         assert jobs["oldest_ready_s"] is not None and 0 <= jobs["oldest_ready_s"] < 600
@@ -378,6 +378,12 @@ def test_reads_go_to_read_db_and_writes_to_db(project, engine, tmp_path):
             # read from read_db, which did not change
             assert [m["id"] for m in c.get("/api/queues/jobs/dead").json()["items"]] == dead[::-1]
             assert c.get("/api/queues/jobs").json()["stats"]["dead"] == len(dead)
+            # every read side: the pages, the dead letter's page and /metrics
+            assert f'qgen_queue_dead{{queue="jobs",group=""}} {len(dead)}' in c.get("/metrics").text
+            assert f'<td class="num" data-key="dead">{len(dead)}</td>' in c.get("/").text
+            assert f'data-id="{dead[0]}"' in c.get("/queues/jobs/dead").text
+            assert c.get(f"/api/queues/jobs/dead/{dead[0]}").status_code == 200
+        assert run(replica.dead_ids()) == dead  # the write never went there
     finally:
         drop_project(other, namespace)
 

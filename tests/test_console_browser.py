@@ -3,11 +3,13 @@ chromium-driver, driven by selenium) against a server this test starts: the numb
 page are the database's, a <script> payload shows as text, and a redrive through the page
 works after login and is refused without it.
 
-Screenshots of the overview, a dead message and a queue page (logged in) land in tests/.artifacts/ (git-ignored).
+Screenshots of the overview, a dead message and a queue page (logged in) are written under
+pytest's tmp dir, and also to $QGEN_SCREENSHOTS when it names a folder.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import threading
@@ -19,10 +21,10 @@ import pytest
 from consoles import SCRIPT, TOKEN, Project, drop_project, make_project
 from engines import Engine, engine_params, in_ci, run
 
+import runtime
 from runtime.console import create_app
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-ARTIFACTS = Path(__file__).parent / ".artifacts"
 FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -68,10 +70,16 @@ def browser() -> Iterator[object]:
 class _Server:
     """The console under uvicorn on a free local port, in a thread of this process."""
 
-    def __init__(self, project: Project) -> None:
+    def __init__(self, project: Project, allow_writes: bool = True) -> None:
         import uvicorn
 
-        app = create_app(list(project.queues.values()), project.url, allow_writes=True, token=TOKEN)
+        app = create_app(
+            list(project.queues.values()),
+            project.url,
+            outbox=project.outbox,
+            allow_writes=allow_writes,
+            token=TOKEN if allow_writes else None,
+        )
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -106,6 +114,16 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pro
         drop_project(engine, namespace)
 
 
+def _shot(browser, tmp_path: Path, name: str) -> None:
+    """A PNG of the page under pytest's tmp dir, and in $QGEN_SCREENSHOTS when set."""
+    browser.save_screenshot(str(tmp_path / name))
+    assert (tmp_path / name).stat().st_size > 1000
+    folder = os.environ.get("QGEN_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(tmp_path / name, Path(folder) / name)
+
+
 def _cells(browser, queue: str) -> dict[str, str]:
     from selenium.webdriver.common.by import By
 
@@ -123,19 +141,59 @@ def _no_alert(browser) -> None:
         browser.switch_to.alert  # noqa: B018 - reading it is the check
 
 
-def test_pages_show_the_databases_numbers_and_payloads_as_text(browser, served):
+async def _per_minute(project: Project) -> dict[str, dict[str, list[int] | None]]:
+    """Each queue's and the outbox's per-minute counts, read from the database now."""
+    async with await runtime.connect(project.url) as db:
+        return {
+            q.name: await runtime.operate.per_minute(q, db)
+            for q in [*project.queues.values(), project.outbox]
+        }
+
+
+def _bars(series: dict[str, list[int] | None]) -> dict[tuple[str, int], int]:
+    return {
+        (key, minute): n
+        for key, per in series.items()
+        if per is not None
+        for minute, n in enumerate(per)
+        if n > 0
+    }
+
+
+def test_pages_show_the_databases_numbers_and_payloads_as_text(browser, served, tmp_path):
     from selenium.webdriver.common.by import By
 
     project, url = served
     engine = project.engine.name
+    before = run(_per_minute(project))
     browser.get(url + "/")
+    after = run(_per_minute(project))  # a minute may turn while the page is read
     want = run(project.jobs_counts())
     cells = _cells(browser, "jobs")
     assert {k: int(cells[k]) for k in want} == want
     assert _cells(browser, "pings")["dead"] == "–"
+    stray = browser.find_element(By.CSS_SELECTOR, '#queues tr[data-group="stray"]')
+    assert stray.find_element(By.CSS_SELECTOR, 'td[data-key="ready"]').text == "1"
+    assert _cells(browser, "outbox")["ready"] == "2"
     assert browser.find_element(By.ID, "login").text == "log in to act"  # not logged in yet
-    ARTIFACTS.mkdir(exist_ok=True)
-    browser.save_screenshot(str(ARTIFACTS / f"console-overview-{engine}.png"))
+
+    # the per-minute charts: a bar for every minute with messages, its count the database's
+    for name, series in after.items():
+        if series["finished"] is None and series["enqueued"] is None:
+            assert name in browser.find_element(By.ID, "no-minutes").text
+            continue
+        chart = browser.find_element(By.CSS_SELECTOR, f'.per-minute[data-queue="{name}"] svg')
+        drawn = {
+            (r.get_attribute("data-series"), int(r.get_attribute("data-minute"))): int(
+                r.get_attribute("data-count")
+            )
+            for r in chart.find_elements(By.CSS_SELECTOR, "rect.bar")
+        }
+        assert drawn in (_bars(before[name]), _bars(series)), name
+        assert chart.size["height"] > 100  # drawn, not an empty box
+    jobs_done = run(project.count("jobs", "processed_at IS NOT NULL"))
+    assert sum(after["jobs"]["finished"] or []) == jobs_done == 1
+    _shot(browser, tmp_path, f"console-overview-{engine}.png")
 
     # the <script> payload: shown as text, never run
     script_id = next(
@@ -150,7 +208,13 @@ def test_pages_show_the_databases_numbers_and_payloads_as_text(browser, served):
     assert browser.find_element(By.CSS_SELECTOR, '[data-key="attempt"]').text == "2"
     _no_alert(browser)
     assert browser.find_elements(By.TAG_NAME, "script") == []
-    browser.save_screenshot(str(ARTIFACTS / f"console-dead-message-{engine}.png"))
+    _shot(browser, tmp_path, f"console-dead-message-{engine}.png")
+
+    # a dead message of a queue with a last_error column: why it died, shown
+    ledger_dead = run(project.dead_ids("ledger", "grp = 'ledger_dead'"))
+    browser.get(f"{url}/queues/ledger/dead/{ledger_dead[0]}")
+    assert "retry" in browser.find_element(By.CSS_SELECTOR, '[data-key="last_error"]').text
+    _shot(browser, tmp_path, f"console-dead-last-error-{engine}.png")
 
     browser.get(url + "/queues/tasks")  # a payload holding "<script>" in a table cell
     assert SCRIPT in browser.find_element(By.ID, "dead").text
@@ -174,7 +238,7 @@ def _open(browser, address: str):
     return browser
 
 
-def test_a_redrive_through_the_page_needs_the_login(browser, served):
+def test_a_redrive_through_the_page_needs_the_login(browser, served, tmp_path):
     from selenium.webdriver.common.by import By
 
     project, url = served
@@ -213,4 +277,35 @@ def test_a_redrive_through_the_page_needs_the_login(browser, served):
     )
     browser.get(url + "/queues/jobs")  # logged in: the actions shown
     assert browser.find_element(By.ID, "redrive-all") and browser.find_element(By.ID, "cancel")
-    browser.save_screenshot(str(ARTIFACTS / f"console-queue-{project.engine.name}.png"))
+    _shot(browser, tmp_path, f"console-queue-{project.engine.name}.png")
+
+    # the dead list: tick two messages, redrive them
+    browser.get(url + "/queues/jobs/dead")
+    left = run(project.dead_ids())
+    for id in left[:2]:
+        browser.find_element(By.CSS_SELECTOR, f'#dead input[value="{id}"]').click()
+    browser.find_element(By.CSS_SELECTOR, "#redrive-selected button[type=submit]").click()
+    assert "2 dead message(s) sent back" in _shown(browser, "flash").text
+    assert run(project.dead_ids()) == left[2:]
+
+
+def test_a_read_only_console_refuses_a_redrive(browser, served):
+    from selenium.webdriver.common.by import By
+
+    project, _ = served
+    server = _Server(project, allow_writes=False)
+    try:
+        dead = run(project.dead_ids())
+        browser.delete_all_cookies()
+        browser.get(f"{server.url}/queues/jobs/dead/{dead[0]}")
+        assert browser.find_element(By.ID, "mode").text == "read-only"
+        assert browser.find_elements(By.TAG_NAME, "form") == []
+        browser.execute_script(
+            "const f = document.createElement('form'); f.method = 'post';"
+            "f.action = arguments[0]; document.body.appendChild(f); f.submit();",
+            f"{server.url}/queues/jobs/dead/{dead[0]}/redrive",
+        )
+        assert "read-only" in _shown(browser, "error").text
+        assert run(project.dead_ids()) == dead
+    finally:
+        server.stop()

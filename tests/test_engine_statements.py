@@ -76,6 +76,8 @@ def params_for(dialect: str) -> dict[str, Any]:
         "age_s": 60.0,
         # advance: how far delayed rows are brought nearer
         "by_s": 30.0,
+        # the console's per-minute counts: the last hour
+        "window_s": 3600,
         # operating a queue: prune's batch
         "batch": 100,
         # regroup: the group its rows are moved from; last_error: why a delivery failed

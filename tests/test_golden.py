@@ -92,7 +92,7 @@ STEPS = {
     ("lease_group_deadletter", "jobs"): (
         "schema enqueue listen next_due claim extend ack drop retry retry_after ack_many "
         "drop_many retry_many retry_after_many dead_letter_many dead_letter release unclaim "
-        f"columns indexes {DEAD} prune groups regroup pending_list advance cancel"
+        f"columns indexes {DEAD} prune groups regroup pending_list advance finished_per_minute cancel"
     ),
     (
         "row_lock_table_deadletter",
@@ -115,7 +115,7 @@ STEPS = {
         "unclaim columns indexes stats status pending_list cancel"
     ),
     ("no_attempt_no_retry_after", "locked"): (
-        "schema enqueue listen claim ack drop ack_many drop_many columns indexes stats status prune pending_list cancel"
+        "schema enqueue listen claim ack drop ack_many drop_many columns indexes stats status prune pending_list finished_per_minute cancel"
     ),
     ("override_and_custom", "tasks"): (
         "schema enqueue listen next_due claim extend ack drop retry retry_after ack_many "
@@ -129,7 +129,7 @@ STEPS = {
         "ack_many drop_many retry_many retry_after_many dead_letter_many dead_letter release "
         "unclaim columns indexes "
         "stats status dead_list dead_list_newest dead_show redrive redrive_blocked "
-        "redrive_blocked_all redrive_all purge_dead purge_dead_all prune groups regroup pending_list advance cancel"
+        "redrive_blocked_all redrive_all purge_dead purge_dead_all prune groups regroup pending_list advance finished_per_minute cancel"
     ),
     # last_error: every form writes it, so row lock and advisory render a retry (and
     # retry_many) where they have none without it

@@ -73,3 +73,56 @@ def line_chart(title: str, series: Sequence[Series], empty: str = "no samples ye
 
 def _clock(ts: float) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(ts)) + " UTC"
+
+
+#: the per-minute chart: its size and margins
+_BW, _BH = 720, 170
+_BL, _BR, _BT, _BB = 44, 110, 26, 24
+
+
+def bar_chart(title: str, series: Sequence[tuple[str, Sequence[int]]]) -> Markup:
+    """Bars per minute, oldest minute left, the current one right: ``series`` holds each
+    label's counts with index 0 the current minute (as ``runtime.operate.per_minute`` gives
+    them). Each bar is a ``rect`` carrying ``data-series``, ``data-minute`` (minutes ago) and
+    ``data-count``; a minute with no messages draws no bar."""
+    t = escape(title)
+    minutes = max((len(c) for _, c in series), default=0)
+    if not minutes:
+        return Markup("")
+    top = _nice(max((max(c, default=0) for _, c in series), default=0))
+    pw, ph = _BW - _BL - _BR, _BH - _BT - _BB
+    slot = pw / minutes
+    width = max(slot / max(len(series), 1) - 0.5, 0.5)
+    out = [
+        f'<svg class="chart bars" role="img" viewBox="0 0 {_BW} {_BH}" width="{_BW}" '
+        f'height="{_BH}" data-minutes="{minutes}">',
+        f"<title>{t}</title>",
+        f'<text class="caption" x="8" y="16">{t}</text>',
+        f'<line class="axis" x1="{_BL}" y1="{_BT + ph}" x2="{_BL + pw}" y2="{_BT + ph}"/>',
+        f'<line class="axis" x1="{_BL}" y1="{_BT}" x2="{_BL}" y2="{_BT + ph}"/>',
+        f'<text class="tick" x="{_BL - 4}" y="{_BT + 8}" text-anchor="end">{top:g}</text>',
+        f'<text class="tick" x="{_BL - 4}" y="{_BT + ph}" text-anchor="end">0</text>',
+        f'<text class="tick" x="{_BL}" y="{_BH - 6}">{minutes} min ago</text>',
+        f'<text class="tick" x="{_BL + pw}" y="{_BH - 6}" text-anchor="end">now</text>',
+    ]
+    for i, (label, counts) in enumerate(series):
+        cls = f"s{i % 8}"
+        for ago, n in enumerate(counts):
+            if n <= 0:
+                continue
+            h = n / top * ph
+            x = _BL + (minutes - 1 - ago) * slot + i * width
+            out.append(
+                f'<rect class="bar {cls}" data-series="{escape(label)}" data-minute="{ago}" '
+                f'data-count="{n}" x="{x:.1f}" y="{_BT + ph - h:.1f}" width="{width:.1f}" '
+                f'height="{h:.1f}"><title>{escape(label)}: {n} ({ago} min ago)</title></rect>'
+            )
+        ly = _BT + 12 + i * 16
+        total = sum(counts)
+        out.append(
+            f'<rect class="key {cls}" x="{_BL + pw + 10}" y="{ly - 8}" width="10" height="10"/>'
+            f'<text class="label" x="{_BL + pw + 24}" y="{ly + 1}" data-total="{total}">'
+            f"{escape(label)} ({total})</text>"
+        )
+    out.append("</svg>")
+    return Markup("".join(out))

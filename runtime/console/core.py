@@ -29,6 +29,7 @@ from runtime.errors import (
     InvalidArgument,
     RedriveRefused,
 )
+from runtime.operate import WINDOW_S
 from runtime.queue import Queue
 
 log = logging.getLogger("runtime")
@@ -39,6 +40,10 @@ MAX_PAGE_SIZE = 200
 MAX_PAGE_ROWS = 10_000
 #: how many dead messages the queue page shows
 NEWEST_DEAD = 10
+#: the most groups of one table the overview lists beside the declared queues' own
+MAX_GROUPS = 50
+#: the most fifo keys the queue page lists
+FIFO_KEYS = 20
 _ID = re.compile(r"-?[0-9]{1,19}")
 _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
 
@@ -96,13 +101,19 @@ def plain(value: Any) -> Any:
 
 @dataclass
 class QueueStats:
-    """One line of the overview: a queue (or the outbox) and its counts, or why there are none."""
+    """One queue (or the outbox) of the overview: its counts (its default group's), a line
+    per group of its table it owns, and its per-minute counts; or why there are none."""
 
     name: str
     kind: str  # "queue" or "outbox"
     group: str | None
     stats: dict[str, Any] | None
     error: str | None = None
+    #: [{"group", "stats"}]: the queue's own group first, then the table's groups no other
+    #: declared queue claims (their "dead" is None: the dead letter is the queue's)
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    #: {"finished": [per minute, newest first] or None, "enqueued": … or None}
+    per_minute: dict[str, list[int] | None] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -111,6 +122,8 @@ class QueueStats:
             "group": self.group,
             "stats": self.stats,
             "error": self.error,
+            "groups": self.groups,
+            "per_minute": self.per_minute,
         }
 
 
@@ -137,11 +150,18 @@ class Console:
     read_db: str | None = None
     outbox: Any | None = None
     cache_s: float = 5.0
+    #: how long one reading of the per-minute counts serves (they change by the minute)
+    minutes_s: float = 30.0
+    #: how many connections one reading of the stats uses at once
+    read_connections: int = 4
     sample_s: float = 10.0
     history_size: int = 360
     _snapshot: Snapshot | None = field(default=None, repr=False)
     _lock: asyncio.Lock | None = field(default=None, repr=False)
     history: deque[Snapshot] = field(default_factory=deque, repr=False)
+    _minutes: dict[str, tuple[float, dict[str, list[int] | None]]] = field(
+        default_factory=dict, repr=False
+    )
 
     def __post_init__(self) -> None:
         self.history = deque(maxlen=self.history_size)
@@ -187,34 +207,106 @@ class Console:
             return snap
 
     async def _read_all(self) -> list[QueueStats]:
-        out: list[QueueStats] = []
-        async with await _open(self.reader) as conn:
-            for q in self.queues.values():
-                group = q.default_group
-                try:
-                    out.append(QueueStats(q.name, "queue", group, await operate.stats(q, conn)))
-                except BrokerError as exc:  # one queue's table missing spoils only its line
-                    log.warning("console: queue %s: stats failed: %s", q.name, exc)
-                    out.append(QueueStats(q.name, "queue", group, None, _one_line(exc)))
+        """Every line, read over up to ``read_connections`` connections at once (the queues
+        dealt round-robin), so the overview waits for the slowest share, not the sum."""
+        units: list[tuple[Any, str]] = [(q, "queue") for q in self.queues.values()]
         if self.outbox is not None:
-            # an outbox file renders no stats statement yet: listed, without counts
-            out.append(
-                QueueStats(
-                    self.outbox.name,
-                    "outbox",
-                    None,
-                    None,
-                    "the outbox's rendered file has no stats statement: no counts yet",
-                )
-            )
+            units.append((self.outbox, "outbox"))
+        shares = max(1, min(self.read_connections, len(units)))
+        opened = await asyncio.gather(
+            *(_open(self.reader) for _ in range(shares)), return_exceptions=True
+        )
+        try:
+            for o in opened:
+                if isinstance(o, BaseException):
+                    raise o
+            conns = [o.conn for o in opened if isinstance(o, _Opened)]
+            extra = await self._extra_groups(conns[0])
+
+            async def share(i: int) -> list[tuple[int, QueueStats]]:
+                return [
+                    (n, await self._read_one(conns[i], u, kind, extra.get(u.name, [])))
+                    for n, (u, kind) in enumerate(units)
+                    if n % shares == i
+                ]
+
+            lines = [x for part in await asyncio.gather(*map(share, range(shares))) for x in part]
+        finally:
+            for o in opened:
+                if isinstance(o, _Opened):
+                    await o.__aexit__(None, None, None)
+        return [line for _, line in sorted(lines, key=lambda x: x[0])]
+
+    async def _read_one(self, conn: Any, q: Any, kind: str, extra: list[str]) -> QueueStats:
+        """One queue's (or the outbox's) line: stats of its own group and of ``extra``
+        groups, and its per-minute counts; a failure (its table missing, say) spoils only
+        this line."""
+        group = q.default_group if kind == "queue" else None
+        if not q.rendered.get("stats"):
+            why = "its rendered file has no stats statement: render it again with `qgen render`"
+            return QueueStats(q.name, kind, group, None, why)
+        try:
+            own = await operate.stats(q, conn)
+            groups = [{"group": group, "stats": own}]
+            for g in extra:
+                counts = await operate.stats(q, conn, g)
+                groups.append({"group": g, "stats": {**counts, "dead": None}})
+            minutes = await self._per_minute(conn, q, kind)
+        except BrokerError as exc:
+            log.warning("console: %s %s: stats failed: %s", kind, q.name, exc)
+            return QueueStats(q.name, kind, group, None, _one_line(exc))
+        return QueueStats(q.name, kind, group, own, groups=groups, per_minute=minutes)
+
+    async def _per_minute(self, conn: Any, q: Any, kind: str) -> dict[str, list[int] | None]:
+        """The per-minute counts, read at most once per ``minutes_s``."""
+        key, now = f"{kind}:{q.name}", time.time()
+        kept = self._minutes.get(key)
+        if kept is not None and now - kept[0] < self.minutes_s:
+            return kept[1]
+        counts = await operate.per_minute(q, conn, WINDOW_S)
+        self._minutes[key] = (now, counts)
+        return counts
+
+    async def _extra_groups(self, conn: Any) -> dict[str, list[str]]:
+        """The groups of each queue table that no declared queue claims (as its own or its
+        dead-letter group), read once per table (``groups``): they go to the table's first
+        queue without a default_group, else its first queue. At most MAX_GROUPS a table."""
+        tables: dict[str, list[Queue]] = {}
+        for q in self.queues.values():
+            if q.rendered.get("groups"):
+                tables.setdefault(q.table, []).append(q)
+        out: dict[str, list[str]] = {}
+        for qs in tables.values():
+            try:
+                present = await operate.groups(qs[0], conn)
+            except BrokerError:  # the table missing: its queues' stats say so
+                continue
+            claimed = {g for q in qs for g in (q.default_group, q.dead_group) if g is not None}
+            owner = next((q for q in qs if q.default_group is None), qs[0])
+            out[owner.name] = [g for g in present if g not in claimed][:MAX_GROUPS]
         return out
 
-    async def queue_stats(self, name: str) -> QueueStats:
+    async def queue_stats(self, name: str) -> tuple[QueueStats, float]:
+        """The queue's line of the (cached) snapshot, and when that was read."""
         q = self.queue(name)
-        for line in (await self.snapshot()).queues:
+        snap = await self.snapshot()
+        for line in snap.queues:
             if line.kind == "queue" and line.name == q.name:
-                return line
+                return line, snap.taken_at
         raise ConsoleError(404, f"no queue {name!r} here")  # pragma: no cover - declared above
+
+    async def queue_detail(self, name: str) -> dict[str, Any]:
+        """What the queue page adds to the overview's line: its ready messages by priority
+        and the fifo keys with messages waiting behind their head (empty lists when the
+        queue has no such column)."""
+        q = self.queue(name)
+        async with await _open(self.reader) as conn:
+            priorities = await _call(operate.ready_by_priority, q, conn)
+            waiting = await _call(operate.fifo_waiting, q, conn, FIFO_KEYS)
+        return {
+            "priorities": priorities if "priority" in q.columns else None,
+            "fifo_waiting": plain(waiting) if "fifo_key" in q.columns else None,
+        }
 
     async def dead_page(
         self, name: str, page: int = 1, size: int = 50, after: int | None = None

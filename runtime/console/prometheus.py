@@ -25,23 +25,26 @@ def _label(value: str) -> str:
 
 
 def exposition(snap: Snapshot) -> str:
-    """Every queue's counts as gauges labelled ``queue`` and ``group`` (the queue's default
-    group, empty when it has none); a count the queue's form or columns cannot give is left
-    out, and ``qgen_queue_up`` is 0 for a queue whose stats could not be read."""
+    """Every queue's (and the outbox's) counts as gauges labelled ``queue`` and ``group``, a
+    series per group the overview lists (the queue's own group, empty when it has none, and
+    the groups of its table no declared queue claims); a count the queue's form or columns
+    cannot give is left out, and ``qgen_queue_up`` is 0 for a queue whose stats could not be
+    read."""
     lines: list[str] = []
-    queues = [q for q in snap.queues if q.kind == "queue"]
+    queues = snap.queues
     for key, (name, text) in METRICS.items():
         lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge"]
         for q in queues:
-            value = (q.stats or {}).get(key)
-            if value is None:
-                continue
-            labels = f'queue="{_label(q.name)}",group="{_label(q.group or "")}"'
-            lines.append(
-                f"{name}{{{labels}}} {float(value):g}"
-                if isinstance(value, float)
-                else f"{name}{{{labels}}} {value}"
-            )
+            for g in q.groups:
+                value = (g["stats"] or {}).get(key)
+                if value is None:
+                    continue
+                labels = f'queue="{_label(q.name)}",group="{_label(g["group"] or "")}"'
+                lines.append(
+                    f"{name}{{{labels}}} {float(value):g}"
+                    if isinstance(value, float)
+                    else f"{name}{{{labels}}} {value}"
+                )
     lines += [
         "# HELP qgen_queue_up 1 when the queue's stats were read, 0 when reading them failed.",
         "# TYPE qgen_queue_up gauge",

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -24,7 +25,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runtime.console.chart import Series, line_chart
+from runtime.console.chart import Series, bar_chart, line_chart
 from runtime.console.core import (
     MAX_PAGE_ROWS,
     MAX_PAGE_SIZE,
@@ -47,6 +48,8 @@ log = logging.getLogger("runtime")
 _HERE = Path(__file__).parent
 #: the largest request body a form or API call may send
 MAX_BODY = 16 * 1024
+#: the most dead messages one redrive of selected ones may name
+MAX_IDS = 500
 #: seconds between the overview's reloads
 REFRESH_S = 10
 _LABELS = {
@@ -184,6 +187,11 @@ class _Web:
             Route("/logout", page(self.logout), methods=["POST"]),
             Route("/queues/{queue}/dead/redrive", act(self.act_redrive_all), methods=["POST"]),
             Route("/queues/{queue}/dead/purge", act(self.act_purge_all), methods=["POST"]),
+            Route(
+                "/queues/{queue}/dead/redrive-selected",
+                act(self.act_redrive_selected),
+                methods=["POST"],
+            ),
             Route("/queues/{queue}/dead/{id}/redrive", act(self.act_redrive), methods=["POST"]),
             Route("/queues/{queue}/dead/{id}/purge", act(self.act_purge), methods=["POST"]),
             Route("/queues/{queue}/messages/cancel", act(self.act_cancel), methods=["POST"]),
@@ -307,11 +315,18 @@ class _Web:
         if kind != "application/x-www-form-urlencoded":
             raise ConsoleError(415, "send the form as application/x-www-form-urlencoded")
         try:
-            return dict(parse_qsl((await self._body(request)).decode("utf-8"), max_num_fields=20))
+            pairs = parse_qsl(
+                (await self._body(request)).decode("utf-8"), max_num_fields=MAX_IDS + 20
+            )
         except (UnicodeDecodeError, ValueError):
             raise ConsoleError(
-                400, "the form could not be read (UTF-8, at most 20 fields)"
+                400, f"the form could not be read (UTF-8, at most {MAX_IDS + 20} fields)"
             ) from None
+        form = dict(pairs)
+        ticked = [v for k, v in pairs if k == "ids"]
+        if ticked:  # the dead list's check boxes: one "ids" field each
+            form["ids"] = ",".join(ticked)
+        return form
 
     async def _json(self, request: Request) -> dict[str, Any]:
         body = await self._body(request)
@@ -381,6 +396,7 @@ class _Web:
     async def overview(self, request: Request) -> Response:
         snap = await self.console.snapshot()
         names = [q.name for q in snap.queues if q.kind == "queue"]
+        minutes = [(q, _minutes_chart(q)) for q in snap.queues if q.stats is not None]
         return self.render(
             request,
             "overview.html",
@@ -388,6 +404,8 @@ class _Web:
             refresh=REFRESH_S,
             queues=snap.queues,
             taken=_clock(snap.taken_at),
+            charts=[(q, chart) for q, chart in minutes if chart],
+            no_minutes=[q.name for q, chart in minutes if not chart],
             chart_ready=line_chart("ready, by queue", self._series("ready", names)),
             chart_rate=line_chart(
                 "finished per minute, by queue (from processed)",
@@ -431,14 +449,20 @@ class _Web:
             if h.dead_table is not None
             else None
         )
-        return {"form": q.form, "table": q.table, "dead_letter": dead}
+        return {
+            "form": q.form,
+            "table": q.table,
+            "dead_letter": dead,
+            "grouped": "group" in q.columns,
+        }
 
     async def queue_page(self, request: Request) -> Response:
         q = self.console.queue(request.path_params["queue"])
-        line = await self.console.queue_stats(q.name)
+        line, taken_at = await self.console.queue_stats(q.name)
         items: list[dict[str, Any]] = []
         if has_dead_letter(q):
             items = (await self.console.dead_page(q.name, 1, NEWEST_DEAD))["items"]
+        detail = await self.console.queue_detail(q.name)
         chart = line_chart(
             f"{q.name} since this server started (sampled in memory)",
             [
@@ -456,7 +480,9 @@ class _Web:
             items=items,
             columns=_columns(items),
             chart=chart,
-            taken=_clock((await self.console.snapshot()).taken_at),
+            minutes=_minutes_chart(line),
+            detail=detail,
+            taken=_clock(taken_at),
         )
 
     def _named(self, key: str, name: str) -> list[Series]:
@@ -535,6 +561,15 @@ class _Web:
         n = await self.console.redrive(name, None, self._group(form.get("group")))
         return f"/queues/{name}?done=redriven&n={n}"
 
+    async def act_redrive_selected(self, request: Request, form: dict[str, str]) -> str:
+        name = request.path_params["queue"]
+        self.console.dead_queue(name)
+        ids = [parse_id(v) for v in form.get("ids", "").split(",") if v.strip()]
+        if not ids:
+            raise ConsoleError(400, "tick at least one dead message to redrive")
+        n = await self.console.redrive(name, ids, self._group(form.get("group")))
+        return f"/queues/{name}/dead?done=redriven&n={n}"
+
     async def act_purge_all(self, request: Request, form: dict[str, str]) -> str:
         name = request.path_params["queue"]
         self.console.dead_queue(name)
@@ -578,12 +613,13 @@ class _Web:
 
     async def api_queue(self, request: Request) -> Any:
         q = self.console.queue(request.path_params["queue"])
-        line: QueueStats = await self.console.queue_stats(q.name)
+        line, taken_at = await self.console.queue_stats(q.name)
         out = {
             **line.as_json(),
             **self._info(q),
-            "taken_at": (await self.console.snapshot()).taken_at,
+            "taken_at": taken_at,
         }
+        out.update(await self.console.queue_detail(q.name))
         if has_dead_letter(q):
             out["newest_dead"] = (await self.console.dead_page(q.name, 1, NEWEST_DEAD))["items"]
         return out
@@ -604,7 +640,19 @@ class _Web:
     async def api_redrive_all(self, request: Request) -> Any:
         body = await self._json(request)
         name = request.path_params["queue"]
-        return {"redriven": await self.console.redrive(name, None, self._group(body.get("group")))}
+        ids = body.get("ids")
+        if ids is not None:  # the selected ones
+            if (
+                not isinstance(ids, list)
+                or not 1 <= len(ids) <= MAX_IDS
+                or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+            ):
+                raise ConsoleError(
+                    400, f"ids must be a list of 1 to {MAX_IDS} message ids (whole numbers)"
+                )
+            ids = [parse_id(i) for i in ids]
+        group = self._group(body.get("group"))
+        return {"redriven": await self.console.redrive(name, ids, group)}
 
     async def api_purge(self, request: Request) -> Any:
         name, id = request.path_params["queue"], parse_id(request.path_params["id"])
@@ -666,3 +714,18 @@ def _local(path: str) -> str:
 
 def _flash(path: str, done: str) -> str:
     return f"{path}{'&' if '?' in path else '?'}done={done}"
+
+
+def _minutes_chart(line: QueueStats) -> Markup | None:
+    """The per-minute bar chart of a queue's (or the outbox's) line; None when its table
+    keeps neither processed_at nor enqueued_at (created_at)."""
+    pm = line.per_minute or {}
+    series = [
+        (k, c)
+        for k, c in (("finished", pm.get("finished")), ("enqueued", pm.get("enqueued")))
+        if c is not None
+    ]
+    if not series:
+        return None
+    what = " and ".join(k for k, _ in series)
+    return bar_chart(f"{line.name}: {what} per minute, the last hour", series)

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:f42b373c066d928784572da4519503772c14174eab209b1fc09e0bc66292b5ca
+-- seal: sha256:ee7ea827a376648eb5e0b84d5130cab3474e61830c70fb49f69abed51f8744e6
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -423,6 +423,36 @@ SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
 WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `orders_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
+
+-- name: enqueued_per_minute
+-- Counts the rows enqueued in each minute of the last window_s seconds that the table still holds (unfinished, or processed in that window), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, e.`enqueued_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM (
+  SELECT `enqueued_at`
+  FROM `orders_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+    AND `enqueued_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+  UNION ALL
+  SELECT `enqueued_at`
+  FROM `orders_queue`
+  WHERE `queue` = %(group)s
+    AND `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+    AND `enqueued_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+) AS e
+GROUP BY TIMESTAMPDIFF(MINUTE, e.`enqueued_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

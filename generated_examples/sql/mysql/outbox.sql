@@ -3,10 +3,10 @@
 -- dialect: "mysql"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:59d68301025423358737d642d254ececc1ec1cd476eb434fce0ddfe2c7e169bc
+-- seal: sha256:1a6a543819042607cdb6ba41e1ccbc16db7abd510950fbce4924a09bd81c84f2
 
 -- name: schema
--- Creates the outbox table and the index the relay's fetch reads, if missing.
+-- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
 -- kinds: writes
 CREATE TABLE IF NOT EXISTS `outbox` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -49,6 +49,52 @@ WHERE `id` = %(id)s
 -- kinds: writes
 DELETE FROM `outbox`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND;
+
+-- name: stats
+-- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune), oldest_ready_s (seconds since the first unmarked record was created).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM `outbox`
+  WHERE `processed_at` IS NULL
+) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, (
+  SELECT COUNT(*)
+  FROM `outbox`
+  WHERE `processed_at` IS NOT NULL
+) AS `processed`, (
+  SELECT TIMESTAMPDIFF(MICROSECOND, `created_at`, UTC_TIMESTAMP(6)) / 1000000.0
+  FROM `outbox`
+  WHERE `processed_at` IS NULL
+  ORDER BY `id`
+  LIMIT 1
+) AS `oldest_ready_s`;
+
+-- name: finished_per_minute
+-- Counts the records marked in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `outbox`
+WHERE `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
+
+-- name: enqueued_per_minute
+-- Counts the records created in each minute of the last window_s seconds that the table still holds (unmarked, or marked in that window), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, e.`created_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM (
+  SELECT `created_at`
+  FROM `outbox`
+  WHERE `processed_at` IS NULL
+    AND `created_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+  UNION ALL
+  SELECT `created_at`
+  FROM `outbox`
+  WHERE `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+    AND `created_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+) AS e
+GROUP BY TIMESTAMPDIFF(MINUTE, e.`created_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen apply`.

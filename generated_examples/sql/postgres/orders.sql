@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- channel: "qgen.orders_queue"
--- seal: sha256:15238e3c5258fdf5d349a0a67007b121008a41f06d8ad81c6f6d76a4247a467f
+-- seal: sha256:70ff4cdbbc437e79d4a45814bf9dcedcd16b045404fcf70d1199862779152147
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -427,6 +427,36 @@ SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
 WHERE "queue" = %(group)s
   AND "processed_at" IS NULL
   AND "retry_after" > now();
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM "orders_queue"
+WHERE "queue" = %(group)s
+  AND "processed_at" >= now() - make_interval(secs => %(window_s)s)
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+ORDER BY minute;
+
+-- name: enqueued_per_minute
+-- Counts the rows enqueued in each minute of the last window_s seconds that the table still holds (unfinished, or processed in that window), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - e."enqueued_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM (
+  SELECT "enqueued_at"
+  FROM "orders_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+    AND "enqueued_at" >= now() - make_interval(secs => %(window_s)s)
+  UNION ALL
+  SELECT "enqueued_at"
+  FROM "orders_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" >= now() - make_interval(secs => %(window_s)s)
+    AND "enqueued_at" >= now() - make_interval(secs => %(window_s)s)
+) AS e
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - e."enqueued_at")) / 60) AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- channel: "qgen.webhooks_queue"
--- seal: sha256:d8c0eb7ea81b7859fd7b37f107d6691c90cc5c2ccfe4d8c6b758b257a2949305
+-- seal: sha256:1eec41c0566ae2d7d1e8b54248afaef8acced1102202fcc8d64694132d051e2b
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -392,6 +392,15 @@ UPDATE "webhooks_queue"
 SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
 WHERE "processed_at" IS NULL
   AND "retry_after" > now();
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM "webhooks_queue"
+WHERE "processed_at" >= now() - make_interval(secs => %(window_s)s)
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.

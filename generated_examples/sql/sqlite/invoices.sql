@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:5d84869a4d595a47b8af55b5cd97bd2f38a0f119f3137fcb7bf2e99037b74a38
+-- seal: sha256:7cec3d90e0335f7417ca4ab0cf9a46edd476a660692dcf5b5c6ce2e897a02132
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -343,6 +343,15 @@ UPDATE "invoices_queue"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
 WHERE "processed_at" IS NULL
   AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER) AS minute, COUNT(*) AS n
+FROM "invoices_queue"
+WHERE "processed_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+GROUP BY CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

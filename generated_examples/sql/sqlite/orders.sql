@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:95b4413fbcd94efa50e1dcca22d221d56b241a2f60b8a947899c1cea72432c55
+-- seal: sha256:87f372b72e346c928020fe2b505b22f07c4f09e56691335438232a3cc2ee9bf9
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -405,6 +405,36 @@ SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s ||
 WHERE "queue" = :group
   AND "processed_at" IS NULL
   AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER) AS minute, COUNT(*) AS n
+FROM "orders_queue"
+WHERE "queue" = :group
+  AND "processed_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+GROUP BY CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER)
+ORDER BY minute;
+
+-- name: enqueued_per_minute
+-- Counts the rows enqueued in each minute of the last window_s seconds that the table still holds (unfinished, or processed in that window), for the console's chart.
+-- kinds: reads
+SELECT CAST((julianday('now') - julianday(e."enqueued_at")) * 1440 AS INTEGER) AS minute, COUNT(*) AS n
+FROM (
+  SELECT "enqueued_at"
+  FROM "orders_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+    AND "enqueued_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+  UNION ALL
+  SELECT "enqueued_at"
+  FROM "orders_queue"
+  WHERE "queue" = :group
+    AND "processed_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+    AND "enqueued_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+) AS e
+GROUP BY CAST((julianday('now') - julianday(e."enqueued_at")) * 1440 AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -4,11 +4,11 @@
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
 -- note: "the relay's BEGIN IMMEDIATE holds the database's write lock while its handler runs: one relay at a time, and put waits for the relay's batch"
--- seal: sha256:91ad67408fe1ef6f461a8edeef6dbe7573256e8538b98783da97fb5eff7787c7
+-- seal: sha256:5573d797180576d01f83c3e3be51639fe835a90564e9ff18a20fe92ea3d43f9d
 
 -- name: schema
--- Creates the outbox table and the index the relay's fetch reads, if missing.
--- kinds: writes writes
+-- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "outbox" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -18,6 +18,7 @@ CREATE TABLE IF NOT EXISTS "outbox" (
   "processed_at" TEXT
 );
 CREATE INDEX IF NOT EXISTS "outbox_claim" ON "outbox" ("id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "outbox_processed" ON "outbox" ("processed_at") WHERE "processed_at" IS NOT NULL;
 
 -- name: put
 -- Adds one record in the caller's transaction, stamped with the database's clock.
@@ -49,6 +50,52 @@ WHERE "id" = :id
 -- kinds: writes
 DELETE FROM "outbox"
 WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds');
+
+-- name: stats
+-- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune), oldest_ready_s (seconds since the first unmarked record was created).
+-- kinds: reads
+SELECT (
+  SELECT COUNT(*)
+  FROM "outbox"
+  WHERE "processed_at" IS NULL
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
+  SELECT COUNT(*)
+  FROM "outbox"
+  WHERE "processed_at" IS NOT NULL
+) AS "processed", (
+  SELECT (julianday('now') - julianday("created_at")) * 86400.0
+  FROM "outbox"
+  WHERE "processed_at" IS NULL
+  ORDER BY "id"
+  LIMIT 1
+) AS "oldest_ready_s";
+
+-- name: finished_per_minute
+-- Counts the records marked in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER) AS minute, COUNT(*) AS n
+FROM "outbox"
+WHERE "processed_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+GROUP BY CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER)
+ORDER BY minute;
+
+-- name: enqueued_per_minute
+-- Counts the records created in each minute of the last window_s seconds that the table still holds (unmarked, or marked in that window), for the console's chart.
+-- kinds: reads
+SELECT CAST((julianday('now') - julianday(e."created_at")) * 1440 AS INTEGER) AS minute, COUNT(*) AS n
+FROM (
+  SELECT "created_at"
+  FROM "outbox"
+  WHERE "processed_at" IS NULL
+    AND "created_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+  UNION ALL
+  SELECT "created_at"
+  FROM "outbox"
+  WHERE "processed_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+    AND "created_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+) AS e
+GROUP BY CAST((julianday('now') - julianday(e."created_at")) * 1440 AS INTEGER)
+ORDER BY minute;
 
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen apply`.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:bcf1320ccf86699fc3580a3f9e5bc61c46f9d2a7508674aa601bd54e5bd0f377
+-- seal: sha256:1b6fb6c7ae204fdd20897e76a5ed69f44c8aff545ac7b022df5d8c814d64d0eb
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -140,6 +140,15 @@ WHERE "processed_at" IS NULL
   AND "id" > :after_id
 ORDER BY "id"
 LIMIT :limit;
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER) AS minute, COUNT(*) AS n
+FROM "locks"
+WHERE "processed_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+GROUP BY CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:827c73243e104370b7bf9054b294da7cb71fd5cd9c12645ca0ca783ae77425d3
+-- seal: sha256:7197f9caa388b956eb38c5e162541dc2614829bcc371ca714710ba69bf80c488
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -389,6 +389,16 @@ SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s ||
 WHERE "queue" = :group
   AND "processed_at" IS NULL
   AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER) AS minute, COUNT(*) AS n
+FROM "jobs"
+WHERE "queue" = :group
+  AND "processed_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+GROUP BY CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- seal: sha256:98f42d43f62d260a03cb8022ca2f3e4efeb3892bec5112ec97cf8cf23d5f8c1a
+-- seal: sha256:b6306091b3f67eeadcf60d2a000d770ecc3441cae5e96d322cd6148a297b27b8
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -327,6 +327,16 @@ SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
 WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `audit_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

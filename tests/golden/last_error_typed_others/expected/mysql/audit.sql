@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- seal: sha256:c0041639f1c8f2bf53ec6b7f66f069687b583f5fb6b69fe708b63da22c6f44fb
+-- seal: sha256:de26a2eebacf18d050c9eb41e579a66d1a8023580ab3c67a2a515b5dc8444944
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -327,6 +327,16 @@ SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
 WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `audit_queue`
+WHERE `queue` = %(group)s
+  AND `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:7bc3a60a623121e113e7f07cb142b8aaaaba8be70f8755219a29b9170355a08a
+-- seal: sha256:7da9973e0f4766dca4842e8e2c7856023204a7bf22101c9df0f4acca4f4eb92f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -343,6 +343,16 @@ SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
 WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `jobs`
+WHERE `queue` = %(group)s
+  AND `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -9,7 +9,7 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
--- seal: sha256:ae4b9661f77bcc6d096cb1c01fd621a6b1bc66a0ebc40bee46a6fd2b8a3a2212
+-- seal: sha256:6be7265b4f2a81def7676e4628cc837ec9df4b3cd6a9eb56b7dd5014733196b6
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -347,6 +347,16 @@ SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
 WHERE "queue" = %(group)s
   AND "processed_at" IS NULL
   AND "retry_after" > now();
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM "jobs"
+WHERE "queue" = %(group)s
+  AND "processed_at" >= now() - make_interval(secs => %(window_s)s)
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:f885ab5fa33ab387223f1d691febcf5e273436d0db1023de0ffabf46e098da8c
+-- seal: sha256:b25d52d162acf2050f7ac9fec6f24a607c4bf67f47610b4e903315f58bb3d4a6
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -324,6 +324,16 @@ SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s ||
 WHERE "queue" = :group
   AND "processed_at" IS NULL
   AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER) AS minute, COUNT(*) AS n
+FROM "jobs"
+WHERE "queue" = :group
+  AND "processed_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+GROUP BY CAST((julianday('now') - julianday("processed_at")) * 1440 AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- channel: "qgen.webhooks_queue"
--- seal: sha256:dfe4fc1ddfeeac91137635dc51bac34d517ed8137525b86a452cb52b0e4ea463
+-- seal: sha256:d0fdc173daa88a7dbe72d0d4fc366ddb17cf4e975aa82ed182947fc2bb85f5c1
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing; the table "webhooks_queue_limits" of its token bucket and in-flight gate.
@@ -237,6 +237,15 @@ WHERE "processed_at" IS NULL
   AND "id" > %(after_id)s
 ORDER BY "id"
 LIMIT %(limit)s;
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM "webhooks_queue"
+WHERE "processed_at" >= now() - make_interval(secs => %(window_s)s)
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

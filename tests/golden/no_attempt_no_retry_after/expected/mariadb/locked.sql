@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:7732b4603c4cc637d36b342a4d515cbeac6954fce10e02a7a52981865960d86e
+-- seal: sha256:bcd50c200b6c292dfaeb2b2aea0f27c7d63eaf207b1f0949b4afc0b73ff7a6bb
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -122,6 +122,15 @@ WHERE `done_at` IS NULL
   AND `id` > %(after_id)s
 ORDER BY `id`
 LIMIT %(limit)s;
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, `done_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `locked`
+WHERE `done_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `done_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:d1803eb91812ca12ae53829fb8dcfffcb8075712ba69ebda75a7468b44bb8e40
+-- seal: sha256:4563ecc573b555ddfb016ed7422b80fa7c85ae9e45bbb4d34337bc2bcfcbbb75
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -122,6 +122,15 @@ WHERE `done_at` IS NULL
   AND `id` > %(after_id)s
 ORDER BY `id`
 LIMIT %(limit)s;
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, `done_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `locked`
+WHERE `done_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `done_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

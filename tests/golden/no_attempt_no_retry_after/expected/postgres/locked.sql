@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.locked"
--- seal: sha256:297e780dc31f218269e8e5c5f30a3f717169b6860a20e84354eaad379661d7b1
+-- seal: sha256:5a7f30ed672443bfa6a5b2158d8655f62cf7d853df268a989dfa36fa16bc6ebe
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -138,6 +138,15 @@ WHERE "done_at" IS NULL
   AND "id" > %(after_id)s
 ORDER BY "id"
 LIMIT %(limit)s;
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "done_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM "locked"
+WHERE "done_at" >= now() - make_interval(secs => %(window_s)s)
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "done_at")) / 60) AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:38476095c43000ca61b512c5e3b9cb1fcd23a07481d72690bac8ed4ab7cb36a1
+-- seal: sha256:ee8ed5e68b1f2aacdb1ba60354a1160d133dd2b40b1e160b5a3b30efb2a4d7bf
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -121,6 +121,15 @@ WHERE "done_at" IS NULL
   AND "id" > :after_id
 ORDER BY "id"
 LIMIT :limit;
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST((julianday('now') - julianday("done_at")) * 1440 AS INTEGER) AS minute, COUNT(*) AS n
+FROM "locked"
+WHERE "done_at" >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds')
+GROUP BY CAST((julianday('now') - julianday("done_at")) * 1440 AS INTEGER)
+ORDER BY minute;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "customer"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:1f58af4bbcb6df9af5338719379f80e56515124ecd91e283771b56721d77e984
+-- seal: sha256:bd1a3e5077a4d72a5f620cbc1cd9a446c329d5933bf48a9a8a81b429948ff308
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -161,6 +161,17 @@ LIMIT %(limit)s;
 UPDATE `orders`
 SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
 WHERE `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: fifo_waiting
+-- Lists up to limit fifo keys with unfinished rows waiting behind the key's head (its earliest unfinished row), most waiting first, for the console's queue page.
+-- kinds: reads
+SELECT `customer` AS fifo_key, MIN(`id`) AS head_id, COUNT(*) - 1 AS waiting
+FROM `orders`
+WHERE `customer` IS NOT NULL
+GROUP BY `customer`
+HAVING COUNT(*) > 1
+ORDER BY waiting DESC, head_id
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "session"}
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
--- seal: sha256:8a7889f7877bbca41928141c8ec6ec2499828cd23a2a2c30930f1a8011fe9c74
+-- seal: sha256:666f90ad2b067ec3315895ca450921cc482ba65f59675990fdf4b79a6fef51d6
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
@@ -260,6 +260,17 @@ LIMIT %(limit)s;
 UPDATE `sessions`
 SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
 WHERE `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: fifo_waiting
+-- Lists up to limit fifo keys with unfinished rows waiting behind the key's head (its earliest unfinished row), most waiting first, for the console's queue page.
+-- kinds: reads
+SELECT `session` AS fifo_key, MIN(`id`) AS head_id, COUNT(*) - 1 AS waiting
+FROM `sessions`
+WHERE `session` IS NOT NULL
+GROUP BY `session`
+HAVING COUNT(*) > 1
+ORDER BY waiting DESC, head_id
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:c50ea54a8aaa6efcde7d42e806129afdbd34eab4f53e7d83b67ad81a8ba50da4
+-- seal: sha256:b1c5a56306d5ae9180d4142449b93999f8331156792c3bc7aa0151632ef405f3
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -354,6 +354,41 @@ SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
 WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `ledger`
+WHERE `queue` = %(group)s
+  AND `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT `priority` AS `priority`, COUNT(*) AS ready
+FROM `ledger`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+GROUP BY `priority`
+ORDER BY `priority` DESC;
+
+-- name: fifo_waiting
+-- Lists up to limit fifo keys with unfinished rows waiting behind the key's head (its earliest unfinished row), most waiting first, for the console's queue page.
+-- kinds: reads
+SELECT `account` AS fifo_key, MIN(`id`) AS head_id, COUNT(*) - 1 AS waiting
+FROM `ledger`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND `account` IS NOT NULL
+GROUP BY `account`
+HAVING COUNT(*) > 1
+ORDER BY waiting DESC, head_id
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "customer"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:2712e8dbdb066ae805036c2c5801431503419915b839b14d85787d6b8db73542
+-- seal: sha256:fc7ca0e9ec23edcdd93295745acb228dd25ad4275225f6ed88eb037a6535ba8f
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -161,6 +161,17 @@ LIMIT %(limit)s;
 UPDATE `orders`
 SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
 WHERE `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: fifo_waiting
+-- Lists up to limit fifo keys with unfinished rows waiting behind the key's head (its earliest unfinished row), most waiting first, for the console's queue page.
+-- kinds: reads
+SELECT `customer` AS fifo_key, MIN(`id`) AS head_id, COUNT(*) - 1 AS waiting
+FROM `orders`
+WHERE `customer` IS NOT NULL
+GROUP BY `customer`
+HAVING COUNT(*) > 1
+ORDER BY waiting DESC, head_id
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

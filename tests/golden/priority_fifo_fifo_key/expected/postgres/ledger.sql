@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ledger"
 -- channel: "qgen.ledger"
--- seal: sha256:af6279562e5407a990da26e63fe0e2f9b8e28caf65810b6ee9ba067334258dea
+-- seal: sha256:ce4d9040f6381ae5f026edbe38d8e3297f195a32a54473a5dd96e2c97d639f45
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -358,6 +358,41 @@ SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
 WHERE "queue" = %(group)s
   AND "processed_at" IS NULL
   AND "retry_after" > now();
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM "ledger"
+WHERE "queue" = %(group)s
+  AND "processed_at" >= now() - make_interval(secs => %(window_s)s)
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+ORDER BY minute;
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT "priority" AS "priority", COUNT(*) AS ready
+FROM "ledger"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND ("retry_after" IS NULL OR "retry_after" <= now())
+  AND ("locked_until" IS NULL OR "locked_until" < now())
+GROUP BY "priority"
+ORDER BY "priority" DESC;
+
+-- name: fifo_waiting
+-- Lists up to limit fifo keys with unfinished rows waiting behind the key's head (its earliest unfinished row), most waiting first, for the console's queue page.
+-- kinds: reads
+SELECT "account" AS fifo_key, MIN("id") AS head_id, COUNT(*) - 1 AS waiting
+FROM "ledger"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND "account" IS NOT NULL
+GROUP BY "account"
+HAVING COUNT(*) > 1
+ORDER BY waiting DESC, head_id
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

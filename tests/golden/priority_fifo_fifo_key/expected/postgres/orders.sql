@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.orders"
--- seal: sha256:c425c84e4abf7c994051d7d3c8888e123a4e1d72aa3743a8ccec4bef43d38ed5
+-- seal: sha256:87ad9e2312d4d546df8bb54417607340bbc366166becc9f619e719d5fd4879c1
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -170,6 +170,17 @@ LIMIT %(limit)s;
 UPDATE "orders"
 SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
 WHERE "retry_after" > now();
+
+-- name: fifo_waiting
+-- Lists up to limit fifo keys with unfinished rows waiting behind the key's head (its earliest unfinished row), most waiting first, for the console's queue page.
+-- kinds: reads
+SELECT "customer" AS fifo_key, MIN("id") AS head_id, COUNT(*) - 1 AS waiting
+FROM "orders"
+WHERE "customer" IS NOT NULL
+GROUP BY "customer"
+HAVING COUNT(*) > 1
+ORDER BY waiting DESC, head_id
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
 -- channel: "qgen.sessions"
--- seal: sha256:2e99ecb485f491f21200cff54d6d2c742735cd0bac444d152699a5e2a431fee9
+-- seal: sha256:ee9910513c5260d7e7cddba9aefffd9ddedf7cdbf316b5ec9816322a9be300de
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
@@ -299,6 +299,17 @@ LIMIT %(limit)s;
 UPDATE "sessions"
 SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
 WHERE "retry_after" > now();
+
+-- name: fifo_waiting
+-- Lists up to limit fifo keys with unfinished rows waiting behind the key's head (its earliest unfinished row), most waiting first, for the console's queue page.
+-- kinds: reads
+SELECT "session" AS fifo_key, MIN("id") AS head_id, COUNT(*) - 1 AS waiting
+FROM "sessions"
+WHERE "session" IS NOT NULL
+GROUP BY "session"
+HAVING COUNT(*) > 1
+ORDER BY waiting DESC, head_id
+LIMIT %(limit)s;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:2dc88e68035f9df4fb5a6a34ddb7d7979bb2cecddc4fced11090727f74444abc
+-- seal: sha256:0255e7986b5dbf131c41fc4438216ca3fe092958ad8a8b945b177fc53832a551
 
 -- name: schema
 -- Creates the queue table, and the index that finds a key's earlier rows, if missing.
@@ -153,6 +153,17 @@ LIMIT :limit;
 UPDATE "orders"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
 WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- name: fifo_waiting
+-- Lists up to limit fifo keys with unfinished rows waiting behind the key's head (its earliest unfinished row), most waiting first, for the console's queue page.
+-- kinds: reads
+SELECT "customer" AS fifo_key, MIN("id") AS head_id, COUNT(*) - 1 AS waiting
+FROM "orders"
+WHERE "customer" IS NOT NULL
+GROUP BY "customer"
+HAVING COUNT(*) > 1
+ORDER BY waiting DESC, head_id
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

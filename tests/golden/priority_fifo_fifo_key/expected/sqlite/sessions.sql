@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:d165bd0e8fd08bbde365b7af90c2e603f22a371b06fce0f49548bc38947a2181
+-- seal: sha256:28ae2c6f2a5ecceee98735293cf13b4bb2b6e82e0b64db978add7ca54cd70963
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
@@ -233,6 +233,17 @@ LIMIT :limit;
 UPDATE "sessions"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
 WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- name: fifo_waiting
+-- Lists up to limit fifo keys with unfinished rows waiting behind the key's head (its earliest unfinished row), most waiting first, for the console's queue page.
+-- kinds: reads
+SELECT "session" AS fifo_key, MIN("id") AS head_id, COUNT(*) - 1 AS waiting
+FROM "sessions"
+WHERE "session" IS NOT NULL
+GROUP BY "session"
+HAVING COUNT(*) > 1
+ORDER BY waiting DESC, head_id
+LIMIT :limit;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:34ca26eafb048e62bff9d6bbc500cf33ad85c8488110c1314790d6cfb93211ab
+-- seal: sha256:978d45243b3c4dfd88f46158bfed30a6ef5cd03323bf6f820f184edec27c4167
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -141,6 +141,15 @@ FROM `keyed`
 WHERE `id` > %(after_id)s
 ORDER BY `id`
 LIMIT %(limit)s;
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT `priority` AS `priority`, COUNT(*) AS ready
+FROM `keyed`
+
+GROUP BY `priority`
+ORDER BY `priority` DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ranked_dead"}
 -- lease_s: 30
 -- default_group: "ranked"
--- seal: sha256:eb54d2f9ffc693883672f461df651001c2f7db376c602104f91a6c957ae33d81
+-- seal: sha256:e7f0bd8ec6e1bc5752f3f6b933b6772c9f2dd19875b7a36aef8329d7786988a5
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -344,6 +344,28 @@ SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
 WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `ranked`
+WHERE `queue` = %(group)s
+  AND `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `processed_at`, UTC_TIMESTAMP(6))
+ORDER BY minute;
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT `prio` AS `priority`, COUNT(*) AS ready
+FROM `ranked`
+WHERE `queue` = %(group)s
+  AND `processed_at` IS NULL
+  AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+GROUP BY `prio`
+ORDER BY `prio` DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:ee553a4730ee554378d28cc236ecbf713046a4467e9f2a52e6438c349b271a99
+-- seal: sha256:3e670b46932f3761f8056dfdb4ee04277b9b412b4ea215891fed00471194f5c4
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -155,6 +155,15 @@ LIMIT %(limit)s;
 UPDATE `urgent`
 SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
 WHERE `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT `priority` AS `priority`, COUNT(*) AS ready
+FROM `urgent`
+WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+GROUP BY `priority`
+ORDER BY `priority` DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:06a410d140582ef253ea8a5af74c1c133cf0e54b26cb9831dc203c5787dab166
+-- seal: sha256:41ddc140337b293437667c3fc9b39144431a3e0ce443c0041b78e453c6d18e16
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -141,6 +141,15 @@ FROM `keyed`
 WHERE `id` > %(after_id)s
 ORDER BY `id`
 LIMIT %(limit)s;
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT `priority` AS `priority`, COUNT(*) AS ready
+FROM `keyed`
+
+GROUP BY `priority`
+ORDER BY `priority` DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

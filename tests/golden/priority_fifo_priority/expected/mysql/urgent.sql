@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:eb341a0dd14c34c7defc97353706e2995917edfcb2eaeedbae7c15a65bf8b76d
+-- seal: sha256:ac1b7019a6f7855fe7af6e4857c9fef4eecaa322d020429dba01baaa8db1afcb
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -155,6 +155,15 @@ LIMIT %(limit)s;
 UPDATE `urgent`
 SET `retry_after` = `retry_after` - INTERVAL %(by_s)s SECOND
 WHERE `retry_after` > UTC_TIMESTAMP(6);
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT `priority` AS `priority`, COUNT(*) AS ready
+FROM `urgent`
+WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+GROUP BY `priority`
+ORDER BY `priority` DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

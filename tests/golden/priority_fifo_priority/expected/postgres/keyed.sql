@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.keyed"
--- seal: sha256:9bd18d0a6abc8c6da2a394f8babe137188da5d9c65a692d0f9fe2bc9c2941b6e
+-- seal: sha256:b60caab79be74b8137fca557c89994c9c556991dd9e9f139bc9aab95b416629d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -172,6 +172,20 @@ FROM "keyed"
 WHERE "id" > %(after_id)s
 ORDER BY "id"
 LIMIT %(limit)s;
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT "priority" AS "priority", COUNT(*) AS ready
+FROM "keyed"
+WHERE NOT hashtextextended('qgen:keyed:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+)
+GROUP BY "priority"
+ORDER BY "priority" DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, and held to the end of the transaction); no row changed: in flight, already finished, dead, or no such id.

@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
--- seal: sha256:b7a3af646000fe3f9b29c94abc1b63d4f7450deb57d09bcb6e3e2c8f3a12b307
+-- seal: sha256:6c9b7b21a5caae9ed72047392f307c5643ebb853adc0ee55ae5929da0c2c3677
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -348,6 +348,28 @@ SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
 WHERE "queue" = %(group)s
   AND "processed_at" IS NULL
   AND "retry_after" > now();
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM "ranked"
+WHERE "queue" = %(group)s
+  AND "processed_at" >= now() - make_interval(secs => %(window_s)s)
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+ORDER BY minute;
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT "prio" AS "priority", COUNT(*) AS ready
+FROM "ranked"
+WHERE "queue" = %(group)s
+  AND "processed_at" IS NULL
+  AND ("retry_after" IS NULL OR "retry_after" <= now())
+  AND ("locked_until" IS NULL OR "locked_until" < now())
+GROUP BY "prio"
+ORDER BY "prio" DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.urgent"
--- seal: sha256:c55746036f6b690822cb34cc730d929e2400bc62d52623c28409fd7edea51850
+-- seal: sha256:773b286d68036140c45ebec167823692a68254eaabff90309d7465323a4b591a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -164,6 +164,15 @@ LIMIT %(limit)s;
 UPDATE "urgent"
 SET "retry_after" = "retry_after" - make_interval(secs => %(by_s)s)
 WHERE "retry_after" > now();
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT "priority" AS "priority", COUNT(*) AS ready
+FROM "urgent"
+WHERE ("retry_after" IS NULL OR "retry_after" <= now())
+GROUP BY "priority"
+ORDER BY "priority" DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:5b4aeea830bb2cb309ad8021bd8944de334bfa5834a72bc717caa8b2592e16d7
+-- seal: sha256:a750c4a79281ab2bcd36ea99eb160ee63754b66d9f4344c4b4467ac8a1a5a24c
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -114,6 +114,15 @@ FROM "keyed"
 WHERE "id" > :after_id
 ORDER BY "id"
 LIMIT :limit;
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT "priority" AS "priority", COUNT(*) AS ready
+FROM "keyed"
+
+GROUP BY "priority"
+ORDER BY "priority" DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:38910e07b4b5a1cfd873a00e452af367444b2a354d3125e17ee7e82de1a25d19
+-- seal: sha256:d0632e725bb615d50c0cc76e0fc04eae57c3063a75f5f9e718d71add27ceab9e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -147,6 +147,15 @@ LIMIT :limit;
 UPDATE "urgent"
 SET "retry_after" = strftime('%Y-%m-%d %H:%M:%f', "retry_after", '-' || :by_s || ' seconds')
 WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- name: ready_by_priority
+-- Counts the ready rows (claimable now) of each priority, highest first, for the console's queue page.
+-- kinds: reads
+SELECT "priority" AS "priority", COUNT(*) AS ready
+FROM "urgent"
+WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+GROUP BY "priority"
+ORDER BY "priority" DESC;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

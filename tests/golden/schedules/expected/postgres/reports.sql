@@ -11,7 +11,7 @@
 -- channel: "qgen.reports_queue"
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
--- seal: sha256:f68259e79a26b55435be74fb477076779f28aabb534846e3d890f662ce734e9c
+-- seal: sha256:48c1af6b30f8bc778517f1067167c362f2229eb8ea7b7ff0e443c277e99e041d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
@@ -206,6 +206,15 @@ WHERE "processed_at" IS NULL
   AND "id" > %(after_id)s
 ORDER BY "id"
 LIMIT %(limit)s;
+
+-- name: finished_per_minute
+-- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
+-- kinds: reads
+SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+FROM "reports_queue"
+WHERE "processed_at" >= now() - make_interval(secs => %(window_s)s)
+GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+ORDER BY minute;
 
 -- name: schedule_now
 -- The database's clock as seconds since the Unix epoch (UTC): what the schedules' slots are compared with.
