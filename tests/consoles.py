@@ -47,6 +47,7 @@ id = "id"
 payload = "payload"
 group = "grp"
 attempt = "attempt"
+retry_after = "retry_after"
 
 [queues.pings]
 table = "pings"
