@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- channel: "qgen.orders_queue"
--- seal: sha256:15238e3c5258fdf5d349a0a67007b121008a41f06d8ad81c6f6d76a4247a467f
+-- seal: sha256:4768238853352b3da3c48b665d5cf6b579f0b640dc721e8f96e62ad81720ccba
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -214,7 +214,7 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (seconds since the first ready row in id order was enqueued).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -242,9 +242,13 @@ SELECT (
     AND "processed_at" IS NULL
 ) AS "dead", (
   SELECT COUNT(*)
-  FROM "orders_queue"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "orders_queue"
+    WHERE "queue" = %(group)s
+      AND "processed_at" IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS "processed", (
   SELECT CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "enqueued_at")) AS DOUBLE PRECISION)
   FROM "orders_queue"

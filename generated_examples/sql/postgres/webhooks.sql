@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- channel: "qgen.webhooks_queue"
--- seal: sha256:d8c0eb7ea81b7859fd7b37f107d6691c90cc5c2ccfe4d8c6b758b257a2949305
+-- seal: sha256:ddf394ff27d920755fdf42193f974ef198f8f7ab67b91e84beb72b7629a3e21f
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -211,7 +211,7 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -244,8 +244,12 @@ SELECT (
   FROM "webhooks_dead"
 ) AS "dead", (
   SELECT COUNT(*)
-  FROM "webhooks_queue"
-  WHERE "processed_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "webhooks_queue"
+    WHERE "processed_at" IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:5d84869a4d595a47b8af55b5cd97bd2f38a0f119f3137fcb7bf2e99037b74a38
+-- seal: sha256:de7c9746527efdf467fb74fdcad056e656e5bb33603e7ff2e424fb7aec9108a4
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -188,7 +188,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -205,8 +205,12 @@ SELECT (
   FROM "invoices_dead"
 ) AS "dead", (
   SELECT COUNT(*)
-  FROM "invoices_queue"
-  WHERE "processed_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "invoices_queue"
+    WHERE "processed_at" IS NOT NULL
+    LIMIT :processed_limit
+  ) AS qgen_kept
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:bcf1320ccf86699fc3580a3f9e5bc61c46f9d2a7508674aa601bd54e5bd0f377
+-- seal: sha256:a212e9c1e470f6be8fe27acef43155e6ebf4f21211fb467a78e0836faf4b38a2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -100,7 +100,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -108,8 +108,12 @@ SELECT (
   WHERE "processed_at" IS NULL
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
-  FROM "locks"
-  WHERE "processed_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "locks"
+    WHERE "processed_at" IS NOT NULL
+    LIMIT :processed_limit
+  ) AS qgen_kept
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:9b9190c66de6d7bfe49110fdea3e2ab33bf0470c4242a698d5e0104d3dd40b8e
+-- seal: sha256:d64b7b9e9660974b6f4fb9aa8c16c75f61358f6b324b05d6485a1a8d376dff09
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -213,7 +213,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -241,9 +241,13 @@ SELECT (
     AND `processed_at` IS NULL
 ) AS `dead`, (
   SELECT COUNT(*)
-  FROM `jobs`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM `jobs`
+    WHERE `queue` = %(group)s
+      AND `processed_at` IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status

@@ -9,7 +9,7 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
--- seal: sha256:3f671c6ba7151c0522fea6abdcf5d57afc63869857acbd5e13a04aa054750e6f
+-- seal: sha256:418e12a88b1952749e6f44c404086812264b5c749964ac8188a9470be443a4bc
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -208,7 +208,7 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -236,9 +236,13 @@ SELECT (
     AND "processed_at" IS NULL
 ) AS "dead", (
   SELECT COUNT(*)
-  FROM "jobs"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "jobs"
+    WHERE "queue" = %(group)s
+      AND "processed_at" IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status

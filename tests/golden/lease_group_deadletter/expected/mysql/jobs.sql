@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:7bc3a60a623121e113e7f07cb142b8aaaaba8be70f8755219a29b9170355a08a
+-- seal: sha256:1d9b17dfb790722f97318453974cf1ebb424cb5c225170542aaa15348f3fc482
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -194,7 +194,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -222,9 +222,13 @@ SELECT (
     AND `processed_at` IS NULL
 ) AS `dead`, (
   SELECT COUNT(*)
-  FROM `jobs`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM `jobs`
+    WHERE `queue` = %(group)s
+      AND `processed_at` IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:f885ab5fa33ab387223f1d691febcf5e273436d0db1023de0ffabf46e098da8c
+-- seal: sha256:90a9ac0c605a1ed48fef921c53fe0c7a8add71e8c47311512dd38c95a65a04e9
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -172,7 +172,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -200,9 +200,13 @@ SELECT (
     AND "processed_at" IS NULL
 ) AS "dead", (
   SELECT COUNT(*)
-  FROM "jobs"
-  WHERE "queue" = :group
-    AND "processed_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "jobs"
+    WHERE "queue" = :group
+      AND "processed_at" IS NOT NULL
+    LIMIT :processed_limit
+  ) AS qgen_kept
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- channel: "qgen.webhooks_queue"
--- seal: sha256:dfe4fc1ddfeeac91137635dc51bac34d517ed8137525b86a452cb52b0e4ea463
+-- seal: sha256:8fb4e6a1394611313024f3fd3d8e2d5c2817232a0404a79e66ae6d82b3594ec2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing; the table "webhooks_queue_limits" of its token bucket and in-flight gate.
@@ -191,7 +191,7 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -205,8 +205,12 @@ SELECT (
     AND "locked_until" >= now()
 ) AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
-  FROM "webhooks_queue"
-  WHERE "processed_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "webhooks_queue"
+    WHERE "processed_at" IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:7732b4603c4cc637d36b342a4d515cbeac6954fce10e02a7a52981865960d86e
+-- seal: sha256:c49227559954b1c536bc00080f30d4bf3c4bc35f221fa19a88b8d45eeaf7cf20
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -86,7 +86,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -94,8 +94,12 @@ SELECT (
   WHERE `done_at` IS NULL
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, (
   SELECT COUNT(*)
-  FROM `locked`
-  WHERE `done_at` IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM `locked`
+    WHERE `done_at` IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status

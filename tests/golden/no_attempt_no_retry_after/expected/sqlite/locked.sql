@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:38476095c43000ca61b512c5e3b9cb1fcd23a07481d72690bac8ed4ab7cb36a1
+-- seal: sha256:dcf5328ab6ebb53d007e5df61f727ba3d98edbbbbc5909a04db8aa4f8cd222ad
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -81,7 +81,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -89,8 +89,12 @@ SELECT (
   WHERE "done_at" IS NULL
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
-  FROM "locked"
-  WHERE "done_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "locked"
+    WHERE "done_at" IS NOT NULL
+    LIMIT :processed_limit
+  ) AS qgen_kept
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:623a21ff2256dbe3b93a0dbb43de13840b47803e824b71bcb54193d69756a15a
+-- seal: sha256:5538ae3473a6d819f2d1a7fdfe16ce3f70574b66b8a5dd3c637027a0f3def980
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -205,7 +205,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -233,9 +233,13 @@ SELECT (
     AND `processed_at` IS NULL
 ) AS `dead`, (
   SELECT COUNT(*)
-  FROM `ledger`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM `ledger`
+    WHERE `queue` = %(group)s
+      AND `processed_at` IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status

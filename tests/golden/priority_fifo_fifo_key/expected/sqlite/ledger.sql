@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:3a0dfc9e5c332f008a731952ae07e1ff84d510f7c63269b17376f2f7e86c5a3d
+-- seal: sha256:00218a6d0316a6a1b7aa2d032ab69911ccb4902a127d7c03135006559a13cbe9
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -183,7 +183,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -211,9 +211,13 @@ SELECT (
     AND "processed_at" IS NULL
 ) AS "dead", (
   SELECT COUNT(*)
-  FROM "ledger"
-  WHERE "queue" = :group
-    AND "processed_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "ledger"
+    WHERE "queue" = :group
+      AND "processed_at" IS NOT NULL
+    LIMIT :processed_limit
+  ) AS qgen_kept
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status

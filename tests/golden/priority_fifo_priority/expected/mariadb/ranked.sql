@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ranked_dead"}
 -- lease_s: 30
 -- default_group: "ranked"
--- seal: sha256:eb54d2f9ffc693883672f461df651001c2f7db376c602104f91a6c957ae33d81
+-- seal: sha256:8305527f16bbc07c14274afcc8fe82d13f810ecd4636bf0057732f352c41c847
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -195,7 +195,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -223,9 +223,13 @@ SELECT (
     AND `processed_at` IS NULL
 ) AS `dead`, (
   SELECT COUNT(*)
-  FROM `ranked`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM `ranked`
+    WHERE `queue` = %(group)s
+      AND `processed_at` IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status

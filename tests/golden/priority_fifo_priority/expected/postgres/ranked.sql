@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
--- seal: sha256:b7a3af646000fe3f9b29c94abc1b63d4f7450deb57d09bcb6e3e2c8f3a12b307
+-- seal: sha256:dc1638dfeeff75a77d3024bc5620261cf997a256e6238816348b73e2ff274433
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -196,7 +196,7 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -224,9 +224,13 @@ SELECT (
     AND "processed_at" IS NULL
 ) AS "dead", (
   SELECT COUNT(*)
-  FROM "ranked"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "ranked"
+    WHERE "queue" = %(group)s
+      AND "processed_at" IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
