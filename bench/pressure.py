@@ -346,6 +346,15 @@ def phase_rows(cell: Cell) -> list[dict[str, Any]]:
                 default=None,
             ),
         }
+        # dead tuples each message left in the phase (pgstattuple's exact count, else
+        # n_dead_tup): while a transaction is held nothing is reclaimed, so this is the
+        # row versions a message costs
+        key = "pgst_dead" if last.get("pgst_dead") is not None else "dead"
+        i = cell.samples.index(ss[0])
+        start = cell.samples[i - 1].gauges.get(key) if i else 0.0
+        handled = sum(s.handled for s in ss)
+        if last.get(key) is not None and start is not None and handled:
+            row["dead_per_msg"] = (last[key] - start) / handled
         out.append(row)
     return out
 
@@ -354,7 +363,7 @@ def render_table(cell: Cell) -> str:
     head = (
         f"{'phase':7} {'enq/s':>6} {'msg/s':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'backlog':>8} "
         + (
-            f"{'n_dead':>8} {'pgst dead':>9} {'table kB':>9} {'index kB':>9}"
+            f"{'n_dead':>8} {'pgst dead':>9} {'dead/msg':>8} {'table kB':>9} {'index kB':>9}"
             if cell.engine == "postgres"
             else f"{'history':>8} {'max hist':>9}"
         )
@@ -367,7 +376,8 @@ def render_table(cell: Cell) -> str:
         )
         if cell.engine == "postgres":
             line += (
-                f"{_fmt(r['dead']):>8} {_fmt(r['pgst_dead']):>9} {_fmt(r['table_kb']):>9} "
+                f"{_fmt(r['dead']):>8} {_fmt(r['pgst_dead']):>9} "
+                f"{_fmt(r.get('dead_per_msg'), '.2f'):>8} {_fmt(r['table_kb']):>9} "
                 f"{_fmt(r['index_kb']):>9}"
             )
         else:

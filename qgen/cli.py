@@ -440,7 +440,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         [
             n,
             *(
-                _cell(s[k], at_least=k == "processed" and s.get("processed_capped"))
+                _cell(s[k], at_least=k == "processed" and bool(s.get("processed_capped")))
                 for k in STATS_KEYS
             ),
         ]
