@@ -7,7 +7,7 @@ session holds a transaction open, per engine and form.
 
 Each cell (engine, form, scenario) runs three phases back to back on one bench queue:
 ``before`` (nobody else), ``held`` (another session holds a transaction open) and ``after``
-(that session ended). All the while a producer enqueues ``--rate`` messages a second in
+(that session ended). All the while a producer process enqueues ``--rate`` messages a second in
 batches of ``--enqueue-batch`` (``queue.enqueue_many``, each payload carrying the enqueue's
 ``time.monotonic()``) and a ``runtime.Consumer`` (its defaults: 4 workers, batch 10) acks
 them. Scenarios, the holder's statements:
@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import csv
 import logging
+import multiprocessing
 import os
 import statistics
 import sys
@@ -185,12 +186,40 @@ class Gauges:
 # ------------------------------------------------------------------ one cell
 
 
+def _producer(
+    path: str, url: str, rate: float, batch: int, counter: Any, ready: Any, stop: Any
+) -> None:
+    """Another process (so the consumer's CPU never slows the offered load): ``rate``
+    messages a second in batches, on a fixed schedule (a late batch goes at once and the
+    schedule is kept) from when it sets ``ready`` until ``stop`` is set."""
+    asyncio.run(_produce(path, url, rate, batch, counter, ready, stop))
+
+
+async def _produce(
+    path: str, url: str, rate: float, batch: int, counter: Any, ready: Any, stop: Any
+) -> None:
+    queue = runtime.load(path)
+    every = batch / rate
+    n = 0
+    async with await runtime.connect(url) as db:
+        ready.set()
+        due = time.monotonic()
+        while not stop.is_set():
+            now = time.monotonic()  # one clock for every process on Linux
+            await queue.enqueue_many(db, [{"n": n + i, "t": now} for i in range(batch)])
+            n += batch
+            counter.value = n
+            due += every
+            await asyncio.sleep(max(due - time.monotonic(), 0))
+
+
 class Run:
     """One cell: producer, consumer, sampler and holder on one bench queue."""
 
     def __init__(self, cell: Cell, url: str, queue: Queue, args: argparse.Namespace) -> None:
         self.cell, self.url, self.queue, self.args = cell, url, queue, args
-        self.enqueued = 0
+        #: messages the producer process enqueued so far (it writes, this process reads)
+        self.counter: Any = None
         self.handled = 0
         self.phase = PHASES[0]
         self.window: list[float] = []  # pickup latencies since the last sample
@@ -203,22 +232,9 @@ class Run:
         self.cell.handled[self.phase] = self.cell.handled.get(self.phase, 0) + 1
         return runtime.ack()
 
-    async def produce(self, db: Connection, stop: asyncio.Event) -> None:
-        """``rate`` messages a second in batches, on a fixed schedule (no drift; a late batch
-        is sent at once and the schedule kept)."""
-        batch = self.args.enqueue_batch
-        every = batch / self.args.rate
-        due = time.monotonic()
-        n = 0
-        while not stop.is_set():
-            now = time.monotonic()
-            payloads = [{"n": n + i, "t": now} for i in range(batch)]
-            await self.queue.enqueue_many(db, payloads)
-            n += batch
-            self.enqueued = n
-            due += every
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), max(due - time.monotonic(), 0))
+    @property
+    def enqueued(self) -> int:
+        return int(self.counter.value) if self.counter is not None else 0
 
     async def sample(self, gauges: Gauges, t0: float, stop: asyncio.Event) -> None:
         last_enq = last_handled = 0
@@ -254,7 +270,6 @@ class Run:
         ]
         async with (
             await runtime.connect(self.url) as db,
-            await runtime.connect(self.url) as producer_db,
             await runtime.connect(self.url) as holder,
         ):
             await create_table(db, self.queue)
@@ -262,10 +277,29 @@ class Run:
             await gauges.setup()
             consumer = runtime.Consumer(self.url, self.queue, self.handle)
             stop = asyncio.Event()
+            ctx = multiprocessing.get_context("spawn")
+            self.counter, ready, stop_producing = ctx.Value("q", 0), ctx.Event(), ctx.Event()
+            producer = ctx.Process(
+                target=_producer,
+                args=(
+                    str(self.queue.rendered.path),
+                    self.url,
+                    self.args.rate,
+                    self.args.enqueue_batch,
+                    self.counter,
+                    ready,
+                    stop_producing,
+                ),
+                daemon=True,
+            )
+            producer.start()
+            loop = asyncio.get_running_loop()
+            if not await loop.run_in_executor(None, ready.wait, 120):
+                producer.terminate()
+                raise RuntimeError("the producer process did not connect within 120 s")
             t0 = time.monotonic()
             tasks = [
                 asyncio.create_task(consumer.run()),
-                asyncio.create_task(self.produce(producer_db, stop)),
                 asyncio.create_task(self.sample(gauges, t0, stop)),
             ]
             label = f"{cell.engine} {cell.form} {cell.scenario}"
@@ -291,6 +325,8 @@ class Run:
                     progress(f"{label} {phase} done")
             finally:
                 stop.set()
+                stop_producing.set()
+                await loop.run_in_executor(None, producer.join, 30)
                 await asyncio.gather(*tasks[1:], return_exceptions=True)
                 # let the consumer catch up for a few seconds, then stop it
                 deadline = time.monotonic() + 10
