@@ -389,8 +389,9 @@ def phase_rows(cell: Cell) -> list[dict[str, Any]]:
         i = cell.samples.index(ss[0])
         start = cell.samples[i - 1].gauges.get(key) if i else 0.0
         handled = sum(s.handled for s in ss)
-        if last.get(key) is not None and start is not None and handled:
-            row["dead_per_msg"] = (last[key] - start) / handled
+        end = last.get(key)
+        if end is not None and start is not None and handled:
+            row["dead_per_msg"] = (end - start) / handled
         out.append(row)
     return out
 
@@ -501,6 +502,10 @@ def write_svg(cell: Cell, path: Path) -> None:
                 f'fill="#f3d9d9"/>'
             )
         body += _panel(title, xs, ys, top, width, height)
+    body.append(
+        f'<text x="{60 + width}" y="{total_h - 6}" font-size="10" text-anchor="end">'
+        f"{xmax:.0f} s</text>"
+    )
     body.append("</svg>")
     path.write_text("\n".join(body) + "\n", encoding="utf-8")
 
