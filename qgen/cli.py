@@ -416,7 +416,9 @@ def _unclaimed(decl: Any, queue: Any, groups: dict[str, int]) -> list[Any]:
     ]
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, at_least: bool = False) -> str:
+    if at_least:  # a count stats stopped at: there are more
+        return f">={value}"
     if value is None:
         return "-"
     return f"{value:.1f}" if isinstance(value, float) else str(value)
@@ -434,7 +436,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({name: stats for name, stats in found}, sort_keys=True))
         return 0
-    rows = [["queue", *STATS_KEYS]] + [[n, *(_cell(s[k]) for k in STATS_KEYS)] for n, s in found]
+    rows = [["queue", *STATS_KEYS]] + [
+        [
+            n,
+            *(
+                _cell(s[k], at_least=k == "processed" and bool(s.get("processed_capped")))
+                for k in STATS_KEYS
+            ),
+        ]
+        for n, s in found
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print(

@@ -30,6 +30,9 @@ log = logging.getLogger("runtime")
 
 #: the keys of ``queue.stats``, in the order ``qgen stats`` prints them
 STATS_KEYS = ("ready", "delayed", "in_flight", "dead", "processed", "oldest_ready_s")
+#: how many kept (processed) rows ``queue.stats`` counts at most: the count reads the rows,
+#: so it is bounded, and ``processed_capped`` says there are more
+PROCESSED_CAP = 10_000
 #: what ``queue.stats`` adds for a queue with a last_error column
 ERROR_KEYS = ("last_error", "dead_last_error")
 _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
@@ -68,12 +71,22 @@ def _number(value: Any) -> float | int | None:
     return int(value)
 
 
-async def stats(queue: Queue, db: Any, group: str | None = None) -> dict[str, Any]:
+async def stats(
+    queue: Queue, db: Any, group: str | None = None, processed_cap: int | None = PROCESSED_CAP
+) -> dict[str, Any]:
     """The queue's counts by the database's clock (see ``Queue.stats``); an outbox's too
     (ready: unmarked, processed: marked)."""
-    result = await _run(queue, db, S.STATS, _params(queue, group))
+    if processed_cap is not None and processed_cap < 0:
+        raise InvalidArgument(f"processed_cap must be at least 0 or None (got {processed_cap})")
+    # the count of kept rows reads at most cap + 1 of them: one more tells "at least cap"
+    limit = _MAX_ID if processed_cap is None else processed_cap + 1
+    result = await _run(queue, db, S.STATS, {**_params(queue, group), "processed_limit": limit})
     row = result.rows[0]
     out: dict[str, Any] = {k: _number(row[k]) for k in STATS_KEYS}
+    capped = processed_cap is not None and (out["processed"] or 0) > processed_cap
+    if capped:
+        out["processed"] = processed_cap
+    out["processed_capped"] = capped
     if out["oldest_ready_s"] is not None:
         out["oldest_ready_s"] = max(0.0, float(out["oldest_ready_s"]))
     for k in ERROR_KEYS:  # a last_error column: why the newest failed and dead messages failed

@@ -425,21 +425,25 @@ class Queue(Generic[P]):
 
     # ----------------------------------------------------------------- operating
 
-    async def stats(self, db: Any, group: str | None = None) -> dict[str, Any]:
+    async def stats(
+        self, db: Any, group: str | None = None, processed_cap: int | None = 10_000
+    ) -> dict[str, Any]:
         """The queue's counts by the database's clock: ``await queue.stats(db)`` →
         ``{"ready": 3, "delayed": 1, "in_flight": 0, "dead": 2, "processed": 10,
-        "oldest_ready_s": 4.2}``.
+        "processed_capped": False, "oldest_ready_s": 4.2}``.
 
         ready: claimable now (row lock, and advisory but on PostgreSQL: including rows a
         consumer holds, which SQL cannot see); delayed: retry_after in the future; in_flight:
         leases in the future (lease form), rows whose advisory key a session holds (advisory
         on PostgreSQL, from pg_locks), None otherwise; dead: in the dead letter (None without one);
-        processed: kept rows marked processed (None without processed_at); oldest_ready_s:
-        seconds since the first ready message in id order was enqueued (None without an
-        enqueued_at column). ``group`` defaults to the queue's default_group."""
+        processed: kept rows marked processed (None without processed_at), counted up to
+        ``processed_cap`` (None: all of them; the count reads the rows, so an uncapped one
+        slows as kept rows pile up), and ``processed_capped`` is True when there are more;
+        oldest_ready_s: seconds since the first ready message in id order was enqueued (None
+        without an enqueued_at column). ``group`` defaults to the queue's default_group."""
         from runtime import operate
 
-        return await operate.stats(self, db, group)
+        return await operate.stats(self, db, group, processed_cap)
 
     async def dead_list(
         self, db: Any, limit: int = 100, after_id: int | None = None, newest_first: bool = False

@@ -47,6 +47,7 @@ def test_stats_count_what_the_test_made(engine, form):
                 "in_flight": in_flight,
                 "dead": 1,
                 "processed": 1,
+                "processed_capped": False,
             }
             assert oldest is not None and 0 <= oldest < 60
         finally:
@@ -68,8 +69,47 @@ def test_stats_without_the_optional_columns_say_none(engine):
                 "in_flight": 0,
                 "dead": None,
                 "processed": None,
+                "processed_capped": False,
                 "oldest_ready_s": None,
             }
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("form", ["row_lock", "lease"])
+def test_stats_counts_processed_rows_up_to_its_cap(engine, form):
+    """The count of kept rows reads them, so stats stops at processed_cap and says so:
+    a table with a million kept rows answers as fast as one with a few."""
+
+    async def go():
+        qt = await make_queue(engine, form, columns=COLUMNS)
+        try:
+            await qt.enqueue(*({"n": n} for n in range(5)))
+            await runtime.Consumer(qt.url, qt.queue, lambda m, ctx: runtime.ack()).drain()
+            await qt.enqueue({"n": 5})  # one pending: never counted as processed
+            async with await runtime.connect(qt.url) as db:
+                seen = {
+                    cap: (s["processed"], s["processed_capped"])
+                    for cap in (0, 3, 5, 6, None)
+                    for s in [await qt.queue.stats(db, processed_cap=cap)]
+                }
+                default = await qt.queue.stats(db)
+                with pytest.raises(runtime.InvalidArgument, match="processed_cap"):
+                    await qt.queue.stats(db, processed_cap=-1)
+            assert seen == {
+                0: (0, True),
+                3: (3, True),
+                5: (5, False),
+                6: (5, False),
+                None: (5, False),
+            }
+            assert (default["processed"], default["processed_capped"], default["ready"]) == (
+                5,
+                False,
+                1,
+            )
         finally:
             await qt.drop()
 

@@ -40,7 +40,13 @@ def test_stats_and_prune_read_indexes_at_a_large_table(engine):
                     {},
                 )
                 await db.execute(f"VACUUM ANALYZE {t}", {})
-                params = {"group": "q", "dead_group": "dead", "age_s": 86400.0, "batch": 1000}
+                params = {
+                    "group": "q",
+                    "dead_group": "dead",
+                    "age_s": 86400.0,
+                    "batch": 1000,
+                    "processed_limit": 10_001,
+                }
                 plans, text = {}, {}
                 for name in ("stats", "prune"):
                     (sql,) = qt.queue.rendered.require(name)
@@ -54,13 +60,15 @@ def test_stats_and_prune_read_indexes_at_a_large_table(engine):
                     plan = json.loads(plan) if isinstance(plan, str) else plan
                     plans[name] = plan[0]["Plan"]
                     text[name] = "\n".join(r["QUERY PLAN"] for r in lines)
-                stats = await qt.queue.stats(db)
+                stats = await qt.queue.stats(db, processed_cap=None)
+                capped = await qt.queue.stats(db)
             for name, plan in plans.items():
                 print(f"\n{name} plan:\n{text[name]}")
                 scanned = [n for n in _nodes(plan) if n.get("Relation Name") == qt.table]
                 # every count of live or dead rows, and prune, goes through an index; only the
-                # count of kept processed rows may read them all (when they are most of the
-                # table PostgreSQL rightly prefers reading the table to reading its index)
+                # count of kept processed rows may read the table (when they are most of it
+                # PostgreSQL rightly prefers reading the table to reading its index), and it
+                # stops at processed_limit rows
                 whole = [
                     n
                     for n in scanned
@@ -69,6 +77,8 @@ def test_stats_and_prune_read_indexes_at_a_large_table(engine):
                 ]
                 assert scanned and not whole, (name, whole)
             assert (stats["ready"], stats["dead"], stats["processed"]) == (READY, DEAD, PROCESSED)
+            # by default the count of kept rows stops at 10,000 and says so
+            assert (capped["processed"], capped["processed_capped"]) == (10_000, True)
             assert 3 * 86400 - 60 < stats["oldest_ready_s"] < 3 * 86400 + 60
         finally:
             await qt.drop()

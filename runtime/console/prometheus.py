@@ -12,7 +12,10 @@ METRICS = {
     "delayed": ("qgen_queue_delayed", "Messages waiting for their retry_after."),
     "in_flight": ("qgen_queue_in_flight", "Messages a consumer holds now."),
     "dead": ("qgen_queue_dead", "Messages in the dead letter."),
-    "processed": ("qgen_queue_processed", "Finished rows the table keeps (processed_at)."),
+    "processed": (
+        "qgen_queue_processed",
+        "Finished rows the table keeps (processed_at), counted up to 10000.",
+    ),
     "oldest_ready_s": (
         "qgen_queue_oldest_ready_seconds",
         "Age of the oldest ready message, by the database's clock.",

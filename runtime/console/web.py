@@ -422,7 +422,12 @@ class _Web:
                 (s.taken_at, float(q.stats[key]))
                 for s in self.console.history
                 for q in s.queues
-                if q.name == name and q.kind == "queue" and q.stats and q.stats.get(key) is not None
+                if q.name == name
+                and q.kind == "queue"
+                and q.stats
+                and q.stats.get(key) is not None
+                # a count stats stopped at (processed_capped) is no point of the series
+                and not (key == "processed" and q.stats.get("processed_capped"))
             ]
             if pts:
                 out.append((name, pts))

@@ -3,7 +3,7 @@
 -- dialect: "mysql"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:1a6a543819042607cdb6ba41e1ccbc16db7abd510950fbce4924a09bd81c84f2
+-- seal: sha256:7b25ad3300cee9aa9c91b39dba26337da63a793b507959b93bf757565cfe02b4
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
@@ -51,7 +51,7 @@ DELETE FROM `outbox`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND;
 
 -- name: stats
--- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune), oldest_ready_s (seconds since the first unmarked record was created).
+-- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune; counted up to processed_limit rows), oldest_ready_s (seconds since the first unmarked record was created).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -59,8 +59,12 @@ SELECT (
   WHERE `processed_at` IS NULL
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, (
   SELECT COUNT(*)
-  FROM `outbox`
-  WHERE `processed_at` IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM `outbox`
+    WHERE `processed_at` IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS `processed`, (
   SELECT TIMESTAMPDIFF(MICROSECOND, `created_at`, UTC_TIMESTAMP(6)) / 1000000.0
   FROM `outbox`

@@ -3,7 +3,7 @@
 -- dialect: "postgres"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:58a22c6efeec71563eee2a6a0f0302780be1b26f7291b9a4dde0a92bbeb959e5
+-- seal: sha256:1e5334964b1522d5dd43d8553a2cadcad76980ea2bd16fdcd5482536224cb13e
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
@@ -52,7 +52,7 @@ DELETE FROM "outbox"
 WHERE "processed_at" < clock_timestamp() - make_interval(secs => %(age_s)s);
 
 -- name: stats
--- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune), oldest_ready_s (seconds since the first unmarked record was created).
+-- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune; counted up to processed_limit rows), oldest_ready_s (seconds since the first unmarked record was created).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -60,8 +60,12 @@ SELECT (
   WHERE "processed_at" IS NULL
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
-  FROM "outbox"
-  WHERE "processed_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "outbox"
+    WHERE "processed_at" IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS "processed", (
   SELECT CAST(EXTRACT(EPOCH FROM (clock_timestamp() - "created_at")) AS DOUBLE PRECISION)
   FROM "outbox"

@@ -4,7 +4,7 @@
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
 -- note: "the relay's BEGIN IMMEDIATE holds the database's write lock while its handler runs: one relay at a time, and put waits for the relay's batch"
--- seal: sha256:5573d797180576d01f83c3e3be51639fe835a90564e9ff18a20fe92ea3d43f9d
+-- seal: sha256:e060655ebd81efa221c4ae469df634079beb9360c48d845809aa0bffdb971234
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
@@ -52,7 +52,7 @@ DELETE FROM "outbox"
 WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds');
 
 -- name: stats
--- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune), oldest_ready_s (seconds since the first unmarked record was created).
+-- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune; counted up to processed_limit rows), oldest_ready_s (seconds since the first unmarked record was created).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -60,8 +60,12 @@ SELECT (
   WHERE "processed_at" IS NULL
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
-  FROM "outbox"
-  WHERE "processed_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "outbox"
+    WHERE "processed_at" IS NOT NULL
+    LIMIT :processed_limit
+  ) AS qgen_kept
 ) AS "processed", (
   SELECT (julianday('now') - julianday("created_at")) * 86400.0
   FROM "outbox"

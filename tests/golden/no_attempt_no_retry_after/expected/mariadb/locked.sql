@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:bcd50c200b6c292dfaeb2b2aea0f27c7d63eaf207b1f0949b4afc0b73ff7a6bb
+-- seal: sha256:37c6bf84550ef9bfb8362e4f554c3f4975ff5fe04cf46d31074501312908de3e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -86,7 +86,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -94,8 +94,12 @@ SELECT (
   WHERE `done_at` IS NULL
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, (
   SELECT COUNT(*)
-  FROM `locked`
-  WHERE `done_at` IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM `locked`
+    WHERE `done_at` IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status

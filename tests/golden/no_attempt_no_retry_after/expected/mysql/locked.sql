@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:4563ecc573b555ddfb016ed7422b80fa7c85ae9e45bbb4d34337bc2bcfcbbb75
+-- seal: sha256:484fa49120710c88ecb5e1b5a80d9f0dafe98c1cc983296d2c0a66dd19eec408
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -86,7 +86,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -94,8 +94,12 @@ SELECT (
   WHERE `done_at` IS NULL
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, (
   SELECT COUNT(*)
-  FROM `locked`
-  WHERE `done_at` IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM `locked`
+    WHERE `done_at` IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.locked"
--- seal: sha256:5a7f30ed672443bfa6a5b2158d8655f62cf7d853df268a989dfa36fa16bc6ebe
+-- seal: sha256:a748e0d1a756e8adedcf3db346c87045bacc0cff7ef1062aa7d91ae371b83824
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -98,7 +98,7 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -106,8 +106,12 @@ SELECT (
   WHERE "done_at" IS NULL
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
-  FROM "locked"
-  WHERE "done_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "locked"
+    WHERE "done_at" IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status

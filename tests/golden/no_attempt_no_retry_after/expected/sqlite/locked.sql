@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:ee8ed5e68b1f2aacdb1ba60354a1160d133dd2b40b1e160b5a3b30efb2a4d7bf
+-- seal: sha256:85280bd13ffd3ea5016cca5d289857ff0648847d9a8f518735a1a6918a6fda1f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -81,7 +81,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -89,8 +89,12 @@ SELECT (
   WHERE "done_at" IS NULL
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
-  FROM "locked"
-  WHERE "done_at" IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM "locked"
+    WHERE "done_at" IS NOT NULL
+    LIMIT :processed_limit
+  ) AS qgen_kept
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:b1c5a56306d5ae9180d4142449b93999f8331156792c3bc7aa0151632ef405f3
+-- seal: sha256:784bbdee98006aa210a7e85a47983704cce44c7afa76f9e0907d49bd575005ba
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -205,7 +205,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -233,9 +233,13 @@ SELECT (
     AND `processed_at` IS NULL
 ) AS `dead`, (
   SELECT COUNT(*)
-  FROM `ledger`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NOT NULL
+  FROM (
+    SELECT 1 AS kept
+    FROM `ledger`
+    WHERE `queue` = %(group)s
+      AND `processed_at` IS NOT NULL
+    LIMIT %(processed_limit)s
+  ) AS qgen_kept
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
