@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.drivers.base import Connection
+
+if TYPE_CHECKING:
+    from runtime.settle import Decision
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class Delivery:
     conn: Connection | None = None
     #: how long its handler ran, in seconds (None until it ran)
     handler_s: float | None = None
+    #: what its handler's outcome settles it with, once decided (kept so that a settlement
+    #: lost with its connection can run again on a new one: the lease form's token guards it)
+    decision: Decision | None = None
     _lock: asyncio.Lock | None = None
 
     @property
