@@ -7,7 +7,7 @@ appends each message's number to LOG_FILE as it starts (one line, flushed: the t
 deliveries from it, a line cut short by a kill is skipped), sleeps a little, and acks; in
 transactional mode it first writes ``(n, msg_id)`` into SIDE_TABLE through ``ctx.db``, a write
 that must commit with the ack and only with it. Each settlement the consumer counted (once
-committed) adds ``s <message id>`` to LOG_FILE, so the test sees a message settled twice.
+committed) adds ``s <message id> <outcome>`` to LOG_FILE: the test sees a message settled twice.
 
 A poison message (payload ``"poison"``) kills its handler's process (``"process"``: SIGKILL
 to itself) or its worker's server session (``"backend"``: ``pg_terminate_backend`` /
@@ -45,7 +45,7 @@ class SettledLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         if getattr(record, "outcome", None) and " settled: " in record.getMessage():
-            self.out.write(f"s {record.__dict__['message_id']}\n")
+            self.out.write(f"s {record.__dict__['message_id']} {record.__dict__['outcome']}\n")
             self.out.flush()
 
 
