@@ -26,6 +26,7 @@ from runtime.errors import (
     ConnectionLost,
     DatabaseError,
     InvalidArgument,
+    LeaseLost,
     PayloadError,
     UnknownCustomEvent,
 )
@@ -521,6 +522,8 @@ class Consumer(Generic[P]):
         failures = 0
         lost_at: float | None = None  # when the worker's last connection died
         backoff = self._backoff()  # reset by each claim that works
+        #: rows a lost connection held (lease): settled or given back on the next one
+        orphans: list[Delivery] = []
         try:
             while not self._stopping.is_set():
                 woken = self._wakeup.signal()  # a poke from here on cuts the idle sleep short
@@ -529,9 +532,25 @@ class Consumer(Generic[P]):
                     conn = await self._reconnect(until_empty, lost_at, backoff)
                     lost_at = None
                     if conn is None:  # stopped while the database was away
-                        return
+                        break
                     if replacing and self.metrics is not None:
                         call(self.metrics, "on_reconnect")
+                if orphans:
+                    try:
+                        await self._adopt(conn, orphans)
+                    except ConnectionLost as exc:  # lost again: the next connection tries
+                        log.info(
+                            "queue %s: connection lost while settling the rows of a lost "
+                            "connection (%s); reconnecting",
+                            self.queue.name,
+                            exc,
+                        )
+                        lost_at = time.monotonic()
+                        await conn.close()
+                        continue
+                    except Exception as exc:
+                        self._abandon(orphans, exc)
+                    orphans = []
                 try:
                     claimed = await self.form.claim_within_rate(conn, self.batch, self.group)
                     backoff.reset()
@@ -582,7 +601,7 @@ class Consumer(Generic[P]):
                     continue
                 idle = self.poll_interval
                 try:
-                    await self._deliver_batch(conn, claimed)
+                    orphans = await self._deliver_batch(conn, claimed)
                     failures = 0
                 except Exception as exc:
                     if self._conflict(exc, "a batch"):  # its unsettled rows returned
@@ -605,9 +624,64 @@ class Consumer(Generic[P]):
                     )
                 if conn.closed and lost_at is None:  # lost mid-batch: its rows were given back
                     lost_at = time.monotonic()
+            if orphans:  # stopped before a connection came back: one try on a fresh one
+                await self._adopt_elsewhere(orphans)
         finally:
             if conn is not None:
                 await conn.close()
+
+    async def _adopt(self, conn: Connection, orphans: list[Delivery]) -> None:
+        """Settle or give back, on a new connection, the rows a lost one held (lease: the rows
+        still hold their tokens, which guard every statement here), rather than leaving them
+        to wait out their leases. A delivery whose handler had finished settles as it decided
+        (its settlement was lost with the connection, or never ran; not transactional, so
+        nothing of it was in the lost transaction); every other is given back at once, an
+        unstarted one with its claim's count undone. A settlement that touches no row
+        either committed before the connection was lost or lost its lease to another claim.
+        Raises ConnectionLost when this connection is lost too (the rest wait for the next)."""
+        for d in orphans:
+            if d.settled or d.lost:
+                continue
+            decision = d.decision
+            if decision is None or not self.form.retries_settlement():
+                await self.form.give_back(conn, d)
+                self.counts.add("released")
+                continue
+            try:
+                await self.form.settle(conn, d, decision)
+            except LeaseLost:
+                log.info(
+                    "queue %s: message %s: its %s, run again after its connection was lost, "
+                    "touched no row: it had committed before the loss, or the lease expired "
+                    "and another claim took the row",
+                    self.queue.name,
+                    d.message.id,
+                    decision.label,
+                    extra=fields(self.queue.name, d.message.id, d.attempt, decision.label),
+                )
+                self.counts.add("lease_lost")
+                continue
+            self.counts.settled(decision.label, d)
+            self.counts.add("resettled")
+
+    async def _adopt_elsewhere(self, orphans: list[Delivery]) -> None:
+        """One try, on a fresh connection, at the rows a lost connection held (stopping)."""
+        try:
+            async with await self._connect() as other:
+                await self._adopt(other, orphans)
+        except Exception as exc:
+            self._abandon(orphans, exc)
+
+    def _abandon(self, orphans: list[Delivery], exc: Exception) -> None:
+        left = sum(not (d.settled or d.lost) for d in orphans)
+        if left:
+            log.warning(
+                "queue %s: could not settle or give back %d rows a lost connection held "
+                "(%s); they return when their leases expire",
+                self.queue.name,
+                left,
+                exc,
+            )
 
     def _conflict(self, exc: BaseException, what: str) -> bool:
         """True for a conflict with another transaction (an InnoDB deadlock, a Galera node's
@@ -638,7 +712,9 @@ class Consumer(Generic[P]):
             return None
         return conn
 
-    async def _deliver_batch(self, conn: Connection, claimed: Batch) -> None:
+    async def _deliver_batch(self, conn: Connection, claimed: Batch) -> list[Delivery]:
+        """Run a claimed batch; the rows still held when its connection was lost (lease: the
+        worker settles or gives them back on its next connection, ``_adopt``)."""
         self._held.update(claimed)
         pending = list(claimed)
         completer = completer_for(self.form, self.counts, self._held, self.settle_window)
@@ -648,7 +724,7 @@ class Consumer(Generic[P]):
                 if d.lost:  # the extender found its lease gone: another claim has the row
                     self._skip_lost(d)
                     continue
-                await completer.handle(conn, d, functools.partial(self._handle, conn, d))
+                await completer.handle(conn, d, functools.partial(self._decided, conn, d))
             await completer.finish(conn)
             for d in pending:  # claimed, never started: back at once
                 if await self.form.return_unstarted(conn, d):
@@ -658,15 +734,17 @@ class Consumer(Generic[P]):
         except ConnectionLost as exc:
             log.warning(
                 "queue %s: connection lost mid-batch (%s); its unsettled rows return "
-                "(row lock: rolled back; lease: released; advisory: unlocked)",
+                "(row lock: rolled back; advisory: unlocked; lease: settled as their handlers "
+                "decided, or released, once a connection is back)",
                 self.queue.name,
                 exc,
             )
             self.counts.add("connection_lost")
-            await self._release_elsewhere([d for d in claimed if not d.settled])
             with contextlib.suppress(Exception):
                 await self.form.abort_batch(conn)  # keys held in this process go too
             await conn.close()
+            if self.form.holds_outlive_connection:
+                return [d for d in claimed if not d.settled]
         except BaseException:
             with contextlib.suppress(Exception):
                 await self.form.abort_batch(conn)
@@ -675,6 +753,7 @@ class Consumer(Generic[P]):
         finally:
             completer.drop()
             self._held.difference_update(claimed)
+        return []
 
     def _skip_lost(self, d: Delivery) -> None:
         d.settled = True
@@ -779,6 +858,12 @@ class Consumer(Generic[P]):
                 extra=self._fields(d, "retry", started),
             )
             return retry(f"the handler returned {type(outcome).__name__}, not an outcome")
+
+    async def _decided(self, conn: Connection, d: Delivery) -> Decision:
+        """Run the handler; its decision, kept on the delivery (``_adopt`` settles by it when
+        the connection is lost before the settlement committed)."""
+        d.decision = await self._handle(conn, d)
+        return d.decision
 
     async def _handle(self, conn: Connection, d: Delivery) -> Decision:
         """Run the handler; its outcome, turned into the statement that settles it."""

@@ -23,6 +23,8 @@ OPERATIONS = frozenset(
     {
         "extended",  # a lease moved forward while its handler ran
         "released",  # a claimed row given back (at stop, or after a lost connection)
+        # a settlement lost with its connection (lease), run again on the next one
+        "resettled",
         "lease_lost",  # a delivery whose lease another claim took
         "connection_lost",  # a batch whose connection went away
         "failed_batches",  # a batch the database refused (lock wait timeout, …)

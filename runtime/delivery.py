@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from runtime.drivers.base import Connection
 from runtime.payloads import P
+
+if TYPE_CHECKING:
+    from runtime.settle import Decision
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,9 @@ class Delivery:
     conn: Connection | None = None
     #: how long its handler ran, in seconds (None until it ran)
     handler_s: float | None = None
+    #: what its handler's outcome settles it with, once decided (kept so that a settlement
+    #: lost with its connection can run again on a new one: the lease form's token guards it)
+    decision: Decision | None = None
     _lock: asyncio.Lock | None = None
 
     @property

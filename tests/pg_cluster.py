@@ -4,6 +4,7 @@ so a test can restart, stop or promote them; the shared server is never touched.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import glob
 import os
@@ -12,10 +13,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 from engines import in_ci
+
+import runtime
 
 
 class PrivatePostgres:
@@ -77,3 +81,20 @@ class PrivatePostgres:
         with contextlib.suppress(Exception):
             self.ctl("stop", "-m", "immediate")
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+async def sync_replication(primary: PrivatePostgres, standby: str) -> None:
+    """Make the primary wait for ``standby`` at every commit, and wait until it does."""
+    async with await runtime.connect(primary.url) as conn:
+        await conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{standby}'")
+        await conn.execute("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + 60
+        while True:
+            row = await conn.fetchone(
+                "SELECT sync_state FROM pg_stat_replication WHERE application_name = %(name)s",
+                {"name": standby},
+            )
+            if row is not None and row["sync_state"] == "sync":
+                return
+            assert time.monotonic() < deadline, f"the standby is not synchronous: {row}"
+            await asyncio.sleep(0.1)

@@ -19,11 +19,24 @@ Then it stops the chaos and checks, counted from the tables:
 Each scenario reports a line (in the terminal summary, under "chaos scenarios") with its
 duplicate-delivery rate: deliveries beyond the first, per message. ``--chaos-scale=N`` (or
 ``QGEN_CHAOS_SCALE=N``) runs N times the messages, kills and outages.
+
+Two more, every form at once, each with its line per form (messages, handled twice, settled
+twice, lost, stuck, time to recover):
+
+* failover (``test_chaos_failover``): a PostgreSQL primary and its synchronous standby of
+  the test's own (tests/pg_cluster.py); consumer processes drain through a URL naming both,
+  and mid-drain the primary stops and the standby is promoted. Leases last 60 s, yet every
+  message is acked within FAILOVER_RECOVER_S of the promotion, none acked before it is
+  delivered again;
+* poison (``test_chaos_poison``, PostgreSQL and MariaDB): among ordinary messages some kill
+  their handler's process, some terminate its session; each goes to the dead letter after
+  at most max_attempts deliveries, every other message is settled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -35,6 +48,7 @@ from pathlib import Path
 
 import pytest
 from engines import Engine, engine_for, run, unique_table
+from pg_cluster import PrivatePostgres, sync_replication
 from queues import QueueUnderTest, make_queue
 from tcp_proxy import TcpProxy
 
@@ -113,14 +127,41 @@ class Workers:
         for p in self.procs:
             p.wait()
 
-    def deliveries(self) -> list[int]:
+    def respawn(self) -> None:
+        """Start a process in place of each that killed itself (a poison message)."""
+        for i, p in enumerate(self.procs):
+            if p.returncode is None and p.poll() is not None:
+                assert p.returncode == -signal.SIGKILL, self.stderr(i)[-2000:]
+                self.tally.kills += 1
+                self.spawn()
+
+    def _lines(self, log: Path) -> list[str]:
+        return log.read_text().splitlines() if log.exists() else []
+
+    def marks(self) -> list[int]:
+        """How many lines each log has now (``deliveries(since=…)``)."""
+        return [len(self._lines(log)) for log in self.tally.logs]
+
+    def deliveries(self, since: list[int] | None = None) -> list[int]:
+        """The numbers of the messages handed to a handler (after ``since``'s marks)."""
         out = []
-        for log in self.tally.logs:
-            if log.exists():
-                for line in log.read_text().splitlines():
-                    if line.strip().isdigit():
-                        out.append(int(line))
+        for i, log in enumerate(self.tally.logs):
+            skip = since[i] if since is not None and i < len(since) else 0
+            for line in self._lines(log)[skip:]:
+                if line.strip().isdigit():
+                    out.append(int(line))
         return out
+
+    def settled_twice(self) -> int:
+        """Final settlements (not a retry) the consumers counted beyond one per message
+        (their ``s <id> <outcome>`` lines)."""
+        ids = [
+            words[1]
+            for log in self.tally.logs
+            for words in map(str.split, self._lines(log))
+            if len(words) == 3 and words[0] == "s" and words[2] not in ("retry", "retry_after")
+        ]
+        return len(ids) - len(set(ids))
 
 
 async def _kill_backends(
@@ -271,3 +312,252 @@ def test_chaos(engine_name: str, form: str, transactional: bool, tmp_path: Path,
     except AssertionError as exc:
         raise AssertionError(f"[rerun with QGEN_CHAOS_SEED={seed}] {exc}") from None
     request.node.user_properties.append(("summary:chaos scenarios", line))
+
+
+# ---------------------------------------------------- failover and poison, every form
+
+FORMS = ["row_lock", "lease", "advisory"]
+#: messages per form at scale 1, and the lease: a row left to wait out its lease stalls 60 s
+FAILOVER_MESSAGES = 100
+FAILOVER_LEASE_S = 60
+#: every message acked within this many seconds of the promotion
+FAILOVER_RECOVER_S = 30
+#: messages per scenario at scale 1, of which poison: POISONS of each kind
+POISON_MESSAGES = 100
+POISONS = 1
+MAX_ATTEMPTS = 3
+
+
+async def _done(qt: QueueUnderTest) -> set[int] | None:
+    """The numbers of the messages acked so far; None while no writable server answers."""
+    try:
+        rows = await qt.rows()
+    except runtime.ConnectionLost:
+        return None
+    return {r["payload"]["n"] for r in rows if r["processed_at"] is not None}
+
+
+def _line(kind: str, what: str, n: int, workers: Workers, counted: dict[str, object]) -> str:
+    """A scenario's summary line: messages, handled twice (deliveries beyond the first),
+    settled twice, lost, stuck, time to recover, then what else it counted."""
+    deliveries = workers.deliveries()
+    figures = {
+        "handled twice": len(deliveries) - len(set(deliveries)),
+        "settled twice": workers.settled_twice(),
+        **counted,
+    }
+    return f"{kind} {what}: {n} msgs, " + ", ".join(f"{k} {v}" for k, v in figures.items())
+
+
+async def _failover_scenario(
+    engine: Engine, primary: PrivatePostgres, standby: PrivatePostgres, scale: int, tmp: Path
+) -> list[str]:
+    """Every form drains its queue through a multi-host URL (two consumer processes each);
+    a third of the way through, the primary stops and the standby is promoted."""
+    n = FAILOVER_MESSAGES * scale
+    queues: dict[str, QueueUnderTest] = {}
+    workers: dict[str, Workers] = {}
+    loop = asyncio.get_running_loop()
+    try:
+        for form in FORMS:
+            qt = queues[form] = await make_queue(engine, form, lease_s=FAILOVER_LEASE_S)
+            (tmp / form).mkdir()
+            rendered = tmp / form / "queue.sql"
+            rendered.write_text(qt.text, encoding="utf-8")
+            workers[form] = Workers(engine.url, rendered, "-", False, tmp / form)
+            for _ in range(PROCESSES):
+                workers[form].spawn()
+        # every consumer up (three workers and a listener per process), then the messages:
+        # the forms drain side by side, so the failover comes in the middle of each
+        async with await runtime.connect(engine.url) as admin:
+            deadline = time.monotonic() + 60
+            while True:
+                row = await admin.fetchone(
+                    "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE backend_type = "
+                    "'client backend' AND pid <> pg_backend_pid()"
+                )
+                if row is not None and row["n"] >= len(FORMS) * PROCESSES * 4:
+                    break
+                assert time.monotonic() < deadline, f"consumers not up: {row}"
+                await asyncio.sleep(0.1)
+            for qt in queues.values():
+                await admin.begin()
+                await qt.queue.enqueue_many(admin, [{"n": i} for i in range(n)])
+                await admin.commit()
+        deadline = time.monotonic() + 60 * scale
+        while True:
+            done = {form: await _done(qt) or set() for form, qt in queues.items()}
+            if all(len(d) >= n // 3 for d in done.values()):
+                break
+            for w in workers.values():
+                assert not w.died(), w.died()
+            assert time.monotonic() < deadline, {f: len(d) for f, d in done.items()}
+            await asyncio.sleep(0.1)
+        # acked on the primary, so on the synchronous standby: never to be delivered again
+        acked_before = done
+        marks = {form: w.marks() for form, w in workers.items()}
+        await loop.run_in_executor(None, primary.ctl, "stop", "-m", "fast")
+        await loop.run_in_executor(None, standby.ctl, "promote")
+        promoted = time.monotonic()
+        recovered: dict[str, float] = {}
+        while len(recovered) < len(FORMS) and time.monotonic() < promoted + FAILOVER_RECOVER_S:
+            for form, qt in queues.items():
+                if form not in recovered and len(await _done(qt) or ()) == n:
+                    recovered[form] = time.monotonic() - promoted
+            for w in workers.values():
+                assert not w.died(), w.died()
+            await asyncio.sleep(0.1)
+        for w in workers.values():
+            w.stop()
+        lines = []
+        for form, qt in queues.items():
+            w = workers[form]
+            rows = await qt.rows()
+            unacked = sorted(r["payload"]["n"] for r in rows if r["processed_at"] is None)
+            again = sorted(set(w.deliveries(since=marks[form])) & acked_before[form])
+            line = _line(
+                "failover",
+                f"postgres {form}",
+                n,
+                w,
+                {
+                    "lost": n - len(rows) + len(unacked),
+                    "stuck": len(unacked),
+                    "acked then delivered again": len(again),
+                    "time to recover": f"{recovered[form]:.1f} s" if form in recovered else "-",
+                },
+            )
+            assert len(rows) == n and not unacked, (
+                f"{line}; not acked within {FAILOVER_RECOVER_S} s of the promotion: {unacked}"
+            )
+            assert not again, f"{line}: acked before the failover, delivered again: {again}"
+            lines.append(line)
+        return lines
+    finally:
+        for w in workers.values():
+            w.stop()
+        for qt in queues.values():
+            with contextlib.suppress(Exception):
+                await qt.drop()
+
+
+def test_chaos_failover(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A PostgreSQL failover mid-drain, every form at once: a primary and its synchronous
+    standby of the test's own (tests/pg_cluster.py). Nothing lost, nothing acked before the
+    failover delivered again, and every message acked within FAILOVER_RECOVER_S of the
+    promotion although leases last 60 s (a lease worker settles or gives back the rows its
+    lost connection held once the new primary answers)."""
+    scale = max(1, int(request.config.getoption("--chaos-scale")))
+    primary: PrivatePostgres | None = None
+    standby: PrivatePostgres | None = None
+    try:
+        primary = PrivatePostgres(name="primary")
+        standby = PrivatePostgres(standby_of=primary, name="standby")
+        run(sync_replication(primary, "standby"))
+        url = f"postgresql://postgres@{primary.host},{standby.host}/postgres?connect_timeout=2"
+        engine = Engine(name="postgres", url=url, dialect_name="postgres")
+        lines = run(_failover_scenario(engine, primary, standby, scale, tmp_path))
+    finally:
+        for cluster in (standby, primary):
+            if cluster is not None:
+                cluster.close()
+    for line in lines:
+        request.node.user_properties.append(("summary:chaos scenarios", line))
+
+
+async def _poison_scenario(
+    engine: Engine, form: str, scale: int, rng: random.Random, tmp: Path
+) -> str:
+    """Two consumer processes drain a queue in which some messages kill their handler's
+    process and some terminate its worker's session (then raise), at every delivery."""
+    n = POISON_MESSAGES * scale
+    kinds = ["process", "backend"] * (POISONS * scale)
+    poison = dict(zip(rng.sample(range(n), len(kinds)), kinds, strict=True))
+    qt = await make_queue(engine, form, dead="table", max_attempts=MAX_ATTEMPTS, lease_s=LEASE_S)
+    rendered = tmp / "queue.sql"
+    rendered.write_text(qt.text, encoding="utf-8")
+    workers = Workers(engine.url, rendered, "-", False, tmp)
+    try:
+        async with await runtime.connect(qt.url) as db:
+            await db.begin()
+            await qt.queue.enqueue_many(
+                db, [{"n": i, **({"poison": poison[i]} if i in poison else {})} for i in range(n)]
+            )
+            await db.commit()
+        started = time.monotonic()
+        for _ in range(PROCESSES):
+            workers.spawn()
+        deadline = started + 60 * scale
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            workers.respawn()
+            assert not workers.died(), workers.died()
+            acked = await _done(qt) or set()
+            if len(acked) + len(await qt.dead_rows()) >= n:
+                break
+        took = time.monotonic() - started
+        workers.stop()
+        rows = await qt.rows()
+        dead = {r["payload"]["n"] for r in await qt.dead_rows()}
+        acked = {r["payload"]["n"] for r in rows if r["processed_at"] is not None}
+        unsettled = sorted(r["payload"]["n"] for r in rows if r["processed_at"] is None)
+        deliveries = workers.deliveries()
+        innocent_dead = sorted(dead - set(poison))
+        line = _line(
+            "poison",
+            f"{engine.name} {form}",
+            n,
+            workers,
+            {
+                "lost": n - len(acked) - len(dead),
+                "stuck": len(unsettled),
+                "time to recover": f"{took:.1f} s",
+                "poison": len(poison),
+                "poison deliveries": sum(deliveries.count(i) for i in poison),
+                "process kills": workers.tally.kills,
+                "innocent dead": len(innocent_dead),
+            },
+        )
+        assert not unsettled and len(acked) + len(dead) == n, f"{line}: unsettled {unsettled}"
+        assert set(poison) <= dead, f"{line}: poison not dead: {sorted(set(poison) - dead)}"
+        # each poison message is delivered at most max_attempts times, then dead unhandled
+        assert all(deliveries.count(i) <= MAX_ATTEMPTS for i in poison), line
+        return line
+    finally:
+        workers.stop()
+        await qt.drop()
+
+
+@pytest.mark.parametrize(
+    "engine_name", [pytest.param(e, marks=pytest.mark.engine(e)) for e in ("postgres", "mariadb")]
+)
+def test_chaos_poison(engine_name: str, tmp_path: Path, request) -> None:
+    """Poison messages among ordinary ones, every form at once (a queue and two consumer
+    processes each): each poison message goes to the dead letter after at most
+    max_attempts deliveries; every other message is settled, none lost or stuck. A message
+    claimed in the same batch as a poison message that kills its process is counted too
+    (its delivery never settled): the line reports those sent to the dead letter with it."""
+    engine = engine_for(engine_name, tmp_path)
+    scale = max(1, int(request.config.getoption("--chaos-scale")))
+    seed = int(os.environ.get("QGEN_CHAOS_SEED", random.randrange(1 << 30)))
+
+    async def every_form() -> list[str | BaseException]:
+        for form in FORMS:
+            (tmp_path / form).mkdir()
+        return await asyncio.gather(
+            *(
+                _poison_scenario(engine, form, scale, random.Random(seed + i), tmp_path / form)
+                for i, form in enumerate(FORMS)
+            ),
+            return_exceptions=True,
+        )
+
+    results = run(every_form())
+    for result in results:
+        if isinstance(result, str):
+            request.node.user_properties.append(("summary:chaos scenarios", result))
+    for result in results:
+        if isinstance(result, AssertionError):
+            raise AssertionError(f"[rerun with QGEN_CHAOS_SEED={seed}] {result}") from None
+        if isinstance(result, BaseException):
+            raise result

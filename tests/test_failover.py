@@ -10,7 +10,10 @@ shutdown: its sessions are terminated) and promotes the standby. Then, counted f
 tables on the new primary:
 
 * lost 0: every message is acked;
-* stuck 0: within lease_s + 60 s of the promotion;
+* stuck 0: within RECOVER_S of the promotion, well within the 60 s leases: the lease form's
+  workers settle or give back the rows their lost connections held as soon as the new
+  primary answers (a finished handler's ack runs again there, guarded by its token), so
+  none waits out its lease;
 * no message acked before the failover is delivered again (synchronous replication: an
   acked commit is on the standby before the ack returns);
 * deliveries beyond the first are at most the messages in flight at the failover.
@@ -24,7 +27,7 @@ import time
 
 import pytest
 from engines import Engine, run
-from pg_cluster import PrivatePostgres
+from pg_cluster import PrivatePostgres, sync_replication
 from queues import QueueUnderTest, make_queue
 
 import runtime
@@ -34,27 +37,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.chaos]
 
 FORMS = ["lease", "row_lock", "advisory"]
 MESSAGES = 150
-LEASE_S = 3
+LEASE_S = 60
+#: every message acked within this many seconds of the promotion (well within LEASE_S)
+RECOVER_S = 20
 CONCURRENCY = 2
 SECRET = "pw_must_not_show"
 BATCH = 5
-
-
-async def _sync_replication(primary: PrivatePostgres, standby: str) -> None:
-    """Make the primary wait for ``standby`` at every commit, and wait until it does."""
-    async with await runtime.connect(primary.url) as conn:
-        await conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{standby}'")
-        await conn.execute("SELECT pg_reload_conf()")
-        deadline = time.monotonic() + 60
-        while True:
-            row = await conn.fetchone(
-                "SELECT sync_state FROM pg_stat_replication WHERE application_name = %(name)s",
-                {"name": standby},
-            )
-            if row is not None and row["sync_state"] == "sync":
-                return
-            assert time.monotonic() < deadline, f"the standby is not synchronous: {row}"
-            await asyncio.sleep(0.1)
 
 
 async def _acked(qt: QueueUnderTest) -> set[int] | None:
@@ -116,7 +104,7 @@ async def _failover(engine: Engine, primary: PrivatePostgres, standby: PrivatePo
             for task in tasks:
                 if task.done():
                     raise AssertionError(f"run() ended: {task.exception()!r}")
-            assert time.monotonic() < promoted + LEASE_S + 60, {
+            assert time.monotonic() < promoted + RECOVER_S, {
                 form: None if a is None else len(ids[form] - a) for form, a in acked.items()
             }
             await asyncio.sleep(0.2)
@@ -155,7 +143,7 @@ def test_consumers_carry_on_through_a_failover(session_attrs: str, caplog) -> No
     try:
         primary = PrivatePostgres(name="primary")
         standby = PrivatePostgres(standby_of=primary, name="standby")
-        run(_sync_replication(primary, "standby"))
+        run(sync_replication(primary, "standby"))
         url = (
             # trust authentication: the password is never checked, only never shown
             f"postgresql://postgres:{SECRET}@{primary.host},{standby.host}/postgres"

@@ -200,6 +200,12 @@ class Form:
     #: that failed part-way may leave some held: the consumer replaces the connection
     session_holds: ClassVar[bool] = False
 
+    #: what holds a row outlives the worker's connection (lease: the token in the row), so a
+    #: connection opened after it was lost can still settle or give back the rows it held
+    #: (row lock's transaction and advisory's keys end with the connection: their rows are
+    #: free at once)
+    holds_outlive_connection: ClassVar[bool] = False
+
     def retries_settlement(self) -> bool:
         """Whether a settlement a conflicting transaction rolled back may simply run again: its
         statement is guarded so a second run touches only a row this delivery still holds

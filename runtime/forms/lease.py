@@ -22,6 +22,7 @@ class LeaseForm(Form):
     """``locked_until`` guards the row; zero rows touched means another claim holds it now."""
 
     can_group = True
+    holds_outlive_connection = True
 
     def retries_settlement(self) -> bool:
         return not self.transactional
@@ -155,13 +156,19 @@ class LeaseForm(Form):
                 d.settled = True
                 return
             d.settled = True
-            if conn.in_transaction:
-                await conn.rollback()
-            # a row whose handler never started gets its claim's count back (unclaim)
-            unclaim = not d.started and self.queue.rendered.get(S.UNCLAIM)
-            await self.run(
-                conn, S.UNCLAIM if unclaim else S.RELEASE, {"id": d.message.id, "token": d.token}
-            )
+            try:
+                if conn.in_transaction:
+                    await conn.rollback()
+                # a row whose handler never started gets its claim's count back (unclaim)
+                unclaim = not d.started and self.queue.rendered.get(S.UNCLAIM)
+                await self.run(
+                    conn,
+                    S.UNCLAIM if unclaim else S.RELEASE,
+                    {"id": d.message.id, "token": d.token},
+                )
+            except BaseException:
+                d.settled = False  # not given back after all: another connection may yet
+                raise
 
     async def release_elsewhere(
         self, connect: Callable[[], Awaitable[Connection]], deliveries: list[Delivery]
