@@ -164,3 +164,13 @@ print(json.dumps(asyncio.run(audit.aenqueue("stock take")).id))
     worker = manage(shop, "qgen_worker", "--drain", "--queue", "default")
     assert worker.returncode == 0, worker.stderr
     assert "qgen worker: tasks: ack=1" in worker.stdout, worker.stdout
+
+
+def test_the_framework_is_djangos_own_from_django_6_and_the_backport_before() -> None:
+    import django
+
+    from runtime.django import compat
+
+    expected = "django.tasks" if django.VERSION >= (6,) else "django_tasks"
+    assert expected == compat.FRAMEWORK
+    assert compat.TaskResultStatus.READY == "READY"

@@ -16,7 +16,7 @@ from django.db import connections
 from django.utils import timezone
 
 import runtime
-from runtime.adapters import adapt, run_sync
+from runtime.adapters import Adapted, adapt, run_sync
 from runtime.django.compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -43,7 +43,7 @@ OPTIONS = {
 }
 
 
-class QgenBackend(BaseTaskBackend):  # type: ignore[misc]
+class QgenBackend(BaseTaskBackend):
     """``TASKS = {"default": {"BACKEND": "runtime.django.QgenBackend", "OPTIONS": {"SQL":
     BASE_DIR / "sql"}}}``: each task is a message in a qgen queue table."""
 
@@ -172,5 +172,6 @@ _FALLBACKS = {"mariadb": ("mariadb", "mysql")}
 def dialect_of(connection: Any) -> str:
     """The qgen dialect Django's connection reaches: postgres, mysql, mariadb or sqlite."""
     adapted = adapt(connection, sync=True)
-    run_sync(adapted.ready())
+    if isinstance(adapted, Adapted):
+        run_sync(adapted.ready())
     return adapted.dialect.name

@@ -14,12 +14,12 @@ from typing import Any
 from django.conf import settings
 from django.db.migrations.operations.base import Operation
 
-from runtime.adapters import adapt, run_sync
+from runtime.adapters import Adapted, adapt, run_sync
 from runtime.apply import apply, plain_sql
 from runtime.django.compat import task_backends
 
 
-class ApplyQueues(Operation):  # type: ignore[misc]
+class ApplyQueues(Operation):
     """Create the qgen queue tables of the TASKS backends (all, or ``backends``) whose
     DATABASE is the one being migrated."""
 
@@ -50,10 +50,12 @@ class ApplyQueues(Operation):  # type: ignore[misc]
                 queue = backend.queue(name, conn)
                 if schema_editor.collect_sql:  # sqlmigrate: the statements, as apply would run them
                     schema_editor.collected_sql.extend(
-                        f"{plain_sql(st, queue.dialect)};" for st in queue.rendered.require("schema")
+                        f"{plain_sql(st, queue.dialect)};"
+                        for st in queue.rendered.require("schema")
                     )
                     continue
                 adapted = adapt(conn, sync=True)
+                assert isinstance(adapted, Adapted)  # Django's connection: always adapted
                 # MySQL and MariaDB migrate outside a transaction (their DDL commits): say
                 # so, and apply runs there as on its own connection
                 adapted.in_transaction = conn.in_atomic_block or not conn.get_autocommit()

@@ -72,7 +72,9 @@ async def handle(message: Message, ctx: Ctx) -> Outcome:
         try:
             encode_payload(value)
         except PayloadError as exc:
-            raise TypeError(f"task {task.module_path} returned what JSON cannot keep: {exc}") from None
+            raise TypeError(
+                f"task {task.module_path} returned what JSON cannot keep: {exc}"
+            ) from None
     except Exception as exc:
         error = error_of(exc)
         object.__setattr__(result, "status", TaskResultStatus.FAILED)
@@ -120,9 +122,7 @@ def database_url(backend: QgenBackend) -> str:
     return f"{scheme}://{auth}{host}{port}/{quote(str(db['NAME']), safe='')}"
 
 
-def run(
-    backend_alias: str = "default", queue_names: Sequence[str] = (), **options: Any
-) -> int:
+def run(backend_alias: str = "default", queue_names: Sequence[str] = (), **options: Any) -> int:
     """``manage.py qgen_worker``: consume the backend's queues (or ``queue_names``, Django's
     names) until SIGTERM or SIGINT, as ``qgen worker`` does; returns the exit code."""
     try:
@@ -131,7 +131,10 @@ def run(
         print(f"qgen_worker: {exc}", file=sys.stderr)
         return 2
     if not isinstance(backend, QgenBackend):
-        print(f"qgen_worker: TASKS[{backend_alias!r}] is not runtime.django.QgenBackend", file=sys.stderr)
+        print(
+            f"qgen_worker: TASKS[{backend_alias!r}] is not runtime.django.QgenBackend",
+            file=sys.stderr,
+        )
         return 2
     try:
         unknown = [q for q in queue_names if backend.queues and q not in backend.queues]

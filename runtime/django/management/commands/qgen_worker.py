@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand
 from runtime.worker import RETRY_CHOICES
 
 
-class Command(BaseCommand):  # type: ignore[misc]
+class Command(BaseCommand):
     help = (
         "Run the tasks of a qgen tasks backend until SIGTERM or SIGINT (in-flight tasks "
         "finish), or until the queues are empty with --drain."
