@@ -22,6 +22,7 @@ from engines import Engine, engine_params, run
 from test_engine_statements import create_namespace, drop_namespace
 
 import runtime
+import runtime.queue
 
 pytest.importorskip("django", reason="the django extra is not installed: pip install -e '.[dev]'")
 
@@ -174,3 +175,62 @@ def test_the_framework_is_djangos_own_from_django_6_and_the_backport_before() ->
     expected = "django.tasks" if django.VERSION >= (6,) else "django_tasks"
     assert expected == compat.FRAMEWORK
     assert compat.TaskResultStatus.READY == "READY"
+
+
+RESULTS = """
+from shop.tasks import audit, receipt, ship
+ids = {RESULT_IDS}
+out = {{}}
+for name, id_ in ids.items():
+    task = {{"ship": ship, "receipt": receipt, "audit": audit}}[name.split("_")[0]]
+    r = task.get_result(id_)
+    out[name] = {{
+        "status": str(r.status),
+        "value": r.return_value if r.status == "SUCCESSFUL" else None,
+        "errors": [[e.exception_class_path, e.traceback] for e in r.errors],
+        "args": r.args,
+        "attempts": r.attempts,
+    }}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(runtime.queue.SyncQueue, "status"),
+    reason="get_result reads queue.sync.status and ack(result=), landing from another branch",
+)
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_get_result_reads_ready_successful_and_failed(engine: Engine, shop: str) -> None:
+    placed = django(shop, PLACE)
+    ids = {
+        "ship": placed["placed"][1][0],
+        "receipt_ok": placed["placed"][1][1],
+        "receipt_bad": placed["bad"][1][1],
+    }
+    before = django(shop, RESULTS.format(RESULT_IDS=ids))
+    assert {v["status"] for v in before.values()} == {"READY"}
+    assert before["ship"]["args"] == [placed["placed"][0]]
+    worker = manage(shop, "qgen_worker", "--drain", "--retry", "immediate")
+    assert worker.returncode == 0, worker.stderr
+    after = django(shop, RESULTS.format(RESULT_IDS=ids))
+    assert after["ship"]["status"] == "SUCCESSFUL"
+    assert after["ship"]["value"] == {"order": placed["placed"][0], "status": "shipped"}
+    assert after["receipt_ok"]["value"] == "sent to ann@example.com"
+    bad = after["receipt_bad"]
+    assert bad["status"] == "FAILED"
+    assert bad["attempts"] == 2
+    [(cls, trace)] = bad["errors"]
+    assert cls == "builtins.ValueError"
+    assert "no address for order" in trace
+    missing = django(
+        shop,
+        """
+from shop.tasks import ship
+from runtime.django.compat import TaskResultDoesNotExist
+try:
+    ship.get_result("tasks:999999")
+except TaskResultDoesNotExist as exc:
+    print(json.dumps(str(exc)))
+""",
+    )
+    assert "tasks:999999" in missing
