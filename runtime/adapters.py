@@ -335,7 +335,9 @@ class _Django(Adapted):
             sql = named_to_pyformat(sql)
         with self.conn.cursor() as cur:
             cur.execute(sql, dict(params))
-            return _rows(cur.description, cur.fetchall()), cur.rowcount
+            # psycopg refuses fetchall() after a statement that returns no rows (DDL)
+            fetched = cur.fetchall() if cur.description is not None else []
+            return _rows(cur.description, fetched), cur.rowcount
 
 
 _DJANGO_VENDORS = {"postgresql": "postgres", "mysql": "mysql", "sqlite": "sqlite"}
