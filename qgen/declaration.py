@@ -906,6 +906,8 @@ def _schedules(
             )
         out.append(schedule)
     return tuple(out)
+
+
 def _check_result(
     r: _Reader, where: str, columns: Mapping[str, str], statements: Mapping[str, Any]
 ) -> None:
