@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:27ee3e78fb76677be9db730aa468266d5a795e862a0c93c7534c2b4c50833fde
+-- seal: sha256:be4cc640ce35ac7d37655277f7e60a5a98eed60c868dcfa02414a4b338f6b878
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -260,9 +260,9 @@ SELECT (
 ) AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT `id` AS id, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, `result` AS `result`, `progress` AS `progress`, NULL AS last_error, `enqueued_at` AS enqueued_at, `processed_at` AS processed_at
+SELECT `id` AS id, `body` AS payload, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, `result` AS `result`, `progress` AS `progress`, NULL AS last_error, `enqueued_at` AS enqueued_at, `processed_at` AS processed_at
 FROM `orders_queue`
 WHERE `id` = %(id)s;
 

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:f42b373c066d928784572da4519503772c14174eab209b1fc09e0bc66292b5ca
+-- seal: sha256:9f4aa4d0c299464ea2399f199f0c09be99afc45988b8cc5a7e48c855d1d1920b
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -260,9 +260,9 @@ SELECT (
 ) AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT `id` AS id, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, `result` AS `result`, `progress` AS `progress`, NULL AS last_error, `enqueued_at` AS enqueued_at, `processed_at` AS processed_at
+SELECT `id` AS id, `body` AS payload, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, `result` AS `result`, `progress` AS `progress`, NULL AS last_error, `enqueued_at` AS enqueued_at, `processed_at` AS processed_at
 FROM `orders_queue`
 WHERE `id` = %(id)s;
 

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:5d84869a4d595a47b8af55b5cd97bd2f38a0f119f3137fcb7bf2e99037b74a38
+-- seal: sha256:b7f47fa22ab67bc6b552c54414da208c307a9979aeac07df0ad21721825f729b
 
 -- name: schema
 -- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -210,13 +210,13 @@ SELECT (
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "processed_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, "result" AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "processed_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, "result" AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
 FROM "invoices_queue"
 WHERE "id" = :id
 UNION ALL
-SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, "result" AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, 'dead' AS "state", "attempt" - 1 AS attempts, "result" AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
 FROM "invoices_dead"
 WHERE "id" = :id;
 

@@ -10,7 +10,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:c17d74d617cb0d74dca49ad923ed4fedf748c5feb3229ab1c77d5bfb1d259f25
+-- seal: sha256:3502bf7f3cac0b3e60375b0130f8bd1c3d07ce339d0ae942e2f0d26edf2f66ed
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -180,9 +180,9 @@ SELECT (
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "grp" = :dead_group THEN 'dead' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "grp" = :dead_group THEN 'dead' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "reports_queue"
 WHERE "id" = :id;
 

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:645e51ce77f2285f5b47ed2461af34f69db66a3ed9b9fabbac06df29c4cc8941
+-- seal: sha256:e1369ac658e997a9234cda1830c1dcc5cec9557f72e89066bfcc3e8240b4e4c7
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -142,9 +142,9 @@ SELECT (
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT `id` AS id, CASE WHEN `processed_at` IS NOT NULL THEN 'done' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+SELECT `id` AS id, `payload` AS payload, CASE WHEN `processed_at` IS NOT NULL THEN 'done' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
 FROM `locks`
 WHERE `id` = %(id)s;
 

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.locks"
--- seal: sha256:3b963d29bb5a792e92f24637cc76a9f31a534ffc85add0f4b0d2a9076c110733
+-- seal: sha256:b85449416cdfde8002b57dcb3c4c3bc6f71b91b666a1f8f81de3e9b9a55526d0
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -168,9 +168,9 @@ SELECT (
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (done: marked processed; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (done: marked processed; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "processed_at" IS NOT NULL THEN 'done' WHEN hashtextextended('qgen:locks:' || CAST("id" AS TEXT), 0) IN (
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "processed_at" IS NOT NULL THEN 'done' WHEN hashtextextended('qgen:locks:' || CAST("id" AS TEXT), 0) IN (
   SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
   FROM pg_locks AS l
   WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted

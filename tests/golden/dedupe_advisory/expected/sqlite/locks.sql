@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:bcf1320ccf86699fc3580a3f9e5bc61c46f9d2a7508674aa601bd54e5bd0f377
+-- seal: sha256:b5b4acd81b9d08453909fe2e45a5d82f7c05434fb9b6558dd66e8e661f056aaa
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -113,9 +113,9 @@ SELECT (
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "processed_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "processed_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
 FROM "locks"
 WHERE "id" = :id;
 

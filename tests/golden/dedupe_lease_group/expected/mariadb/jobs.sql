@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:9b9190c66de6d7bfe49110fdea3e2ab33bf0470c4242a698d5e0104d3dd40b8e
+-- seal: sha256:fefa71db0b6d5bf4ddbc44a5e01037d4158a10c03d299f48541b9159f77b569a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -247,9 +247,9 @@ SELECT (
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT `id` AS id, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+SELECT `id` AS id, `payload` AS payload, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
 FROM `jobs`
 WHERE `id` = %(id)s;
 

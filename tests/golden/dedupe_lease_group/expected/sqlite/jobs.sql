@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:827c73243e104370b7bf9054b294da7cb71fd5cd9c12645ca0ca783ae77425d3
+-- seal: sha256:fdd3fd0c848c0ab31b72ca1169e44a39101f6856d9704876c1e17a9d5518b38d
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -219,9 +219,9 @@ SELECT (
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "queue" = :dead_group AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "queue" = :dead_group AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
 FROM "jobs"
 WHERE "id" = :id;
 

@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:92775e8aef830ee76c2cccb221644ca3c3374bb6e42a62c1962f87ec861ec40b
+-- seal: sha256:060123e347c487670620568633309d6dd08c6d229b6173e82f09a195a38f20c2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -206,9 +206,9 @@ SELECT (
 ) AS "dead_last_error";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "queue" = :dead_group AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "why" AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "queue" = :dead_group AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "why" AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
 FROM "audit_queue"
 WHERE "id" = :id;
 

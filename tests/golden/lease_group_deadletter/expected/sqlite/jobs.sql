@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:f885ab5fa33ab387223f1d691febcf5e273436d0db1023de0ffabf46e098da8c
+-- seal: sha256:c51fbf397807e2f6631b8856e79bd454f906e2f0fef56db986897438e8c7aecb
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -206,9 +206,9 @@ SELECT (
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "queue" = :dead_group AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "queue" = :dead_group AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
 FROM "jobs"
 WHERE "id" = :id;
 

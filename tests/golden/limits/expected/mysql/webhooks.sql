@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:7d5392d756c2c294f7bc471cf3b52f0194857115d9ee4bf212247b02296a7ff6
+-- seal: sha256:bd8347f7b7180f42e43598de6bd4d11cd3f7ca6aab49d3920e2f9d610ccc1d04
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing; the table `webhooks_queue_limits` of its token bucket and in-flight gate.
@@ -205,9 +205,9 @@ SELECT (
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT `id` AS id, CASE WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+SELECT `id` AS id, `payload` AS payload, CASE WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
 FROM `webhooks_queue`
 WHERE `id` = %(id)s;
 

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- channel: "qgen.webhooks_queue"
--- seal: sha256:dfe4fc1ddfeeac91137635dc51bac34d517ed8137525b86a452cb52b0e4ea463
+-- seal: sha256:c7371c78273623c02a8079fd5ce3eafa1558458bb103d0c166f5dbcaa31485a8
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing; the table "webhooks_queue_limits" of its token bucket and in-flight gate.
@@ -210,9 +210,9 @@ SELECT (
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
 FROM "webhooks_queue"
 WHERE "id" = %(id)s;
 

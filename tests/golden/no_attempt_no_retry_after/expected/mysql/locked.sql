@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:d1803eb91812ca12ae53829fb8dcfffcb8075712ba69ebda75a7468b44bb8e40
+-- seal: sha256:165eb38a2e7d167e02e9545e55482b1187bc686a083097fd330216038f32fa81
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -99,9 +99,9 @@ SELECT (
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT `id` AS id, CASE WHEN `done_at` IS NOT NULL THEN 'done' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `done_at` AS processed_at
+SELECT `id` AS id, `payload` AS payload, CASE WHEN `done_at` IS NOT NULL THEN 'done' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `done_at` AS processed_at
 FROM `locked`
 WHERE `id` = %(id)s;
 

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.locked"
--- seal: sha256:297e780dc31f218269e8e5c5f30a3f717169b6860a20e84354eaad379661d7b1
+-- seal: sha256:37271ac57fb1c0923c706595a21f9b1d3a8bda838e83942be91eeb7437448856
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -111,9 +111,9 @@ SELECT (
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "done_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "done_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "done_at" IS NOT NULL THEN 'done' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "done_at" AS processed_at
 FROM "locked"
 WHERE "id" = %(id)s;
 

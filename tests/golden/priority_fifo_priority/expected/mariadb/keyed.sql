@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:34ca26eafb048e62bff9d6bbc500cf33ad85c8488110c1314790d6cfb93211ab
+-- seal: sha256:075c27722df02ea1f95889e28961efce29b962b08ea61ffbf07291fc91c4d079
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -127,9 +127,9 @@ SELECT (
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT `id` AS id, 'pending' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT `id` AS id, `payload` AS payload, 'pending' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `keyed`
 WHERE `id` = %(id)s;
 

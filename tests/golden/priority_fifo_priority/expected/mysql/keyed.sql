@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:06a410d140582ef253ea8a5af74c1c133cf0e54b26cb9831dc203c5787dab166
+-- seal: sha256:904b8d3fdcd856fabbe8491dbab178f813d3eb78e4285a28c08e014e9516a638
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -127,9 +127,9 @@ SELECT (
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT `id` AS id, 'pending' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT `id` AS id, `payload` AS payload, 'pending' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `keyed`
 WHERE `id` = %(id)s;
 

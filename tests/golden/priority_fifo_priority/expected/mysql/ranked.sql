@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "ranked_dead"}
 -- lease_s: 30
 -- default_group: "ranked"
--- seal: sha256:1d4c9154b9e79cfb97fc2a1069355a448823a4e1e0b48e79f0af0c501eeb6254
+-- seal: sha256:777803affc4450d1d4fc5f555478ece4b727ac3b5e486f3f1f1941643c1a3df6
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -229,9 +229,9 @@ SELECT (
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT `id` AS id, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+SELECT `id` AS id, `payload` AS payload, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
 FROM `ranked`
 WHERE `id` = %(id)s;
 

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:5b4aeea830bb2cb309ad8021bd8944de334bfa5834a72bc717caa8b2592e16d7
+-- seal: sha256:9e20f804ba39f23aa6ac093d7387bd20a7e93c87223c406f59942900eb860830
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -100,9 +100,9 @@ SELECT (
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "keyed"
 WHERE "id" = :id;
 

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:38910e07b4b5a1cfd873a00e452af367444b2a354d3125e17ee7e82de1a25d19
+-- seal: sha256:b17522c435cfad9b43a3f6c0076f5e7d06b1820d3a74e6b14469a90ef1a7673e
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -126,9 +126,9 @@ SELECT (
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "urgent"
 WHERE "id" = :id;
 

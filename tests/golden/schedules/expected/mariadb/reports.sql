@@ -10,7 +10,7 @@
 -- other_columns: ["slot"]
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
--- seal: sha256:73b184902f551a67cfaf5c0329e76af51aa55ddcb4ebe99e34512d539235bcb6
+-- seal: sha256:66dd73878b08fcfeb4da78777266998a6789a8ef437ac079b5aef93cc6e721e6
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -172,9 +172,9 @@ SELECT (
 ) AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT `id` AS id, CASE WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
+SELECT `id` AS id, `payload` AS payload, CASE WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, `processed_at` AS processed_at
 FROM `reports_queue`
 WHERE `id` = %(id)s;
 

@@ -11,7 +11,7 @@
 -- channel: "qgen.reports_queue"
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
--- seal: sha256:f68259e79a26b55435be74fb477076779f28aabb534846e3d890f662ce734e9c
+-- seal: sha256:c21161e53a83b09744bdf1b7bc17cd0c7da7da11499ae7abbbb982e0bfedacf8
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
@@ -179,9 +179,9 @@ SELECT (
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
 FROM "reports_queue"
 WHERE "id" = %(id)s;
 

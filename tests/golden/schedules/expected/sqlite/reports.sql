@@ -10,7 +10,7 @@
 -- other_columns: ["slot"]
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
--- seal: sha256:78504a0aca175b0461540049432dd4e703910d07be97f5bf077545eb280fcada
+-- seal: sha256:14dfceea88c6c902f9ff7fe76728148eb65cd98af93f5e79bebfa76076c82415
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
@@ -158,9 +158,9 @@ SELECT (
 ) AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, "processed_at" AS processed_at
 FROM "reports_queue"
 WHERE "id" = :id;
 
