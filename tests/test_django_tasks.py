@@ -10,6 +10,7 @@ It runs on whatever Django the venv has: Django 6's django.tasks under Python 3.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -22,7 +23,6 @@ from engines import Engine, engine_params, run
 from test_engine_statements import create_namespace, drop_namespace
 
 import runtime
-import runtime.queue
 
 pytest.importorskip("django", reason="the django extra is not installed: pip install -e '.[dev]'")
 
@@ -195,10 +195,6 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.skipif(
-    not hasattr(runtime.queue.SyncQueue, "status"),
-    reason="get_result reads queue.sync.status and ack(result=), landing from another branch",
-)
 @pytest.mark.parametrize("engine", ENGINES, indirect=True)
 def test_get_result_reads_ready_successful_and_failed(engine: Engine, shop: str) -> None:
     placed = django(shop, PLACE)
@@ -234,3 +230,35 @@ except TaskResultDoesNotExist as exc:
 """,
     )
     assert "tasks:999999" in missing
+
+
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_get_result_reads_running_while_a_worker_holds_the_task(engine: Engine, shop: str) -> None:
+    """A consumer on the task's table (as qgen_worker's would be) reads get_result from
+    another process while it holds the lease: RUNNING, with the task's arguments; after its
+    ack with a result: SUCCESSFUL with that return value."""
+    (id_,) = django(
+        shop,
+        """
+from shop.tasks import ship
+print(json.dumps([ship.enqueue(7).id]))
+""",
+    )
+    read = RESULTS.format(RESULT_IDS={"ship": id_})
+    dialect = "sqlite" if engine.name == "sqlite" else engine.name
+    queue = runtime.load(SERVICE / "sql" / dialect / "tasks.sql")
+    seen: list[Any] = []
+
+    async def handle(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
+        assert message.payload["task"] == "shop.tasks.ship"
+        seen.append(await asyncio.to_thread(django, shop, read))
+        return runtime.ack(result={"order": 7, "status": "shipped"})
+
+    counts = run(runtime.Consumer(shop, queue, handle, concurrency=1, batch=1).drain())
+    assert counts["ack"] == 1, counts
+    [during] = seen
+    assert during["ship"]["status"] == "RUNNING"
+    assert (during["ship"]["args"], during["ship"]["attempts"]) == ([7], 1)
+    after = django(shop, read)["ship"]
+    assert after["status"] == "SUCCESSFUL"
+    assert after["value"] == {"order": 7, "status": "shipped"}

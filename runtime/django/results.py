@@ -24,6 +24,7 @@ from runtime.errors import PayloadError
 from runtime.outcomes import LAST_ERROR_MAX, error_text
 from runtime.payloads import encode_payload
 from runtime.queue import Queue
+from runtime.status import Status
 
 #: a row's state (queue.status) as Django's status
 STATES = {
@@ -153,11 +154,12 @@ def task_error(last_error: str) -> Any:
     return TaskError(exception_class_path=NOT_AN_EXCEPTION, traceback=last_error)
 
 
-def from_status(result_id: str, status: Any, backend: str) -> Any:
+def from_status(result_id: str, status: Status, backend: str) -> Any:
     """The TaskResult of a row's status (``queue.sync.status``): READY (pending, also again
     after a failed attempt), RUNNING, SUCCESSFUL with the return value, FAILED (dead, or
-    cancelled) with the last error."""
-    payload = getattr(status, "payload", None) or {}
+    cancelled) with the last error. The task, its args and kwargs come from the row's
+    payload (InvalidTask when it names no task)."""
+    payload = status.payload
     attempts = status.attempts or 0
     state = STATES[status.state]
     return task_result(

@@ -38,9 +38,6 @@ HANDLER = "runtime.django.worker:handle"
 #: this process, as a TaskResult's worker_ids names it
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"[:64]
 
-#: ack(result=…) keeps the return value where the queue has a result column
-_ACK_KEEPS_RESULT = "result" in inspect.signature(runtime.ack).parameters
-
 
 async def handle(message: Message, ctx: Ctx) -> Outcome:
     """Run the task a message names: its return value acks the message (kept in the result
@@ -86,7 +83,7 @@ async def handle(message: Message, ctx: Ctx) -> Outcome:
     object.__setattr__(result, "finished_at", timezone.now())
     object.__setattr__(result, "_return_value", value)
     task_finished.send(type(backend), task_result=result)
-    return runtime.ack(result=value) if _ACK_KEEPS_RESULT else runtime.ack()
+    return runtime.ack(result=value)
 
 
 def _call(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:

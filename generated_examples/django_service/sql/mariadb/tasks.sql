@@ -3,12 +3,12 @@
 -- dialect: "mariadb"
 -- form: "lease"
 -- table: "shop_tasks"
--- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt", "priority": "priority", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "last_error": "last_error"}
+-- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt", "priority": "priority", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "last_error": "last_error", "result": "result"}
 -- max_attempts: 2
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:d0dc7e0780e40a55ed2cbd4308e5e09523ff318abde94b143f2e26fd3bbc06d1
+-- seal: sha256:0b8beab5bc55c38e186d05b874659a79931e6006323c1ba4d131db046a2db6cc
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS `shop_tasks` (
   `enqueued_at` DATETIME(6) NULL,
   `priority` INT NOT NULL DEFAULT 0,
   `last_error` TEXT NULL,
+  `result` JSON NULL,
   INDEX `shop_tasks_claim` (`queue`, `processed_at`, `priority` DESC, `id`)
 ) ENGINE = InnoDB;
 
@@ -80,6 +81,13 @@ WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 -- kinds: writes
 UPDATE `shop_tasks`
 SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL
+WHERE `id` = %(id)s AND `locked_until` = %(token)s;
+
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in result until the row is pruned.
+-- kinds: writes
+UPDATE `shop_tasks`
+SET `processed_at` = UTC_TIMESTAMP(6), `locked_until` = NULL, `result` = %(result)s
 WHERE `id` = %(id)s AND `locked_until` = %(token)s;
 
 -- name: drop
@@ -256,9 +264,9 @@ SELECT (
 ) AS `dead_last_error`;
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT `id` AS id, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, `last_error` AS last_error, `enqueued_at` AS enqueued_at, `processed_at` AS processed_at
+SELECT `id` AS id, `payload` AS payload, CASE WHEN `queue` = %(dead_group)s AND `processed_at` IS NULL THEN 'dead' WHEN `processed_at` IS NOT NULL THEN 'done' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, `result` AS `result`, NULL AS `progress`, `last_error` AS last_error, `enqueued_at` AS enqueued_at, `processed_at` AS processed_at
 FROM `shop_tasks`
 WHERE `id` = %(id)s;
 

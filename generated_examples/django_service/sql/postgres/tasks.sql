@@ -3,13 +3,13 @@
 -- dialect: "postgres"
 -- form: "lease"
 -- table: "shop_tasks"
--- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt", "priority": "priority", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "last_error": "last_error"}
+-- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt", "priority": "priority", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "last_error": "last_error", "result": "result"}
 -- max_attempts: 2
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
 -- channel: "qgen.shop_tasks"
--- seal: sha256:b7935df0912a68c7442e846a05c96749c6450ba00ff0ed55a3498721ab101d3a
+-- seal: sha256:4942341d420cc70668be0232aceff7f49f6a232fb7b52af4c7764d1721dbd968
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS "shop_tasks" (
   "processed_at" TIMESTAMPTZ,
   "enqueued_at" TIMESTAMPTZ,
   "priority" INTEGER NOT NULL DEFAULT 0,
-  "last_error" TEXT
+  "last_error" TEXT,
+  "result" JSONB
 );
 CREATE INDEX IF NOT EXISTS "shop_tasks_claim" ON "shop_tasks" ("queue", "priority" DESC, "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "shop_tasks_processed" ON "shop_tasks" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
@@ -85,6 +86,13 @@ RETURNING "locked_until" AS new_token;
 -- kinds: writes
 UPDATE "shop_tasks"
 SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+WHERE "id" = %(id)s AND "locked_until" = %(token)s;
+
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in result until the row is pruned.
+-- kinds: writes
+UPDATE "shop_tasks"
+SET "processed_at" = clock_timestamp(), "locked_until" = NULL, "result" = CAST(%(result)s AS JSONB)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 
 -- name: drop
@@ -257,9 +265,9 @@ SELECT (
 ) AS "dead_last_error";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "queue" = %(dead_group)s AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, "enqueued_at" AS enqueued_at, "processed_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "queue" = %(dead_group)s AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, "result" AS "result", NULL AS "progress", "last_error" AS last_error, "enqueued_at" AS enqueued_at, "processed_at" AS processed_at
 FROM "shop_tasks"
 WHERE "id" = %(id)s;
 

@@ -3,12 +3,12 @@
 -- dialect: "sqlite"
 -- form: "lease"
 -- table: "shop_tasks"
--- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt", "priority": "priority", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "last_error": "last_error"}
+-- columns: {"id": "id", "payload": "payload", "group": "queue", "attempt": "attempt", "priority": "priority", "retry_after": "retry_after", "locked_until": "locked_until", "processed_at": "processed_at", "enqueued_at": "enqueued_at", "last_error": "last_error", "result": "result"}
 -- max_attempts: 2
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:1ec8d42a38cc1b589aa3d23a7f2b34207866f2f12e0fe3df9dfce94b549b93d5
+-- seal: sha256:a9ba31bf8c4e5e5e3a205399cf01259d97e2daa72d46ff1f953804aad073bfe3
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS "shop_tasks" (
   "processed_at" TEXT,
   "enqueued_at" TEXT,
   "priority" INTEGER NOT NULL DEFAULT 0,
-  "last_error" TEXT
+  "last_error" TEXT,
+  "result" TEXT
 );
 CREATE INDEX IF NOT EXISTS "shop_tasks_claim" ON "shop_tasks" ("queue", "priority" DESC, "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "shop_tasks_processed" ON "shop_tasks" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
@@ -74,6 +75,13 @@ RETURNING "locked_until" AS new_token;
 -- kinds: writes
 UPDATE "shop_tasks"
 SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL
+WHERE "id" = :id AND "locked_until" = :token;
+
+-- name: ack_result
+-- Finishes the row as ack does (marks it processed) and keeps the handler's result (JSON) in result until the row is pruned.
+-- kinds: writes
+UPDATE "shop_tasks"
+SET "processed_at" = strftime('%Y-%m-%d %H:%M:%f', 'now'), "locked_until" = NULL, "result" = :result
 WHERE "id" = :id AND "locked_until" = :token;
 
 -- name: drop
@@ -234,9 +242,9 @@ SELECT (
 ) AS "dead_last_error";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
+-- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "queue" = :dead_group AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, "enqueued_at" AS enqueued_at, "processed_at" AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "queue" = :dead_group AND "processed_at" IS NULL THEN 'dead' WHEN "processed_at" IS NOT NULL THEN 'done' WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, "result" AS "result", NULL AS "progress", "last_error" AS last_error, "enqueued_at" AS enqueued_at, "processed_at" AS processed_at
 FROM "shop_tasks"
 WHERE "id" = :id;
 
