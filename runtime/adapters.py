@@ -84,6 +84,16 @@ def _rows(description: Any, fetched: Sequence[Any]) -> list[Row]:
     return out
 
 
+def _json_as_text(cur: Any) -> None:
+    """json/jsonb come back as their text on this cursor only (the connection keeps its own
+    loaders), as the runtime's own connections hand them over: a payload, result or progress
+    is decoded one way everywhere."""
+    from psycopg.types.string import TextLoader
+
+    for name in ("json", "jsonb"):
+        cur.adapters.register_loader(name, TextLoader)
+
+
 class _PsycopgAsync(Adapted):
     def __init__(self, conn: Any) -> None:
         super().__init__(DIALECTS["postgres"])
@@ -93,6 +103,7 @@ class _PsycopgAsync(Adapted):
         from psycopg.rows import dict_row
 
         async with self.conn.cursor(row_factory=dict_row) as cur:
+            _json_as_text(cur)
             await cur.execute(sql, params)
             rows = await cur.fetchall() if cur.description is not None else []
             return rows, cur.rowcount
@@ -111,6 +122,7 @@ class _PsycopgSync(Adapted):
         from psycopg.rows import dict_row
 
         with self.conn.cursor(row_factory=dict_row) as cur:
+            _json_as_text(cur)
             cur.execute(sql, params)
             return (cur.fetchall() if cur.description is not None else []), cur.rowcount
 
@@ -335,7 +347,9 @@ class _Django(Adapted):
             sql = named_to_pyformat(sql)
         with self.conn.cursor() as cur:
             cur.execute(sql, dict(params))
-            return _rows(cur.description, cur.fetchall()), cur.rowcount
+            # psycopg refuses fetchall() after a statement that returns no rows (DDL)
+            fetched = cur.fetchall() if cur.description is not None else []
+            return _rows(cur.description, fetched), cur.rowcount
 
 
 _DJANGO_VENDORS = {"postgresql": "postgres", "mysql": "mysql", "sqlite": "sqlite"}

@@ -17,9 +17,9 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from runtime.adapters import adapted
-from runtime.errors import ConfigurationError, InvalidArgument, PayloadError, RedriveRefused
+from runtime.errors import ConfigurationError, InvalidArgument, RedriveRefused
 from runtime.outcomes import delay_seconds
-from runtime.payloads import decode_payload
+from runtime.payloads import shown_payload
 from runtime.rendered import StatementName as S
 from runtime.steps import run_step
 
@@ -100,15 +100,11 @@ def _shown_row(queue: Queue, row: dict[str, Any]) -> dict[str, Any]:
     how many times it was delivered (the column holds the number the next delivery would
     read: the move to the dead letter counts the last one)."""
     out = dict(row)
-    try:
-        out["payload"] = decode_payload(row["payload"], queue.decoder)
-    except PayloadError as exc:
-        # an undecodable payload is one way into the dead letter: show its text and why,
-        # never hide the other dead messages behind it
-        raw = row["payload"]
-        if isinstance(raw, bytes | bytearray | memoryview):
-            raw = bytes(raw).decode("utf-8", "replace")
-        out["payload"], out["payload_error"] = str(raw), str(exc)
+    # an undecodable payload is one way into the dead letter: show its text and why, never
+    # hide the other dead messages behind it
+    out["payload"], error = shown_payload(row["payload"], queue.decoder)
+    if error is not None:
+        out["payload_error"] = error
     if row.get("attempt") is not None:
         out["deliveries"] = max(int(row["attempt"]) - 1, 0)
     return out

@@ -194,3 +194,15 @@ def decode_payload(
         raise
     except Exception as exc:
         raise PayloadError(f"the stored payload is not JSON the decoder accepts ({exc})") from exc
+
+
+def shown_payload(value: Any, decoder: Decoder | None = None) -> tuple[Any, str | None]:
+    """A stored payload for reading back (dead list, status): ``(decoded, None)``, or, when it
+    cannot be decoded (one way into the dead letter), ``(its text, why)``, so that a reader
+    still sees the message and the reason instead of an error."""
+    try:
+        return decode_payload(value, decoder), None
+    except PayloadError as exc:
+        if isinstance(value, bytes | bytearray | memoryview):
+            value = bytes(value).decode("utf-8", "replace")
+        return str(value), str(exc)

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from runtime.errors import InvalidArgument, PayloadError
-from runtime.payloads import decode_payload
+from runtime.payloads import decode_payload, shown_payload
 from runtime.rendered import StatementName as S
 
 if TYPE_CHECKING:
@@ -42,7 +42,10 @@ class Status:
     without an attempt column); ``result``: what ``ack(result=…)`` kept; ``progress``: what
     ``ctx.progress()`` last wrote; ``last_error``: why its last delivery failed;
     ``enqueued_at`` and ``processed_at`` as aware UTC datetimes. Each is None where the
-    table has no such column.
+    table has no such column. ``payload``: the message as enqueued, decoded as a delivered
+    payload is (by the queue's decoder), or its stored text when it cannot be, with
+    ``payload_error`` saying why. These two come last so that positional construction keeps
+    working.
     """
 
     id: int
@@ -53,6 +56,8 @@ class Status:
     last_error: str | None = None
     enqueued_at: datetime | None = None
     processed_at: datetime | None = None
+    payload: Any = None
+    payload_error: str | None = None
 
 
 def _when(value: Any) -> datetime | None:
@@ -94,6 +99,7 @@ async def status(queue: Queue, db: Any, id: int) -> Status | None:
     if state == "pending" and _held_here(queue, id):
         state = "running"
     attempts = row["attempts"]
+    payload, payload_error = shown_payload(row["payload"], queue.decoder)
     return Status(
         id=int(row["id"]),
         state=state,
@@ -103,4 +109,6 @@ async def status(queue: Queue, db: Any, id: int) -> Status | None:
         last_error=row["last_error"],
         enqueued_at=_when(row["enqueued_at"]),
         processed_at=_when(row["processed_at"]),
+        payload=payload,
+        payload_error=payload_error,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime
 from pathlib import Path
 
@@ -41,6 +42,7 @@ def test_ack_with_result_reads_back_as_done(engine, form, dead):
                 before = await qt.queue.status(db, id_)
             assert before is not None
             assert (before.state, before.attempts, before.result) == ("pending", 0, None)
+            assert (before.payload, before.payload_error) == ({"n": 1}, None)
             assert isinstance(before.enqueued_at, datetime) and before.processed_at is None
 
             async def handle(message, ctx):
@@ -60,6 +62,7 @@ def test_ack_with_result_reads_back_as_done(engine, form, dead):
                 last_error=None,
                 enqueued_at=before.enqueued_at,
                 processed_at=after.processed_at,
+                payload={"n": 1},
             )
             assert after.processed_at is not None and after.processed_at >= before.enqueued_at
         finally:
@@ -102,6 +105,7 @@ def test_retries_show_attempts_and_last_error_then_dead(engine, form, dead):
             assert s is not None
             assert (s.state, s.attempts, s.last_error) == ("dead", 2, "RuntimeError: boom 2")
             assert s.result is None and s.processed_at is None
+            assert s.payload == {"n": 1}  # from the dead-letter group or table
         finally:
             await qt.drop()
 
@@ -222,6 +226,7 @@ def test_without_the_columns(engine):
             async with await runtime.connect(qt.url) as db:
                 s = await qt.queue.status(db, a)
                 assert s is not None and (s.state, s.attempts, s.result) == ("pending", 0, None)
+                assert s.payload == {"n": 1}
             counts = await _consumer(qt, handle).drain()
             assert counts["ack"] == 2 and len(errors) == 2 and "no progress column" in errors[0]
             async with await runtime.connect(qt.url) as db:
@@ -244,9 +249,51 @@ def test_sync_status(engine):
         with sync_connection(engine, "driver") as (conn, _commit, _rollback, _execute):
             s = qt.queue.sync.status(conn, id_)
             assert s is not None and s.state == "pending" and s.id == id_
+            assert s.payload == {"n": 1}
             assert qt.queue.sync.status(conn, id_ + 99) is None
     finally:
         run(qt.drop())
+
+
+@pytest.mark.parametrize("dead", ["group", "table"])
+def test_status_decodes_the_payload_with_the_queues_decoder(engine, dead):
+    """The payload reads back as a handler receives it (the queue's decoder); one the decoder
+    refuses, and so dead-lettered unhandled, reads back as its text and why."""
+
+    class Money(tuple):
+        pass
+
+    def decoder(obj):
+        if obj.get("poison"):
+            raise ValueError("poison pill")
+        return Money((obj["amount"], obj["currency"])) if "currency" in obj else obj
+
+    async def go():
+        qt = await make_queue(engine, "lease", columns=ALL, dead=dead, max_attempts=1)
+        queue = runtime.Queue(qt.queue.rendered, decoder=decoder)
+        try:
+            good, bad = await qt.enqueue(
+                {"price": {"amount": 5, "currency": "EUR"}, "tags": ["a"]}, {"poison": True}
+            )
+
+            async def handle(message, ctx):
+                return runtime.ack()
+
+            counts = await runtime.Consumer(qt.url, queue, handle).drain()
+            assert (counts["ack"], counts["dead_letter"]) == (1, 1), counts
+            async with await runtime.connect(qt.url) as db:
+                s = await queue.status(db, good)
+                d = await queue.status(db, bad)
+            assert s is not None and s.state == "done" and s.payload_error is None
+            assert s.payload == {"price": Money((5, "EUR")), "tags": ["a"]}
+            assert isinstance(s.payload["price"], Money)
+            assert d is not None and d.state == "dead"
+            assert d.payload_error is not None and "(poison pill)" in d.payload_error
+            assert isinstance(d.payload, str) and json.loads(d.payload) == {"poison": True}
+        finally:
+            await qt.drop()
+
+    run(go())
 
 
 def test_status_refuses_an_id_that_is_not_one(engine):

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:7f58dc23a4933613356110c1285792131cc5890423844f14f4948f88654399b5
+-- seal: sha256:d382f69454745017f37f0c90e4b5307d607bcc782b279ee7dc7a80606edae595
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -211,13 +211,13 @@ SELECT (
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT `id` AS id, CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, `progress` AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT `id` AS id, `payload` AS payload, CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, `progress` AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `emails_queue`
 WHERE `id` = %(id)s
 UNION ALL
-SELECT `id` AS id, 'dead' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, `progress` AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT `id` AS id, `payload` AS payload, 'dead' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, `progress` AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `emails_dead`
 WHERE `id` = %(id)s;
 

@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
 -- channel: "qgen.emails_queue"
--- seal: sha256:078bb24e5f0e5ef55ef135cfcf361c89328136f49cf6f2b922d8f3aab15e273d
+-- seal: sha256:c76c0cf5badf240c4ccfd26ce7919288498580123e8393c1451b3a67f41d1535
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -215,13 +215,13 @@ SELECT (
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "emails_queue"
 WHERE "id" = %(id)s
 UNION ALL
-SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "emails_dead"
 WHERE "id" = %(id)s;
 

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
--- seal: sha256:2df094b85eb08c6cd70e75f817c0d4474f9f696f47dd6f9c454d0528bf9f0867
+-- seal: sha256:0ccddf6bf7671fcb27169be29b771ae268282bc0c21a5c87c1e4da4878b0d23a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -198,9 +198,9 @@ SELECT (
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "lane" = %(dead_group)s THEN 'dead' WHEN hashtextextended('qgen:exports_queue:' || CAST("id" AS TEXT), 0) IN (
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "lane" = %(dead_group)s THEN 'dead' WHEN hashtextextended('qgen:exports_queue:' || CAST("id" AS TEXT), 0) IN (
   SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
   FROM pg_locks AS l
   WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted

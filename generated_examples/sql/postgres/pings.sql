@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 10
 -- channel: "qgen.pings"
--- seal: sha256:c8db8199a8e0ed50a330ff78504a653aea4e05cc8b40bdd1b0265fe68d07bec0
+-- seal: sha256:69f58fe6ce9ea5f30dcb5364c53a755cf1c7a7bb1d72a142757d8eed66490878
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -153,9 +153,9 @@ SELECT (
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "ping_id" AS id, CASE WHEN "leased_until" >= now() THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "ping_id" AS id, "data" AS payload, CASE WHEN "leased_until" >= now() THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "pings"
 WHERE "ping_id" = %(id)s;
 

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:605c914e6c8fab78c4eac4e48b40409fe5cb682fef22e127b5284bc0d864dd60
+-- seal: sha256:67f707fb4ccbe6ece6962619517b25512fdadd0714b412a530b574da1ded2552
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -191,13 +191,13 @@ SELECT (
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "emails_queue"
 WHERE "id" = :id
 UNION ALL
-SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", "progress" AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "emails_dead"
 WHERE "id" = :id;
 

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.hooks"
--- seal: sha256:6e680e40ee3fe60fb95f76b3e61604b2b6d803b3e0c9f6d2fcd1f028e5b20e86
+-- seal: sha256:85b07c0e7812e86874b3c0753b18ed7b5dd082cfde0df43f4832edbd1e503bed
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -142,9 +142,9 @@ SELECT (
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN hashtextextended('qgen:hooks:' || CAST("id" AS TEXT), 0) IN (
+SELECT "id" AS id, "payload" AS payload, CASE WHEN hashtextextended('qgen:hooks:' || CAST("id" AS TEXT), 0) IN (
   SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
   FROM pg_locks AS l
   WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted

@@ -6,7 +6,7 @@
 -- columns: {"id": "id", "payload": "payload", "last_error": "last_error"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:820e55aab881b68f7c941752a1c357bdae2dd63bf2b06ca59742cc9b2e24de31
+-- seal: sha256:b06591e882ba3a2cabc5ac3e3c97ceb58e8927ae5e1bc1c5168896ef8adda189
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -135,9 +135,9 @@ SELECT (
 ) AS `last_error`;
 
 -- name: status
--- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT `id` AS id, 'pending' AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, `last_error` AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT `id` AS id, `payload` AS payload, 'pending' AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, `last_error` AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `ping_queue`
 WHERE `id` = %(id)s;
 

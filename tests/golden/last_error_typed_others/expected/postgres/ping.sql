@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.ping_queue"
--- seal: sha256:51b3304d7e74bc539581afe2369c7ec65bdb1fde171055d9989fec8d486f2a76
+-- seal: sha256:2d1240d1ed999e51d1c08ebc4b02cf3ac382f34c40a339581152dc7c83e1dd3d
 
 -- name: schema
 -- Creates the queue table, if missing.
@@ -163,9 +163,9 @@ SELECT (
 ) AS "last_error";
 
 -- name: status
--- Reads message id by the database's clock: its state (running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN hashtextextended('qgen:ping_queue:' || CAST("id" AS TEXT), 0) IN (
+SELECT "id" AS id, "payload" AS payload, CASE WHEN hashtextextended('qgen:ping_queue:' || CAST("id" AS TEXT), 0) IN (
   SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
   FROM pg_locks AS l
   WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted

@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- other_columns: ["user_id", "kind", "note"]
 -- channel: "qgen.signup_queue"
--- seal: sha256:1f6a1e80b03938643c721639bf87edf9c4140fb17b718c4d0dcca54df7f1a9e2
+-- seal: sha256:e44824057e27e6e2693dd324ab6227cddaa0ba565b51e59480cc11d55b707026
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -227,13 +227,13 @@ SELECT (
 ) AS "dead_last_error";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "signup_queue"
 WHERE "id" = %(id)s
 UNION ALL
-SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "signup_dead"
 WHERE "id" = %(id)s;
 

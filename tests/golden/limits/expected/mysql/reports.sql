@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- default_group: "reports"
--- seal: sha256:99a76b06263edfe03dd423e41773b9f491f08f6e396ad414048acc0f45014e95
+-- seal: sha256:b1d3e6e971580eaa7bb70c0d3c365025e3ae757ac704ae1620171dcd5d6c3e3a
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing; the table `reports_queue_limits` of its in-flight slots.
@@ -146,9 +146,9 @@ SELECT (
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT `id` AS id, 'pending' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT `id` AS id, `payload` AS payload, 'pending' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `reports_queue`
 WHERE `id` = %(id)s;
 

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
--- seal: sha256:7e1b5c97a4982465bf28940782e577cae887952c44f05b612221e2186237aeba
+-- seal: sha256:8091b8c69112fd9f7bf7e5083198a59075376527147b28bf0d78becf457d574f
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing; the table "reports_queue_limits" of its in-flight slots.
@@ -156,9 +156,9 @@ SELECT (
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "reports_queue"
 WHERE "id" = %(id)s;
 

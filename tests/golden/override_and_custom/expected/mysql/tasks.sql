@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:9136605a3c111f6fac325907941e9e5a7fe35e6f3ea51a9f46eb257a49eab52a
+-- seal: sha256:46f920ab96f3cd97f390f9ddf18cf08a0b3ad59470ce0f0246cda48a468525d2
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -188,9 +188,9 @@ SELECT (
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT `id` AS id, CASE WHEN `lane` = %(dead_group)s THEN 'dead' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT `id` AS id, `payload` AS payload, CASE WHEN `lane` = %(dead_group)s THEN 'dead' WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `tasks`
 WHERE `id` = %(id)s;
 

@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
--- seal: sha256:3159834ac9b828da86336fa52a4f8128cb80ed051006861fc91bdde4b1326130
+-- seal: sha256:52d0610b834cc575ee4688b602e035d9b043a7c6a65219b05448d99d01303fc6
 
 -- name: schema
 -- Creates the queue table and the index the claim reads, if missing.
@@ -192,9 +192,9 @@ SELECT (
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN "lane" = %(dead_group)s THEN 'dead' WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, CASE WHEN "lane" = %(dead_group)s THEN 'dead' WHEN "locked_until" >= now() THEN 'running' ELSE 'pending' END AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "tasks"
 WHERE "id" = %(id)s;
 

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
 -- channel: "qgen.sessions"
--- seal: sha256:ee9910513c5260d7e7cddba9aefffd9ddedf7cdbf316b5ec9816322a9be300de
+-- seal: sha256:d023d18e4541f7c1025b62627780c077c63e462198c7788f26a3e6f193d48df2
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
@@ -210,9 +210,9 @@ SELECT (
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "id" AS id, CASE WHEN hashtextextended('qgen:sessions:' || CAST("id" AS TEXT), 0) IN (
+SELECT "id" AS id, "payload" AS payload, CASE WHEN hashtextextended('qgen:sessions:' || CAST("id" AS TEXT), 0) IN (
   SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
   FROM pg_locks AS l
   WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
@@ -221,7 +221,7 @@ SELECT "id" AS id, CASE WHEN hashtextextended('qgen:sessions:' || CAST("id" AS T
 FROM "sessions"
 WHERE "id" = %(id)s
 UNION ALL
-SELECT "id" AS id, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "id" AS id, "payload" AS payload, 'dead' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "sessions_dead"
 WHERE "id" = %(id)s;
 

@@ -6,7 +6,7 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:9d4c2df414c9e50e091a8b7c76dc9c6aaacc63291d99ab4590e43799b7d9e1e6
+-- seal: sha256:81f1765417a3ec07850768e49ec362ed4bf688fbb51d7f740c43252a13240103
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -170,13 +170,13 @@ SELECT (
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT `mail_id` AS id, 'pending' AS `state`, `tries` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT `mail_id` AS id, `message` AS payload, 'pending' AS `state`, `tries` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `mail_queue`
 WHERE `mail_id` = %(id)s
 UNION ALL
-SELECT `mail_id` AS id, 'dead' AS `state`, `tries` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT `mail_id` AS id, `message` AS payload, 'dead' AS `state`, `tries` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `mail_dead`
 WHERE `mail_id` = %(id)s;
 

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- channel: "qgen.mail_queue"
--- seal: sha256:84f44bcc1e458783c2ea23a7652403d98647d0629fca8062a7f193fd3c4ca69a
+-- seal: sha256:e5ef6f0a9a7938ba39f3f51ce30ab03f996cada389048fdd6c1e710e110f7f33
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -183,13 +183,13 @@ SELECT (
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "mail_id" AS id, 'pending' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "mail_id" AS id, "message" AS payload, 'pending' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "mail_queue"
 WHERE "mail_id" = %(id)s
 UNION ALL
-SELECT "mail_id" AS id, 'dead' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "mail_id" AS id, "message" AS payload, 'dead' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "mail_dead"
 WHERE "mail_id" = %(id)s;
 

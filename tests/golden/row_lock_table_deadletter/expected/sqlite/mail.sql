@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:7c84c35a3a454c7c450a356cebe505d25be131d12d0c6c4b833f1ca954122361
+-- seal: sha256:b4b389471746b87b7b0d5eb8b67432d2ec2df35730acd19e6bd1727491cbaf7b
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, if missing.
@@ -163,13 +163,13 @@ SELECT (
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
 
 -- name: status
--- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
+-- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
 -- kinds: reads
-SELECT "mail_id" AS id, 'pending' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "mail_id" AS id, "message" AS payload, 'pending' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "mail_queue"
 WHERE "mail_id" = :id
 UNION ALL
-SELECT "mail_id" AS id, 'dead' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
+SELECT "mail_id" AS id, "message" AS payload, 'dead' AS "state", "tries" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "mail_dead"
 WHERE "mail_id" = :id;
 
