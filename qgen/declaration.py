@@ -54,7 +54,10 @@ QUEUE_KEYS = (
     "other_columns",
     "statements",
     "custom",
+    "pause_table",
 )
+#: the table pause and resume write, one row per paused scope (in the queue table's schema)
+PAUSE_TABLE = "qgen_pause"
 OUTBOX_KEYS = ("table", "columns", "statements", "custom")
 
 
@@ -148,6 +151,8 @@ class QueueDeclaration:
     other_columns: tuple[str, ...] = ()
     #: the SQL types other_columns declares (``{ user_id = "BIGINT" }``); the rest are TEXT
     other_types: Mapping[str, str] = field(default_factory=dict)
+    #: the table of paused scopes the claim consults (None: the queue cannot be paused)
+    pause_table: str | None = None
     kind: str = "queue"
 
     def has(self, column: str) -> bool:
@@ -722,6 +727,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         name=name,
         table=table,
         form=form,
+        pause_table=_pause_table(r, where, q, table),
         columns=columns,
         lease_s=lease_s,
         max_attempts=max_attempts,
@@ -732,6 +738,32 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         other_columns=other_columns,
         other_types=other_types,
     )
+
+
+def _pause_table(r: _Reader, where: str, q: Mapping[str, Any], table: str) -> str | None:
+    """pause_table: a table name, or false for a queue that cannot be paused; by default
+    qgen_pause in the queue table's schema (queues share it: a row names its queue's table)."""
+    schema, _, _ = table.rpartition(".")
+    value = q.get("pause_table", f"{schema}.{PAUSE_TABLE}" if schema else PAUSE_TABLE)
+    if value is False:
+        return None
+    if value is True or not isinstance(value, str):
+        raise r.fail(
+            where,
+            "pause_table",
+            f"{_show(value)} is neither a table name nor false",
+            f'write pause_table = "{PAUSE_TABLE}" (the default), or false for a queue that '
+            "cannot be paused",
+        )
+    name = r.table_name(where, "pause_table", value)
+    if name.casefold() == table.casefold():
+        raise r.fail(
+            where,
+            "pause_table",
+            "the pause table is the queue's own",
+            f'name another table, e.g. "{PAUSE_TABLE}"',
+        )
+    return name
 
 
 def _check_pending_key(

@@ -185,6 +185,12 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
         "dedupe_columns": [c[k] for k in ("group", "dedupe_key") if k in c],
         "pending": pending,
         "pending_key": q(PENDING_KEY),
+        #: pausing (base/pause.sql.j2): the table of paused scopes, and the text its rows
+        #: name this queue's table by
+        "pt": dialect.quote_table(unit.pause_table)
+        if isinstance(unit, QueueDeclaration) and unit.pause_table
+        else None,
+        "pause_key": dialect.quote_text(unit.table),
     }
 
 
@@ -299,4 +305,5 @@ def header(unit: Unit, dialect: Dialect) -> Header:
         other_columns=tuple(unit.other_columns),
         note=note,
         channel=channel(unit, dialect),
+        pause_table=unit.pause_table,
     )

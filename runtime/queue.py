@@ -395,7 +395,8 @@ class Queue:
         on PostgreSQL, from pg_locks), None otherwise; dead: in the dead letter (None without one);
         processed: kept rows marked processed (None without processed_at); oldest_ready_s:
         seconds since the first ready message in id order was enqueued (None without an
-        enqueued_at column). ``group`` defaults to the queue's default_group."""
+        enqueued_at column); paused (with a pause table): whether a pause holds the queue or
+        the group, its ready messages waiting. ``group`` defaults to the queue's default_group."""
         from runtime import operate
 
         return await operate.stats(self, db, group)
@@ -468,6 +469,32 @@ class Queue:
 
         return await operate.cancel(self, db, id)
 
+    async def pause(self, db: Any, group: str | None = None) -> bool:
+        """Pause the queue (its table: every queue declared on it), or only ``group``: no
+        consumer, in any process on any host, claims its messages until ``resume``; a
+        delivery already claimed runs and settles as usual, and enqueue goes on. The pause
+        is a row of the pause table, so it outlives restarts. True if it paused, False if it
+        was paused already. ``await queue.pause(db)``, ``await queue.pause(db, group="eu")``"""
+        from runtime import operate
+
+        return await operate.pause(self, db, group)
+
+    async def resume(self, db: Any, group: str | None = None) -> bool:
+        """Lift the pause of the queue (``group`` None) or of one group: the next claim takes
+        its messages again (an idle consumer, at its next poll). Each scope is resumed on its
+        own: resuming the queue leaves a group paused on its own paused. True if a pause was
+        lifted. ``await queue.resume(db)``"""
+        from runtime import operate
+
+        return await operate.resume(self, db, group)
+
+    async def paused(self, db: Any) -> list[str | None]:
+        """The paused scopes of the queue's table: ``None`` for the whole queue, then each
+        paused group. ``await queue.paused(db)`` → ``[None, "eu"]`` (``[]``: none)."""
+        from runtime import operate
+
+        return await operate.paused(self, db)
+
     @property
     def sync(self) -> SyncQueue:
         """The same enqueue for blocking code and a blocking connection (psycopg, sqlite3,
@@ -537,6 +564,18 @@ class SyncQueue:
     def cancel(self, conn: Any, id: int) -> bool:
         """``queue.sync.cancel(conn, 42)`` → True if it finished the message (see cancel)."""
         return run_sync(self.queue.cancel(adapt(conn, sync=True), id))
+
+    def pause(self, conn: Any, group: str | None = None) -> bool:
+        """``queue.sync.pause(conn)`` or ``(conn, group="eu")`` → True if it paused (see pause)."""
+        return run_sync(self.queue.pause(adapt(conn, sync=True), group))
+
+    def resume(self, conn: Any, group: str | None = None) -> bool:
+        """``queue.sync.resume(conn)`` → True if it lifted a pause (see resume)."""
+        return run_sync(self.queue.resume(adapt(conn, sync=True), group))
+
+    def paused(self, conn: Any) -> list[str | None]:
+        """``queue.sync.paused(conn)`` → the paused scopes, None the whole queue (see paused)."""
+        return run_sync(self.queue.paused(adapt(conn, sync=True)))
 
     def apply(self, db: Any) -> list[Any]:
         """``queue.sync.apply(db)`` → the tables and indexes it created (see runtime.apply):

@@ -111,6 +111,10 @@ class StatementName(StrEnum):
     GROUPS = "groups"
     REGROUP = "regroup"
     CANCEL = "cancel"
+    # pausing a queue or one group: the claim skips a paused scope (runtime.operate)
+    PAUSE = "pause"
+    RESUME = "resume"
+    PAUSED = "paused"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"
@@ -174,6 +178,8 @@ class Header:
     note: str | None = None
     #: the channel the enqueue notifies and idle consumers listen on (LISTEN/NOTIFY engines)
     channel: str | None = None
+    #: the table of paused scopes the claim consults (None: the queue cannot be paused)
+    pause_table: str | None = None
 
     @property
     def dead_letter(self) -> str | None:
@@ -207,6 +213,8 @@ class Header:
                 values["other_columns"] = list(self.other_columns)
             if self.channel is not None:
                 values["channel"] = self.channel
+            if self.pause_table is not None:
+                values["pause_table"] = self.pause_table
         if self.note is not None:
             values["note"] = self.note
         return [f"-- {k}: {_json(v)}" for k, v in values.items()]
@@ -441,7 +449,8 @@ def _header(values: dict[str, Any], path: str) -> Header:
         raise _error(path, "the header names no queue or outbox")
     known = {
         "queue": {"queue", "dialect", "form", "table", "columns", "max_attempts"}
-        | {"dead_letter", "lease_s", "default_group", "other_columns", "note", "channel"},
+        | {"dead_letter", "lease_s", "default_group", "other_columns", "note", "channel"}
+        | {"pause_table"},
         "outbox": {"outbox", "dialect", "table", "columns", "note"},
     }[kind]
     unknown = sorted(set(values) - known)
@@ -501,6 +510,9 @@ def _header(values: dict[str, Any], path: str) -> Header:
     channel = values.get("channel")
     if channel is not None and (not isinstance(channel, str) or not _CHANNEL.fullmatch(channel)):
         raise bad("channel")
+    pause_table = values.get("pause_table")
+    if pause_table is not None:
+        pause_table = _schema_table(pause_table, bad)
     return Header(
         kind=kind,
         name=header.name,
@@ -516,6 +528,7 @@ def _header(values: dict[str, Any], path: str) -> Header:
         other_columns=tuple(ident("other_columns", o) for o in others),
         note=header.note,
         channel=channel,
+        pause_table=pause_table,
     )
 
 

@@ -6,11 +6,12 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:93f9ee38c42e0ee8df169fe1b8ff58f901ea461febb315a87cbb62aa3370aa84
+-- pause_table: "qgen_pause"
+-- seal: sha256:71a7aebd43cc1b939309739b2ae1d5c7fdc6a832b7e04bd10bbeffd4d10a4ff7
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `invoices_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -29,6 +30,12 @@ CREATE TABLE IF NOT EXISTS `invoices_dead` (
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
   `invoice_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `qgen_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -68,6 +75,12 @@ SELECT `id` AS id
 FROM `invoices_queue`
 WHERE `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `qgen_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'invoices_queue'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `invoices_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt
@@ -162,7 +175,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -181,7 +194,12 @@ SELECT (
   SELECT COUNT(*)
   FROM `invoices_queue`
   WHERE `processed_at` IS NOT NULL
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `qgen_pause`
+  WHERE queue_table = 'invoices_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
@@ -282,6 +300,27 @@ DELETE FROM `invoices_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses invoices_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+VALUES ('invoices_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes invoices_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `qgen_pause`
+WHERE queue_table = 'invoices_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of invoices_queue (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `qgen_pause`
+WHERE queue_table = 'invoices_queue'
+ORDER BY queue_group;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -6,11 +6,12 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:4b260f89ce7c21ffff30b3933965b424ce6e9a1034406b67c3627e637febc224
+-- pause_table: "qgen_pause"
+-- seal: sha256:d76874b36f5e224f46334cd28bae8b51e7cf24531961bfa88babd6f897fdcffa
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `webhooks_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -29,6 +30,12 @@ CREATE TABLE IF NOT EXISTS `webhooks_dead` (
   `retry_after` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
   `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `qgen_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -71,6 +78,12 @@ WITH candidates AS (
     FROM `webhooks_queue`
     WHERE `processed_at` IS NULL
       AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+      AND NOT EXISTS (
+        SELECT 1
+        FROM `qgen_pause` AS qgen_paused
+        WHERE qgen_paused.queue_table = 'webhooks_queue'
+          AND qgen_paused.queue_group = ''
+      )
     ORDER BY `id`
     LIMIT %(scan)s
   ) AS r
@@ -183,7 +196,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -202,7 +215,12 @@ SELECT (
   SELECT COUNT(*)
   FROM `webhooks_queue`
   WHERE `processed_at` IS NOT NULL
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `qgen_pause`
+  WHERE queue_table = 'webhooks_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
@@ -303,6 +321,27 @@ DELETE FROM `webhooks_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses webhooks_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+VALUES ('webhooks_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes webhooks_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `qgen_pause`
+WHERE queue_table = 'webhooks_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of webhooks_queue (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `qgen_pause`
+WHERE queue_table = 'webhooks_queue'
+ORDER BY queue_group;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (another session holds its key; the key is tried, never waited for, then released); no row changed: in flight, already finished, dead, or no such id.

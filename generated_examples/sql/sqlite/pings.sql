@@ -7,15 +7,22 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:f84625769b3b35d558ced24c5d7ec9bc579c9da1286b2a2f605d828e34e3e838
+-- pause_table: "qgen_pause"
+-- seal: sha256:a464374cd78d2b8b745066c77f35eea51a8fb112c5523c929ed8ac1100194adc
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "pings" (
   "ping_id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "data" TEXT NOT NULL,
   "leased_until" TEXT
+);
+CREATE TABLE IF NOT EXISTS "qgen_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -34,6 +41,12 @@ WHERE "ping_id" IN (
   SELECT "ping_id"
   FROM "pings"
   WHERE ("leased_until" IS NULL OR "leased_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "qgen_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'pings'
+        AND qgen_paused.queue_group = ''
+    )
   ORDER BY "ping_id"
   LIMIT :limit
 )
@@ -119,7 +132,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -129,7 +142,34 @@ SELECT (
   SELECT COUNT(*)
   FROM "pings"
   WHERE "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "qgen_pause"
+  WHERE queue_table = 'pings'
+    AND queue_group = ''
+) AS paused;
+
+-- name: pause
+-- Pauses pings: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+VALUES ('pings', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes pings: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "qgen_pause"
+WHERE queue_table = 'pings'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of pings ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "qgen_pause"
+WHERE queue_table = 'pings'
+ORDER BY queue_group;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

@@ -7,12 +7,13 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
+-- pause_table: "qgen_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:e9066e0583226b2a0752ec5eb8fd8e6021c91836e734d8f065eece4adc88faa7
+-- seal: sha256:500cdc0daf1e9a85b58b020a680b7dc39eed2928126f60eee194bf5a89cde87e
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "reports_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -21,6 +22,12 @@ CREATE TABLE IF NOT EXISTS "reports_queue" (
   "retry_after" TEXT
 );
 CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("grp", "id");
+CREATE TABLE IF NOT EXISTS "qgen_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
@@ -44,6 +51,12 @@ SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "grp" AS "group"
 FROM "reports_queue"
 WHERE "grp" = :group
   AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "qgen_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'reports_queue'
+      AND qgen_paused.queue_group IN ('', :group)
+  )
 ORDER BY "id"
 LIMIT :limit;
 
@@ -130,7 +143,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -146,7 +159,12 @@ SELECT (
   SELECT COUNT(*)
   FROM "reports_queue"
   WHERE "grp" = :dead_group
-) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "qgen_pause"
+  WHERE queue_table = 'reports_queue'
+    AND queue_group IN ('', :group)
+) AS paused;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
@@ -203,6 +221,28 @@ WHERE "grp" = :dead_group
 -- kinds: writes
 DELETE FROM "reports_queue"
 WHERE "grp" = :dead_group;
+
+-- name: pause
+-- Pauses reports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+VALUES ('reports_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes reports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "qgen_pause"
+WHERE queue_table = 'reports_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of reports_queue ("group" '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "qgen_pause"
+WHERE queue_table = 'reports_queue'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "qgen_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:1d77e81ecb7ab4557d270e4aa33c47c2fae728647a3a8785fab37966cc101f29
+-- seal: sha256:4360d032fd287d2b14d467ecbbf329c48304c01e4e3f5b77070b3793dab60dce
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
--- kinds: writes writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "locks" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -21,6 +22,12 @@ CREATE TABLE IF NOT EXISTS "locks" (
 CREATE INDEX IF NOT EXISTS "locks_claim" ON "locks" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "locks_processed" ON "locks" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "locks_dedupe" ON "locks" ("dedupe_key") WHERE "processed_at" IS NULL;
+CREATE TABLE IF NOT EXISTS "qgen_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
@@ -44,6 +51,12 @@ WHERE "dedupe_key" = :dedupe_key
 SELECT "id" AS id
 FROM "locks"
 WHERE "processed_at" IS NULL
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "qgen_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'locks'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "id"
 LIMIT :scan;
 
@@ -100,7 +113,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -110,7 +123,12 @@ SELECT (
   SELECT COUNT(*)
   FROM "locks"
   WHERE "processed_at" IS NOT NULL
-) AS "processed", NULL AS "oldest_ready_s";
+) AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "qgen_pause"
+  WHERE queue_table = 'locks'
+    AND queue_group = ''
+) AS paused;
 
 -- name: prune
 -- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
@@ -123,6 +141,28 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses locks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+VALUES ('locks', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes locks: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "qgen_pause"
+WHERE queue_table = 'locks'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of locks ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "qgen_pause"
+WHERE queue_table = 'locks'
+ORDER BY queue_group;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.

@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:763c1b3fe7e4717c3d1db9e7e766591bc9f62910460150ec8a6fc790e816eb12
+-- pause_table: "qgen_pause"
+-- seal: sha256:bdc1dd1b924dd1153fa3da4d625992ec3295a00d4893fb0badd6d16b19d4a752
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `jobs` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -22,6 +23,12 @@ CREATE TABLE IF NOT EXISTS `jobs` (
   `locked_until` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
   INDEX `jobs_claim` (`queue`, `processed_at`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `qgen_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -49,6 +56,12 @@ WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `qgen_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'jobs'
+      AND qgen_paused.queue_group IN ('', %(group)s)
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `jobs`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -194,7 +207,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -225,7 +238,12 @@ SELECT (
   FROM `jobs`
   WHERE `queue` = %(group)s
     AND `processed_at` IS NOT NULL
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `qgen_pause`
+  WHERE queue_table = 'jobs'
+    AND queue_group IN ('', %(group)s)
+) AS paused;
 
 -- name: dead_list
 -- Lists up to limit dead messages with ids above after_id, oldest first.
@@ -299,6 +317,27 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses jobs for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+VALUES ('jobs', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes jobs for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `qgen_pause`
+WHERE queue_table = 'jobs'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of jobs (`group` '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `qgen_pause`
+WHERE queue_table = 'jobs'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -7,15 +7,22 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:d1adbdd0be43a42ab5bdf8d88be80d62c0c7a0097237967096d6823430159641
+-- pause_table: "qgen_pause"
+-- seal: sha256:6942704325ee06e3ac1c7c3521b8781b33221e47ad16f0788d7b1344246d129f
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `leased` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
   `locked_until` DATETIME(6) NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `qgen_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -31,6 +38,12 @@ SELECT LAST_INSERT_ID() AS id;
 SELECT `id` AS id
 FROM `leased`
 WHERE (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `qgen_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'leased'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `leased`.`id` AS id, `payload` AS payload, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -135,7 +148,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -145,7 +158,33 @@ SELECT (
   SELECT COUNT(*)
   FROM `leased`
   WHERE `locked_until` >= UTC_TIMESTAMP(6)
-) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `qgen_pause`
+  WHERE queue_table = 'leased'
+    AND queue_group = ''
+) AS paused;
+
+-- name: pause
+-- Pauses leased: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+VALUES ('leased', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes leased: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `qgen_pause`
+WHERE queue_table = 'leased'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of leased (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `qgen_pause`
+WHERE queue_table = 'leased'
+ORDER BY queue_group;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a lease in the future); no row changed: in flight, already finished, dead, or no such id.

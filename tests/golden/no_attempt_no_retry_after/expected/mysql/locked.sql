@@ -6,16 +6,23 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:9aae498fdf860cab470c721c2ebbcb641fe6e575950901b10ec19505d9b1764c
+-- pause_table: "qgen_pause"
+-- seal: sha256:35a50209600977ca16bfb05aa4811b778456f94304424d2df16b368e466f3a90
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `locked` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
   `done_at` DATETIME(6) NULL,
   INDEX `locked_claim` (`done_at`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `qgen_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -31,6 +38,12 @@ SELECT LAST_INSERT_ID() AS id;
 SELECT `id` AS id
 FROM `locked`
 WHERE `done_at` IS NULL
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `qgen_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'locked'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `locked`.`id` AS id, `payload` AS payload
@@ -86,7 +99,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -96,7 +109,12 @@ SELECT (
   SELECT COUNT(*)
   FROM `locked`
   WHERE `done_at` IS NOT NULL
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `qgen_pause`
+  WHERE queue_table = 'locked'
+    AND queue_group = ''
+) AS paused;
 
 -- name: prune
 -- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
@@ -105,6 +123,27 @@ DELETE FROM `locked`
 WHERE `done_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `done_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses locked: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+VALUES ('locked', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes locked: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `qgen_pause`
+WHERE queue_table = 'locked'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of locked (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `qgen_pause`
+WHERE queue_table = 'locked'
+ORDER BY queue_group;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's transaction holds the row: SKIP LOCKED passes it by); no row changed: in flight, already finished, dead, or no such id.

@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "qgen_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:ba2a97e0568a8ece689a1d823169fa45f4339b0449ba4a3ce188e44ec821c35a
+-- seal: sha256:da8f143135ab7e6bd599dded49a6a6a46771f9427f72e8cb0a1a0fb0668d2372
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
--- kinds: writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "locked" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -19,6 +20,12 @@ CREATE TABLE IF NOT EXISTS "locked" (
 );
 CREATE INDEX IF NOT EXISTS "locked_claim" ON "locked" ("id") WHERE "done_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "locked_processed" ON "locked" ("done_at", "id") WHERE "done_at" IS NOT NULL;
+CREATE TABLE IF NOT EXISTS "qgen_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message.
@@ -33,6 +40,12 @@ RETURNING "id" AS id;
 SELECT "id" AS id, "payload" AS payload
 FROM "locked"
 WHERE "done_at" IS NULL
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "qgen_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'locked'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "id"
 LIMIT :limit;
 
@@ -81,7 +94,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -91,7 +104,12 @@ SELECT (
   SELECT COUNT(*)
   FROM "locked"
   WHERE "done_at" IS NOT NULL
-) AS "processed", NULL AS "oldest_ready_s";
+) AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "qgen_pause"
+  WHERE queue_table = 'locked'
+    AND queue_group = ''
+) AS paused;
 
 -- name: prune
 -- Deletes up to batch rows marked processed more than age_s seconds ago (the database's clock); unprocessed rows stay. Run it until it deletes fewer than batch.
@@ -104,6 +122,28 @@ WHERE "id" IN (
   ORDER BY "done_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses locked: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+VALUES ('locked', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes locked: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "qgen_pause"
+WHERE queue_table = 'locked'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of locked ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "qgen_pause"
+WHERE queue_table = 'locked'
+ORDER BY queue_group;
 
 -- name: cancel
 -- Finishes message id as ack does (marks it processed) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.

@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "qgen_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:bd7f36cec36acd84879941a642bb565c3c1482f48c0d2fd7664f348524e1a667
+-- seal: sha256:f06150dc89536f5bc93ccfc9ba512bcd2751b7fa373e9510d8563186a777b068
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "keyed" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -19,6 +20,12 @@ CREATE TABLE IF NOT EXISTS "keyed" (
   "priority" INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS "keyed_claim" ON "keyed" ("priority" DESC, "id");
+CREATE TABLE IF NOT EXISTS "qgen_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; priority orders the claim (higher first; NULL: 0).
@@ -32,6 +39,12 @@ RETURNING "id" AS id;
 -- kinds: reads
 SELECT "id" AS id
 FROM "keyed"
+WHERE NOT EXISTS (
+    SELECT 1
+    FROM "qgen_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'keyed'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "priority" DESC, "id"
 LIMIT :scan;
 
@@ -91,13 +104,40 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "keyed"
 
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "qgen_pause"
+  WHERE queue_table = 'keyed'
+    AND queue_group = ''
+) AS paused;
+
+-- name: pause
+-- Pauses keyed: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+VALUES ('keyed', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes keyed: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "qgen_pause"
+WHERE queue_table = 'keyed'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of keyed ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "qgen_pause"
+WHERE queue_table = 'keyed'
+ORDER BY queue_group;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (the runtime checks the keys held in its own process first; another process's are not visible); no row changed: in flight, already finished, dead, or no such id.

@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "qgen_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:c99f6487b4bc775a024da614bf33278f539a6f822ec2cf7dd34c2d661030d686
+-- seal: sha256:ef75f5d4a2d5f4fff374b92cb8ebe5a948123e32c933a85b8923e801fc600b6f
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "urgent" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -20,6 +21,12 @@ CREATE TABLE IF NOT EXISTS "urgent" (
   "priority" INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS "urgent_claim" ON "urgent" ("priority" DESC, "id");
+CREATE TABLE IF NOT EXISTS "qgen_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; priority orders the claim (higher first; NULL: 0).
@@ -41,6 +48,12 @@ WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
 FROM "urgent"
 WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "qgen_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'urgent'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "priority" DESC, "id"
 LIMIT :limit;
 
@@ -113,7 +126,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -123,7 +136,34 @@ SELECT (
   SELECT COUNT(*)
   FROM "urgent"
   WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "qgen_pause"
+  WHERE queue_table = 'urgent'
+    AND queue_group = ''
+) AS paused;
+
+-- name: pause
+-- Pauses urgent: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+VALUES ('urgent', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes urgent: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "qgen_pause"
+WHERE queue_table = 'urgent'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of urgent ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "qgen_pause"
+WHERE queue_table = 'urgent'
+ORDER BY queue_group;
 
 -- name: cancel
 -- Finishes message id as ack does (deletes it) if it is pending and not in flight (a claim's BEGIN IMMEDIATE holds the database: the cancel waits for its batch to end); no row changed: in flight, already finished, dead, or no such id.
