@@ -883,7 +883,8 @@ def parser() -> argparse.ArgumentParser:
         )
         p.add_argument("queue", metavar="QUEUE", help="the queue")
         p.add_argument(
-            "--group", help="only this group (a queue with a group column; default: the whole queue)"
+            "--group",
+            help="only this group (a queue with a group column; default: the whole queue)",
         )
         on_db(p)
         p.set_defaults(fn=fn)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import tomllib
@@ -56,8 +57,8 @@ QUEUE_KEYS = (
     "custom",
     "pause_table",
 )
-#: the table pause and resume write, one row per paused scope (in the queue table's schema)
-PAUSE_TABLE = "qgen_pause"
+#: the default pause table: the queue table's name with this suffix, in its schema
+PAUSE_SUFFIX = "_pause"
 OUTBOX_KEYS = ("table", "columns", "statements", "custom")
 
 
@@ -740,11 +741,20 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
     )
 
 
+def short_name(name: str) -> str:
+    """An identifier within 63 characters: long names keep a prefix and gain a hash."""
+    if len(name) <= 63:
+        return name
+    return name[:54] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
+
+
 def _pause_table(r: _Reader, where: str, q: Mapping[str, Any], table: str) -> str | None:
-    """pause_table: a table name, or false for a queue that cannot be paused; by default
-    qgen_pause in the queue table's schema (queues share it: a row names its queue's table)."""
-    schema, _, _ = table.rpartition(".")
-    value = q.get("pause_table", f"{schema}.{PAUSE_TABLE}" if schema else PAUSE_TABLE)
+    """pause_table: a table name, or false for a queue that cannot be paused; by default the
+    queue table's name with ``_pause``, beside it (queues may name one table to share it: a
+    row names its queue's table)."""
+    schema, _, bare = table.rpartition(".")
+    own = short_name(bare + PAUSE_SUFFIX)
+    value = q.get("pause_table", f"{schema}.{own}" if schema else own)
     if value is False:
         return None
     if value is True or not isinstance(value, str):
@@ -752,8 +762,8 @@ def _pause_table(r: _Reader, where: str, q: Mapping[str, Any], table: str) -> st
             where,
             "pause_table",
             f"{_show(value)} is neither a table name nor false",
-            f'write pause_table = "{PAUSE_TABLE}" (the default), or false for a queue that '
-            "cannot be paused",
+            f'write pause_table = "{own}" (the default), or false for a queue that cannot be '
+            "paused",
         )
     name = r.table_name(where, "pause_table", value)
     if name.casefold() == table.casefold():
@@ -761,7 +771,7 @@ def _pause_table(r: _Reader, where: str, q: Mapping[str, Any], table: str) -> st
             where,
             "pause_table",
             "the pause table is the queue's own",
-            f'name another table, e.g. "{PAUSE_TABLE}"',
+            f'name another table, e.g. "{own}"',
         )
     return name
 

@@ -6,7 +6,6 @@ validates what it read, and seals it.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from qgen.declaration import (
     QueueDeclaration,
     Sql,
     Unit,
+    short_name,
 )
 from runtime.dialects import DIALECTS, PENDING_KEY, Dialect
 from runtime.rendered import Block, Header, Kind, Statement, split_statements, write_file
@@ -95,13 +95,6 @@ def _template_for(env: jinja2.Environment, dialect: str, name: str) -> str:
     return f"base/{name}"
 
 
-def _short_name(name: str) -> str:
-    """An identifier within 63 characters: long names keep a prefix and gain a hash."""
-    if len(name) <= 63:
-        return name
-    return name[:54] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
-
-
 def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
     """What a template sees: quoted identifiers by their logical name, and small helpers."""
     order = QUEUE_COLUMNS if isinstance(unit, QueueDeclaration) else OUTBOX_COLUMNS
@@ -110,7 +103,7 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
     dead = unit.dead_letter if isinstance(unit, QueueDeclaration) else None
     others = unit.other_columns if isinstance(unit, QueueDeclaration) else ()
     schema, _, bare = unit.table.rpartition(".")
-    index = q(_short_name(f"{bare}_claim"))
+    index = q(short_name(f"{bare}_claim"))
     index_columns: list[str] = []
     if isinstance(unit, QueueDeclaration) and any(
         unit.has(k) for k in ("group", "processed_at", "priority")
@@ -123,19 +116,19 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
         index_columns.append(c["id"])
     # kept rows: an index over the processed ones, for prune and the processed count
     # (MySQL's claim index already leads with group, processed_at)
-    processed = q(_short_name(f"{bare}_processed"))
+    processed = q(short_name(f"{bare}_processed"))
     processed_columns: list[str] = []
     if isinstance(unit, QueueDeclaration) and unit.has("processed_at") and dialect.partial_index:
         processed_columns = [c[k] for k in ("group", "processed_at", "id") if k in c]
     # a fifo_key: the index the claim's "no earlier unfinished row of my key" reads
-    fifo = q(_short_name(f"{bare}_fifo"))
+    fifo = q(short_name(f"{bare}_fifo"))
     fifo_columns: list[str] = []
     if isinstance(unit, QueueDeclaration) and unit.has("fifo_key"):
         fifo_columns = [c["fifo_key"]]
         if not dialect.partial_index and unit.has("processed_at"):
             fifo_columns.append(c["processed_at"])
         fifo_columns.append(c["id"])
-    dedupe = q(_short_name(f"{bare}_dedupe"))
+    dedupe = q(short_name(f"{bare}_dedupe"))
 
     def pending(alias: str = "") -> list[str]:
         """What keeps a row's dedupe key taken: not processed, not in the dead-letter group."""
@@ -199,7 +192,7 @@ def channel(unit: Unit, dialect: Dialect) -> str | None:
     within 63 bytes), else None. Queues on one table share it."""
     if not isinstance(unit, QueueDeclaration) or not dialect.listen_notify:
         return None
-    return _short_name(f"qgen.{unit.table}")
+    return short_name(f"qgen.{unit.table}")
 
 
 def _template_blocks(text: str) -> list[DraftBlock]:

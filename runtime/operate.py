@@ -292,8 +292,7 @@ def _scope(queue: Queue, group: str | None) -> str:
         return ""
     if "group" not in queue.columns:
         raise InvalidArgument(
-            f"queue '{queue.name}' has no group column: pause or resume the whole queue "
-            "(no group)"
+            f"queue '{queue.name}' has no group column: pause or resume the whole queue (no group)"
         )
     if not isinstance(group, str) or not group or not group.isprintable() or len(group) > 191:
         raise InvalidArgument(

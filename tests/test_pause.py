@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -252,8 +251,8 @@ def _render(extra: dict[str, Any], dialect: str = "postgres") -> str:
 def test_the_pause_table_is_in_the_queue_schema_by_default_and_can_be_left_out():
     text = _render({})
     f = parse_rendered(text, "jobs.sql")
-    assert f.header.pause_table == "app.qgen_pause"
-    assert 'FROM "app"."qgen_pause" AS qgen_paused' in f.statements["claim"][0]
+    assert f.header.pause_table == "app.jobs_pause"
+    assert 'FROM "app"."jobs_pause" AS qgen_paused' in f.statements["claim"][0]
     assert {"pause", "resume", "paused"} <= set(f.statements)
 
     named = parse_rendered(_render({"pause_table": "ops.paused_queues"}), "jobs.sql")
@@ -263,7 +262,7 @@ def test_the_pause_table_is_in_the_queue_schema_by_default_and_can_be_left_out()
     off = parse_rendered(_render({"pause_table": False}), "jobs.sql")
     assert off.header.pause_table is None
     assert not {"pause", "resume", "paused"} & set(off.statements)
-    assert all("qgen_pause" not in sql for step in off.statements.values() for sql in step)
+    assert all("_pause" not in sql for step in off.statements.values() for sql in step)
 
 
 @pytest.mark.parametrize(

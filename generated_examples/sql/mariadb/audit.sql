@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
--- seal: sha256:03360799c605eea3a6f074bc0c1c33f12181b948e844e6dbcfd141f10abfb356
+-- pause_table: "audit_queue_pause"
+-- seal: sha256:5f1f05ae8890c23bfbed5f421143766cc96c727a6f44c3ba5f63ddc3d3d1b2a8
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS `audit_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `entry` JSON NOT NULL
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `audit_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -37,7 +37,7 @@ SELECT `id` AS id
 FROM `audit_queue`
 WHERE NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `audit_queue_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'audit_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -101,7 +101,7 @@ SELECT (
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `audit_queue_pause`
   WHERE queue_table = 'audit_queue'
     AND queue_group = ''
 ) AS paused;
@@ -109,13 +109,13 @@ SELECT (
 -- name: pause
 -- Pauses audit_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `audit_queue_pause` (queue_table, queue_group, paused_at)
 VALUES ('audit_queue', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes audit_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `audit_queue_pause`
 WHERE queue_table = 'audit_queue'
   AND queue_group = %(group)s;
 
@@ -123,7 +123,7 @@ WHERE queue_table = 'audit_queue'
 -- Lists the paused scopes of audit_queue (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `audit_queue_pause`
 WHERE queue_table = 'audit_queue'
 ORDER BY queue_group;
 

@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- pause_table: "qgen_pause"
--- seal: sha256:4eca8d9de1872df73fd46b2b119dfcac0edfb6199a54231b732ee33ddcab723f
+-- pause_table: "webhooks_queue_pause"
+-- seal: sha256:10a08d410e84bff24deb6fc4a15f9dbf55cc8e4bc51fa81b73b0b72a17dd4afe
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS `webhooks_dead` (
   `processed_at` DATETIME(6) NULL,
   `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `webhooks_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -80,7 +80,7 @@ WITH candidates AS (
       AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
       AND NOT EXISTS (
         SELECT 1
-        FROM `qgen_pause` AS qgen_paused
+        FROM `webhooks_queue_pause` AS qgen_paused
         WHERE qgen_paused.queue_table = 'webhooks_queue'
           AND qgen_paused.queue_group = ''
       )
@@ -217,7 +217,7 @@ SELECT (
   WHERE `processed_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `webhooks_queue_pause`
   WHERE queue_table = 'webhooks_queue'
     AND queue_group = ''
 ) AS paused;
@@ -325,13 +325,13 @@ LIMIT %(batch)s;
 -- name: pause
 -- Pauses webhooks_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `webhooks_queue_pause` (queue_table, queue_group, paused_at)
 VALUES ('webhooks_queue', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes webhooks_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `webhooks_queue_pause`
 WHERE queue_table = 'webhooks_queue'
   AND queue_group = %(group)s;
 
@@ -339,7 +339,7 @@ WHERE queue_table = 'webhooks_queue'
 -- Lists the paused scopes of webhooks_queue (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `webhooks_queue_pause`
 WHERE queue_table = 'webhooks_queue'
 ORDER BY queue_group;
 

@@ -7,8 +7,8 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- pause_table: "qgen_pause"
--- seal: sha256:c237b284cf99601766d95a87a26f766a9969966a55a4ae3cd367accc5b682ecb
+-- pause_table: "emails_queue_pause"
+-- seal: sha256:0f25f773477ad69ac2b56201ecb6b04997a8fc9db83da62349130330a37154fc
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS `emails_dead` (
   `retry_after` DATETIME(6) NULL,
   `locked_until` DATETIME(6) NULL
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `emails_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -57,7 +57,7 @@ WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `emails_queue_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'emails_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -214,7 +214,7 @@ SELECT (
   FROM `emails_dead`
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `emails_queue_pause`
   WHERE queue_table = 'emails_queue'
     AND queue_group = ''
 ) AS paused;
@@ -276,13 +276,13 @@ DELETE FROM `emails_dead`;
 -- name: pause
 -- Pauses emails_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `emails_queue_pause` (queue_table, queue_group, paused_at)
 VALUES ('emails_queue', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes emails_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `emails_queue_pause`
 WHERE queue_table = 'emails_queue'
   AND queue_group = %(group)s;
 
@@ -290,7 +290,7 @@ WHERE queue_table = 'emails_queue'
 -- Lists the paused scopes of emails_queue (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `emails_queue_pause`
 WHERE queue_table = 'emails_queue'
 ORDER BY queue_group;
 

@@ -7,8 +7,8 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- pause_table: "qgen_pause"
--- seal: sha256:8765f09eb4fb5d17cc2a1294e107b1a35d344214daab63562fd038006179f3f8
+-- pause_table: "exports_queue_pause"
+-- seal: sha256:be169be025f8b0ad778a4be387417664679eda652b4799f4eae0f35165a3bf0b
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS `exports_queue` (
   `retry_after` DATETIME(6) NULL,
   INDEX `exports_queue_claim` (`lane`, `id`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `exports_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -55,7 +55,7 @@ WITH candidates AS (
       AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
       AND NOT EXISTS (
         SELECT 1
-        FROM `qgen_pause` AS qgen_paused
+        FROM `exports_queue_pause` AS qgen_paused
         WHERE qgen_paused.queue_table = 'exports_queue'
           AND qgen_paused.queue_group IN ('', %(group)s)
       )
@@ -182,7 +182,7 @@ SELECT (
   WHERE `lane` = %(dead_group)s
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `exports_queue_pause`
   WHERE queue_table = 'exports_queue'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -247,13 +247,13 @@ WHERE `lane` = %(dead_group)s;
 -- name: pause
 -- Pauses exports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `exports_queue_pause` (queue_table, queue_group, paused_at)
 VALUES ('exports_queue', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes exports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `exports_queue_pause`
 WHERE queue_table = 'exports_queue'
   AND queue_group = %(group)s;
 
@@ -261,7 +261,7 @@ WHERE queue_table = 'exports_queue'
 -- Lists the paused scopes of exports_queue (`group` '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `exports_queue_pause`
 WHERE queue_table = 'exports_queue'
 ORDER BY queue_group;
 

@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- pause_table: "qgen_pause"
--- seal: sha256:40fdb0c0b209512d1e25b510abfa66efa18a663fed02da307ba06c610395c071
+-- pause_table: "invoices_queue_pause"
+-- seal: sha256:c27398d9e2378b1f2588ba5c4db462888a7f12da416e494ec85b886db87308fb
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS `invoices_dead` (
   `processed_at` DATETIME(6) NULL,
   `invoice_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `invoices_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -77,7 +77,7 @@ WHERE `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `invoices_queue_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'invoices_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -196,7 +196,7 @@ SELECT (
   WHERE `processed_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `invoices_queue_pause`
   WHERE queue_table = 'invoices_queue'
     AND queue_group = ''
 ) AS paused;
@@ -304,13 +304,13 @@ LIMIT %(batch)s;
 -- name: pause
 -- Pauses invoices_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `invoices_queue_pause` (queue_table, queue_group, paused_at)
 VALUES ('invoices_queue', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes invoices_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `invoices_queue_pause`
 WHERE queue_table = 'invoices_queue'
   AND queue_group = %(group)s;
 
@@ -318,7 +318,7 @@ WHERE queue_table = 'invoices_queue'
 -- Lists the paused scopes of invoices_queue (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `invoices_queue_pause`
 WHERE queue_table = 'invoices_queue'
 ORDER BY queue_group;
 

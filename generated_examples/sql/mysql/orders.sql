@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- pause_table: "qgen_pause"
--- seal: sha256:bf14c189ed74e8e8b1d56c1b93b5592d88781da59631713518f1524b6f6a65f4
+-- pause_table: "orders_queue_pause"
+-- seal: sha256:b886dace3428258484dce550cd9da9a2bbc4ab17a7c6ae4b698c61032f10c268
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
   INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`),
   UNIQUE INDEX `orders_queue_dedupe` (`queue`, `qgen_pending_key`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `orders_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -78,7 +78,7 @@ WHERE `queue` = %(group)s
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `orders_queue_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'orders_queue'
       AND qgen_paused.queue_group IN ('', %(group)s)
   )
@@ -256,7 +256,7 @@ SELECT (
   LIMIT 1
 ) AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `orders_queue_pause`
   WHERE queue_table = 'orders_queue'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -385,13 +385,13 @@ LIMIT %(batch)s;
 -- name: pause
 -- Pauses orders_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `orders_queue_pause` (queue_table, queue_group, paused_at)
 VALUES ('orders_queue', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes orders_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `orders_queue_pause`
 WHERE queue_table = 'orders_queue'
   AND queue_group = %(group)s;
 
@@ -399,7 +399,7 @@ WHERE queue_table = 'orders_queue'
 -- Lists the paused scopes of orders_queue (`group` '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `orders_queue_pause`
 WHERE queue_table = 'orders_queue'
 ORDER BY queue_group;
 

@@ -7,8 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- pause_table: "qgen_pause"
--- seal: sha256:e3be02d42985ab82e2cdc3c9d22e324ba55e2dcaa79c14467382e931da8bde79
+-- pause_table: "pings_pause"
+-- seal: sha256:f767387b684b0e1364e4a52630e1d96b5a098e38f2980b0188d3a0b3eb38637e
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS `pings` (
   `data` JSON NOT NULL,
   `leased_until` DATETIME(6) NULL
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `pings_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -40,7 +40,7 @@ FROM `pings`
 WHERE (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `pings_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'pings'
       AND qgen_paused.queue_group = ''
   )
@@ -160,7 +160,7 @@ SELECT (
   WHERE `leased_until` >= UTC_TIMESTAMP(6)
 ) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `pings_pause`
   WHERE queue_table = 'pings'
     AND queue_group = ''
 ) AS paused;
@@ -168,13 +168,13 @@ SELECT (
 -- name: pause
 -- Pauses pings: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `pings_pause` (queue_table, queue_group, paused_at)
 VALUES ('pings', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes pings: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `pings_pause`
 WHERE queue_table = 'pings'
   AND queue_group = %(group)s;
 
@@ -182,7 +182,7 @@ WHERE queue_table = 'pings'
 -- Lists the paused scopes of pings (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `pings_pause`
 WHERE queue_table = 'pings'
 ORDER BY queue_group;
 

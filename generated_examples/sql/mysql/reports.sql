@@ -7,8 +7,8 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- pause_table: "qgen_pause"
--- seal: sha256:8812a81cdb45dfd3dd8e73d34a323de614ab30a44c93f0f1c8030fd76082ecd3
+-- pause_table: "reports_queue_pause"
+-- seal: sha256:aa9f5cbd6ec6c19cc980908b9168364c609614dc74dc8090ed74750198e3cd79
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS `reports_queue` (
   `retry_after` DATETIME(6) NULL,
   INDEX `reports_queue_claim` (`grp`, `id`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `reports_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -52,7 +52,7 @@ WHERE `grp` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `reports_queue_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'reports_queue'
       AND qgen_paused.queue_group IN ('', %(group)s)
   )
@@ -170,7 +170,7 @@ SELECT (
   WHERE `grp` = %(dead_group)s
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `reports_queue_pause`
   WHERE queue_table = 'reports_queue'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -235,13 +235,13 @@ WHERE `grp` = %(dead_group)s;
 -- name: pause
 -- Pauses reports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `reports_queue_pause` (queue_table, queue_group, paused_at)
 VALUES ('reports_queue', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes reports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `reports_queue_pause`
 WHERE queue_table = 'reports_queue'
   AND queue_group = %(group)s;
 
@@ -249,7 +249,7 @@ WHERE queue_table = 'reports_queue'
 -- Lists the paused scopes of reports_queue (`group` '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `reports_queue_pause`
 WHERE queue_table = 'reports_queue'
 ORDER BY queue_group;
 

@@ -8,8 +8,8 @@
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
 -- channel: "qgen.emails_queue"
--- pause_table: "qgen_pause"
--- seal: sha256:ae799339a6a12826a8363c33647972931fbc99e138ed8a28f39b50d50ce31de8
+-- pause_table: "emails_queue_pause"
+-- seal: sha256:7c8ed34f660b9369652586def0b44ca416f4113d4847b93db401cb23d961dd01
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS "emails_dead" (
   "retry_after" TIMESTAMPTZ,
   "locked_until" TIMESTAMPTZ
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "emails_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -70,7 +70,7 @@ WHERE "id" = ANY(ARRAY(
     AND ("locked_until" IS NULL OR "locked_until" < now())
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "emails_queue_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'emails_queue'
         AND qgen_paused.queue_group = ''
     )
@@ -218,7 +218,7 @@ SELECT (
   FROM "emails_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "emails_queue_pause"
   WHERE queue_table = 'emails_queue'
     AND queue_group = ''
 ) AS paused;
@@ -285,14 +285,14 @@ DELETE FROM "emails_dead";
 -- name: pause
 -- Pauses emails_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "emails_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('emails_queue', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes emails_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "emails_queue_pause"
 WHERE queue_table = 'emails_queue'
   AND queue_group = %(group)s;
 
@@ -300,7 +300,7 @@ WHERE queue_table = 'emails_queue'
 -- Lists the paused scopes of emails_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "emails_queue_pause"
 WHERE queue_table = 'emails_queue'
 ORDER BY queue_group;
 

@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
--- pause_table: "qgen_pause"
--- seal: sha256:e56d6036b1c5669fc80de127c8088f35ddccc53c37a6060121e4a2dba409ce98
+-- pause_table: "exports_queue_pause"
+-- seal: sha256:a4df4bb89260fc3057dfa647a939e5cd160dcacc1f76dc20e465d77efbebbb44
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS "exports_queue" (
   "retry_after" TIMESTAMPTZ
 );
 CREATE INDEX IF NOT EXISTS "exports_queue_claim" ON "exports_queue" ("lane", "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "exports_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -65,7 +65,7 @@ WITH candidates AS (
       AND ("retry_after" IS NULL OR "retry_after" <= now())
       AND NOT EXISTS (
         SELECT 1
-        FROM "qgen_pause" AS qgen_paused
+        FROM "exports_queue_pause" AS qgen_paused
         WHERE qgen_paused.queue_table = 'exports_queue'
           AND qgen_paused.queue_group IN ('', %(group)s)
       )
@@ -210,7 +210,7 @@ SELECT (
   WHERE "lane" = %(dead_group)s
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "exports_queue_pause"
   WHERE queue_table = 'exports_queue'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -274,14 +274,14 @@ WHERE "lane" = %(dead_group)s;
 -- name: pause
 -- Pauses exports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "exports_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('exports_queue', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes exports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "exports_queue_pause"
 WHERE queue_table = 'exports_queue'
   AND queue_group = %(group)s;
 
@@ -289,7 +289,7 @@ WHERE queue_table = 'exports_queue'
 -- Lists the paused scopes of exports_queue ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "exports_queue_pause"
 WHERE queue_table = 'exports_queue'
 ORDER BY queue_group;
 

@@ -7,8 +7,8 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- channel: "qgen.invoices_queue"
--- pause_table: "qgen_pause"
--- seal: sha256:5d5f8f8983b61424c8413d76d20051a6fff2e5d1179d8a962b16943d4842f34b
+-- pause_table: "invoices_queue_pause"
+-- seal: sha256:56d4962774d184ee09ae7383aa6cf43081c0ae36d400f42757d931606853bc72
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS "invoices_dead" (
   "processed_at" TIMESTAMPTZ,
   "invoice_key" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "invoices_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -81,7 +81,7 @@ WHERE "processed_at" IS NULL
   AND ("retry_after" IS NULL OR "retry_after" <= now())
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "invoices_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'invoices_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -202,7 +202,7 @@ SELECT (
   WHERE "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "invoices_queue_pause"
   WHERE queue_table = 'invoices_queue'
     AND queue_group = ''
 ) AS paused;
@@ -321,14 +321,14 @@ WHERE "id" = ANY(ARRAY(
 -- name: pause
 -- Pauses invoices_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "invoices_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('invoices_queue', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes invoices_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "invoices_queue_pause"
 WHERE queue_table = 'invoices_queue'
   AND queue_group = %(group)s;
 
@@ -336,7 +336,7 @@ WHERE queue_table = 'invoices_queue'
 -- Lists the paused scopes of invoices_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "invoices_queue_pause"
 WHERE queue_table = 'invoices_queue'
 ORDER BY queue_group;
 

@@ -9,8 +9,8 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- channel: "qgen.orders_queue"
--- pause_table: "qgen_pause"
--- seal: sha256:56739e87fa3cd1d80791985d564367bc478b3a2b64fab66b8e79e25f6c11e5c7
+-- pause_table: "orders_queue_pause"
+-- seal: sha256:104572bdc10430537f3da668a5e0acad3d22a183d49ae54be43103e515f33271
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS "orders_queue" (
 CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "orders_queue_dedupe" ON "orders_queue" ("queue", "dedupe_key") WHERE "processed_at" IS NULL AND "queue" <> 'orders_dead';
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "orders_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -86,7 +86,7 @@ WHERE "id" = ANY(ARRAY(
     AND ("locked_until" IS NULL OR "locked_until" < now())
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "orders_queue_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'orders_queue'
         AND qgen_paused.queue_group IN ('', %(group)s)
     )
@@ -253,7 +253,7 @@ SELECT (
   LIMIT 1
 ) AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "orders_queue_pause"
   WHERE queue_table = 'orders_queue'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -389,14 +389,14 @@ WHERE "id" = ANY(ARRAY(
 -- name: pause
 -- Pauses orders_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "orders_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('orders_queue', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes orders_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "orders_queue_pause"
 WHERE queue_table = 'orders_queue'
   AND queue_group = %(group)s;
 
@@ -404,7 +404,7 @@ WHERE queue_table = 'orders_queue'
 -- Lists the paused scopes of orders_queue ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "orders_queue_pause"
 WHERE queue_table = 'orders_queue'
 ORDER BY queue_group;
 

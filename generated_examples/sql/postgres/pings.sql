@@ -8,8 +8,8 @@
 -- dead_letter: null
 -- lease_s: 10
 -- channel: "qgen.pings"
--- pause_table: "qgen_pause"
--- seal: sha256:d8cb84d1402694d76ee7a57401843f8d50f3ad9c7ab1e444732997e10f309567
+-- pause_table: "pings_pause"
+-- seal: sha256:470659f241cbb10c9b96f03ee4bb9d379ad798a76204661a5d8a29cff2e81e4d
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS "pings" (
   "data" JSONB NOT NULL,
   "leased_until" TIMESTAMPTZ
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "pings_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -53,7 +53,7 @@ WHERE "ping_id" = ANY(ARRAY(
   WHERE ("leased_until" IS NULL OR "leased_until" < now())
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "pings_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'pings'
         AND qgen_paused.queue_group = ''
     )
@@ -165,7 +165,7 @@ SELECT (
   WHERE "leased_until" >= now()
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "pings_pause"
   WHERE queue_table = 'pings'
     AND queue_group = ''
 ) AS paused;
@@ -173,14 +173,14 @@ SELECT (
 -- name: pause
 -- Pauses pings: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "pings_pause" (queue_table, queue_group, paused_at)
 VALUES ('pings', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes pings: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "pings_pause"
 WHERE queue_table = 'pings'
   AND queue_group = %(group)s;
 
@@ -188,7 +188,7 @@ WHERE queue_table = 'pings'
 -- Lists the paused scopes of pings ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "pings_pause"
 WHERE queue_table = 'pings'
 ORDER BY queue_group;
 

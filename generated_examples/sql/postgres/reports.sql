@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
--- pause_table: "qgen_pause"
--- seal: sha256:b932114874dadf9835fa619935a55852e4c85eb5bd5003d9f3c01617cc138ba8
+-- pause_table: "reports_queue_pause"
+-- seal: sha256:28ab066a47735a595a2e3792de01e19df93ce03b485da3710bb7e33d5c919426
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS "reports_queue" (
   "retry_after" TIMESTAMPTZ
 );
 CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("grp", "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "reports_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -62,7 +62,7 @@ WHERE "grp" = %(group)s
   AND ("retry_after" IS NULL OR "retry_after" <= now())
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "reports_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'reports_queue'
       AND qgen_paused.queue_group IN ('', %(group)s)
   )
@@ -178,7 +178,7 @@ SELECT (
   WHERE "grp" = %(dead_group)s
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "reports_queue_pause"
   WHERE queue_table = 'reports_queue'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -242,14 +242,14 @@ WHERE "grp" = %(dead_group)s;
 -- name: pause
 -- Pauses reports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "reports_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('reports_queue', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes reports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "reports_queue_pause"
 WHERE queue_table = 'reports_queue'
   AND queue_group = %(group)s;
 
@@ -257,7 +257,7 @@ WHERE queue_table = 'reports_queue'
 -- Lists the paused scopes of reports_queue ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "reports_queue_pause"
 WHERE queue_table = 'reports_queue'
 ORDER BY queue_group;
 

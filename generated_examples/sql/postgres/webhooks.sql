@@ -7,8 +7,8 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- channel: "qgen.webhooks_queue"
--- pause_table: "qgen_pause"
--- seal: sha256:e4084e75aa1883de293acb90e05f1c0bdd674b302ab17bb673d771c34e64ea5e
+-- pause_table: "webhooks_queue_pause"
+-- seal: sha256:c61b55a713a01ff2cb110a5db6006e15f2d709f3abb3b054c01e1cee7e0079e4
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS "webhooks_dead" (
   "processed_at" TIMESTAMPTZ,
   "dedupe_key" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "webhooks_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -84,7 +84,7 @@ WITH candidates AS (
       AND ("retry_after" IS NULL OR "retry_after" <= now())
       AND NOT EXISTS (
         SELECT 1
-        FROM "qgen_pause" AS qgen_paused
+        FROM "webhooks_queue_pause" AS qgen_paused
         WHERE qgen_paused.queue_table = 'webhooks_queue'
           AND qgen_paused.queue_group = ''
       )
@@ -243,7 +243,7 @@ SELECT (
   WHERE "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "webhooks_queue_pause"
   WHERE queue_table = 'webhooks_queue'
     AND queue_group = ''
 ) AS paused;
@@ -362,14 +362,14 @@ WHERE "id" = ANY(ARRAY(
 -- name: pause
 -- Pauses webhooks_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "webhooks_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('webhooks_queue', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes webhooks_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "webhooks_queue_pause"
 WHERE queue_table = 'webhooks_queue'
   AND queue_group = %(group)s;
 
@@ -377,7 +377,7 @@ WHERE queue_table = 'webhooks_queue'
 -- Lists the paused scopes of webhooks_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "webhooks_queue_pause"
 WHERE queue_table = 'webhooks_queue'
 ORDER BY queue_group;
 

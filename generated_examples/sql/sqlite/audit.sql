@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
+-- pause_table: "audit_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:85d9c1cffa6503ee344a2012b0ac5b873633ae81ae34761246fdb7a2bb52605a
+-- seal: sha256:35253f2200209c571208c9fc41158d34f04a7632fe91fc2060cd93ee2034a9f2
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS "audit_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "entry" TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "audit_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -38,7 +38,7 @@ SELECT "id" AS id, "entry" AS payload
 FROM "audit_queue"
 WHERE NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "audit_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'audit_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -94,7 +94,7 @@ SELECT (
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "audit_queue_pause"
   WHERE queue_table = 'audit_queue'
     AND queue_group = ''
 ) AS paused;
@@ -102,14 +102,14 @@ SELECT (
 -- name: pause
 -- Pauses audit_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "audit_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('audit_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes audit_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "audit_queue_pause"
 WHERE queue_table = 'audit_queue'
   AND queue_group = :group;
 
@@ -117,7 +117,7 @@ WHERE queue_table = 'audit_queue'
 -- Lists the paused scopes of audit_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "audit_queue_pause"
 WHERE queue_table = 'audit_queue'
 ORDER BY queue_group;
 

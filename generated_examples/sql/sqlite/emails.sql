@@ -7,8 +7,8 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- pause_table: "qgen_pause"
--- seal: sha256:c85fff8e0731ac56d50e596100d60e806c531e144c73bfb88883dc08c8353c3c
+-- pause_table: "emails_queue_pause"
+-- seal: sha256:14d1370121287827c4e90c461de1f3a1abdbf5ac4c59a670215391951fe65fbc
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS "emails_dead" (
   "retry_after" TEXT,
   "locked_until" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "emails_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -60,7 +60,7 @@ WHERE "id" IN (
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "emails_queue_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'emails_queue'
         AND qgen_paused.queue_group = ''
     )
@@ -194,7 +194,7 @@ SELECT (
   FROM "emails_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "emails_queue_pause"
   WHERE queue_table = 'emails_queue'
     AND queue_group = ''
 ) AS paused;
@@ -256,14 +256,14 @@ DELETE FROM "emails_dead";
 -- name: pause
 -- Pauses emails_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "emails_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('emails_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes emails_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "emails_queue_pause"
 WHERE queue_table = 'emails_queue'
   AND queue_group = :group;
 
@@ -271,7 +271,7 @@ WHERE queue_table = 'emails_queue'
 -- Lists the paused scopes of emails_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "emails_queue_pause"
 WHERE queue_table = 'emails_queue'
 ORDER BY queue_group;
 

@@ -7,9 +7,9 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- pause_table: "qgen_pause"
+-- pause_table: "exports_queue_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:5d4da9824f3fb38ec313ff8b6d1e48aa6cd5a2d22843dc8be28d3c84ff22dec9
+-- seal: sha256:53a244c026c54bb74c03db76198e253e86596086a1d8fec5c3237bf72c689e94
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS "exports_queue" (
   "retry_after" TEXT
 );
 CREATE INDEX IF NOT EXISTS "exports_queue_claim" ON "exports_queue" ("lane", "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "exports_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -53,7 +53,7 @@ WHERE "lane" = :group
   AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "exports_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'exports_queue'
       AND qgen_paused.queue_group IN ('', :group)
   )
@@ -155,7 +155,7 @@ SELECT (
   WHERE "lane" = :dead_group
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "exports_queue_pause"
   WHERE queue_table = 'exports_queue'
     AND queue_group IN ('', :group)
 ) AS paused;
@@ -219,14 +219,14 @@ WHERE "lane" = :dead_group;
 -- name: pause
 -- Pauses exports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "exports_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('exports_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes exports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "exports_queue_pause"
 WHERE queue_table = 'exports_queue'
   AND queue_group = :group;
 
@@ -234,7 +234,7 @@ WHERE queue_table = 'exports_queue'
 -- Lists the paused scopes of exports_queue ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "exports_queue_pause"
 WHERE queue_table = 'exports_queue'
 ORDER BY queue_group;
 

@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- pause_table: "qgen_pause"
+-- pause_table: "invoices_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:a3a12938cf59ed4fdac7f25f0c9e34ec2d803083c77560d9eef1be45aef7c51e
+-- seal: sha256:a233065ce489e1d2a47e1dbdbc8cce5fe5c23df47205b3f8d631d9710c970c54
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS "invoices_dead" (
   "processed_at" TEXT,
   "invoice_key" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "invoices_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -72,7 +72,7 @@ WHERE "processed_at" IS NULL
   AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "invoices_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'invoices_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -183,7 +183,7 @@ SELECT (
   WHERE "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "invoices_queue_pause"
   WHERE queue_table = 'invoices_queue'
     AND queue_group = ''
 ) AS paused;
@@ -297,14 +297,14 @@ WHERE "id" IN (
 -- name: pause
 -- Pauses invoices_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "invoices_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('invoices_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes invoices_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "invoices_queue_pause"
 WHERE queue_table = 'invoices_queue'
   AND queue_group = :group;
 
@@ -312,7 +312,7 @@ WHERE queue_table = 'invoices_queue'
 -- Lists the paused scopes of invoices_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "invoices_queue_pause"
 WHERE queue_table = 'invoices_queue'
 ORDER BY queue_group;
 

@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- pause_table: "qgen_pause"
--- seal: sha256:2a64dd660e4983caa3192955266887bb5e8bc96125735217d94c37d2fdcf6189
+-- pause_table: "orders_queue_pause"
+-- seal: sha256:591a12c97c958c4597ba63d05fc28d3a78c7058f2751ef508445845335819a03
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS "orders_queue" (
 CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "orders_queue_dedupe" ON "orders_queue" ("queue", "dedupe_key") WHERE "processed_at" IS NULL AND "queue" <> 'orders_dead';
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "orders_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -76,7 +76,7 @@ WHERE "id" IN (
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "orders_queue_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'orders_queue'
         AND qgen_paused.queue_group IN ('', :group)
     )
@@ -231,7 +231,7 @@ SELECT (
   LIMIT 1
 ) AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "orders_queue_pause"
   WHERE queue_table = 'orders_queue'
     AND queue_group IN ('', :group)
 ) AS paused;
@@ -367,14 +367,14 @@ WHERE "id" IN (
 -- name: pause
 -- Pauses orders_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "orders_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('orders_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes orders_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "orders_queue_pause"
 WHERE queue_table = 'orders_queue'
   AND queue_group = :group;
 
@@ -382,7 +382,7 @@ WHERE queue_table = 'orders_queue'
 -- Lists the paused scopes of orders_queue ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "orders_queue_pause"
 WHERE queue_table = 'orders_queue'
 ORDER BY queue_group;
 

@@ -7,8 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- pause_table: "qgen_pause"
--- seal: sha256:a464374cd78d2b8b745066c77f35eea51a8fb112c5523c929ed8ac1100194adc
+-- pause_table: "pings_pause"
+-- seal: sha256:b75aeb4d62a3d75aa46da678510ecb017bae25d54c33a79401fc627e9c33664d
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS "pings" (
   "data" TEXT NOT NULL,
   "leased_until" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "pings_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -43,7 +43,7 @@ WHERE "ping_id" IN (
   WHERE ("leased_until" IS NULL OR "leased_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "pings_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'pings'
         AND qgen_paused.queue_group = ''
     )
@@ -144,7 +144,7 @@ SELECT (
   WHERE "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "pings_pause"
   WHERE queue_table = 'pings'
     AND queue_group = ''
 ) AS paused;
@@ -152,14 +152,14 @@ SELECT (
 -- name: pause
 -- Pauses pings: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "pings_pause" (queue_table, queue_group, paused_at)
 VALUES ('pings', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes pings: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "pings_pause"
 WHERE queue_table = 'pings'
   AND queue_group = :group;
 
@@ -167,7 +167,7 @@ WHERE queue_table = 'pings'
 -- Lists the paused scopes of pings ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "pings_pause"
 WHERE queue_table = 'pings'
 ORDER BY queue_group;
 

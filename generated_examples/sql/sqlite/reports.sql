@@ -7,9 +7,9 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "reports_dead"}
 -- default_group: "reports"
--- pause_table: "qgen_pause"
+-- pause_table: "reports_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:500cdc0daf1e9a85b58b020a680b7dc39eed2928126f60eee194bf5a89cde87e
+-- seal: sha256:40eaf0b8585cfc602305549b824b4e7500e36ff3f749941a8b84eef5606fa7a3
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS "reports_queue" (
   "retry_after" TEXT
 );
 CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("grp", "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "reports_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -53,7 +53,7 @@ WHERE "grp" = :group
   AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "reports_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'reports_queue'
       AND qgen_paused.queue_group IN ('', :group)
   )
@@ -161,7 +161,7 @@ SELECT (
   WHERE "grp" = :dead_group
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "reports_queue_pause"
   WHERE queue_table = 'reports_queue'
     AND queue_group IN ('', :group)
 ) AS paused;
@@ -225,14 +225,14 @@ WHERE "grp" = :dead_group;
 -- name: pause
 -- Pauses reports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "reports_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('reports_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes reports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "reports_queue_pause"
 WHERE queue_table = 'reports_queue'
   AND queue_group = :group;
 
@@ -240,7 +240,7 @@ WHERE queue_table = 'reports_queue'
 -- Lists the paused scopes of reports_queue ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "reports_queue_pause"
 WHERE queue_table = 'reports_queue'
 ORDER BY queue_group;
 

@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- pause_table: "qgen_pause"
+-- pause_table: "webhooks_queue_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:79cefe6968e1e6ee1acc019d86823c688d143489e0ec380242873985014a8fff
+-- seal: sha256:f10fef22b078d417645090ae75c0114698bfdbb812a1b753b46076efd4a4f705
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS "webhooks_dead" (
   "processed_at" TEXT,
   "dedupe_key" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "webhooks_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -72,7 +72,7 @@ WHERE "processed_at" IS NULL
   AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "webhooks_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'webhooks_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -186,7 +186,7 @@ SELECT (
   WHERE "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "webhooks_queue_pause"
   WHERE queue_table = 'webhooks_queue'
     AND queue_group = ''
 ) AS paused;
@@ -300,14 +300,14 @@ WHERE "id" IN (
 -- name: pause
 -- Pauses webhooks_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "webhooks_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('webhooks_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes webhooks_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "webhooks_queue_pause"
 WHERE queue_table = 'webhooks_queue'
   AND queue_group = :group;
 
@@ -315,7 +315,7 @@ WHERE queue_table = 'webhooks_queue'
 -- Lists the paused scopes of webhooks_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "webhooks_queue_pause"
 WHERE queue_table = 'webhooks_queue'
 ORDER BY queue_group;
 

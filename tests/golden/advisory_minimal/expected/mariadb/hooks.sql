@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
--- seal: sha256:0267a845a55c91ca9b0e4b5f6083e403069b63ed9ff967b681f3de525ee022f5
+-- pause_table: "hooks_pause"
+-- seal: sha256:db2cb5c6b4b96ccc101c8530b663a49abec194d2dd6d7af4200200a792c76aed
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS `hooks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `hooks_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -40,7 +40,7 @@ WITH candidates AS (
     FROM `hooks`
     WHERE NOT EXISTS (
         SELECT 1
-        FROM `qgen_pause` AS qgen_paused
+        FROM `hooks_pause` AS qgen_paused
         WHERE qgen_paused.queue_table = 'hooks'
           AND qgen_paused.queue_group = ''
       )
@@ -126,7 +126,7 @@ SELECT (
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `hooks_pause`
   WHERE queue_table = 'hooks'
     AND queue_group = ''
 ) AS paused;
@@ -134,13 +134,13 @@ SELECT (
 -- name: pause
 -- Pauses hooks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `hooks_pause` (queue_table, queue_group, paused_at)
 VALUES ('hooks', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes hooks: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `hooks_pause`
 WHERE queue_table = 'hooks'
   AND queue_group = %(group)s;
 
@@ -148,7 +148,7 @@ WHERE queue_table = 'hooks'
 -- Lists the paused scopes of hooks (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `hooks_pause`
 WHERE queue_table = 'hooks'
 ORDER BY queue_group;
 

@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
+-- pause_table: "hooks_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:10a119b9e12342c39578b22943ea9ca5ec4eacde8db7784455e5941efb7a3243
+-- seal: sha256:5b427ed4cfff2aaa58832cd8b60bc9abfb97e7f8776a05b9e5d991fe6195cc19
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS "hooks" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "hooks_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -38,7 +38,7 @@ SELECT "id" AS id
 FROM "hooks"
 WHERE NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "hooks_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'hooks'
       AND qgen_paused.queue_group = ''
   )
@@ -101,7 +101,7 @@ SELECT (
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "hooks_pause"
   WHERE queue_table = 'hooks'
     AND queue_group = ''
 ) AS paused;
@@ -109,14 +109,14 @@ SELECT (
 -- name: pause
 -- Pauses hooks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "hooks_pause" (queue_table, queue_group, paused_at)
 VALUES ('hooks', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes hooks: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "hooks_pause"
 WHERE queue_table = 'hooks'
   AND queue_group = :group;
 
@@ -124,7 +124,7 @@ WHERE queue_table = 'hooks'
 -- Lists the paused scopes of hooks ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "hooks_pause"
 WHERE queue_table = 'hooks'
 ORDER BY queue_group;
 

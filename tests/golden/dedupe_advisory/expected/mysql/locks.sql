@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
--- seal: sha256:163aa0e5df86edd90d93355d33b54f2f48b7549256002551f869e7dae954f892
+-- pause_table: "locks_pause"
+-- seal: sha256:79242c9c9d62073cb27e3ef5bc19903248225144b78f166fc96bb1bcd4e8bfb1
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS `locks` (
   INDEX `locks_claim` (`processed_at`, `id`),
   UNIQUE INDEX `locks_dedupe` (`qgen_pending_key`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `locks_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -61,7 +61,7 @@ WITH candidates AS (
     WHERE `processed_at` IS NULL
       AND NOT EXISTS (
         SELECT 1
-        FROM `qgen_pause` AS qgen_paused
+        FROM `locks_pause` AS qgen_paused
         WHERE qgen_paused.queue_table = 'locks'
           AND qgen_paused.queue_group = ''
       )
@@ -154,7 +154,7 @@ SELECT (
   WHERE `processed_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `locks_pause`
   WHERE queue_table = 'locks'
     AND queue_group = ''
 ) AS paused;
@@ -170,13 +170,13 @@ LIMIT %(batch)s;
 -- name: pause
 -- Pauses locks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `locks_pause` (queue_table, queue_group, paused_at)
 VALUES ('locks', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes locks: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `locks_pause`
 WHERE queue_table = 'locks'
   AND queue_group = %(group)s;
 
@@ -184,7 +184,7 @@ WHERE queue_table = 'locks'
 -- Lists the paused scopes of locks (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `locks_pause`
 WHERE queue_table = 'locks'
 ORDER BY queue_group;
 

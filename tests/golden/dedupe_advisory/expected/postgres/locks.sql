@@ -7,8 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.locks"
--- pause_table: "qgen_pause"
--- seal: sha256:a2809aede75398d9637dafda2a83782bc6d77be3bd87f5da71af07ccb922cb56
+-- pause_table: "locks_pause"
+-- seal: sha256:c2c00048229fc0b3a0e77d2f26902b826fd338b822ce6c512d914429728d75f1
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS "locks" (
 CREATE INDEX IF NOT EXISTS "locks_claim" ON "locks" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "locks_processed" ON "locks" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "locks_dedupe" ON "locks" ("dedupe_key") WHERE "processed_at" IS NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "locks_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -65,7 +65,7 @@ WITH candidates AS (
     WHERE "processed_at" IS NULL
       AND NOT EXISTS (
         SELECT 1
-        FROM "qgen_pause" AS qgen_paused
+        FROM "locks_pause" AS qgen_paused
         WHERE qgen_paused.queue_table = 'locks'
           AND qgen_paused.queue_group = ''
       )
@@ -180,7 +180,7 @@ SELECT (
   WHERE "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "locks_pause"
   WHERE queue_table = 'locks'
     AND queue_group = ''
 ) AS paused;
@@ -200,14 +200,14 @@ WHERE "id" = ANY(ARRAY(
 -- name: pause
 -- Pauses locks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "locks_pause" (queue_table, queue_group, paused_at)
 VALUES ('locks', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes locks: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "locks_pause"
 WHERE queue_table = 'locks'
   AND queue_group = %(group)s;
 
@@ -215,7 +215,7 @@ WHERE queue_table = 'locks'
 -- Lists the paused scopes of locks ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "locks_pause"
 WHERE queue_table = 'locks'
 ORDER BY queue_group;
 

@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
+-- pause_table: "locks_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:4360d032fd287d2b14d467ecbbf329c48304c01e4e3f5b77070b3793dab60dce
+-- seal: sha256:4197345135b8983341c8955c520d4ae9f0354e1e38ff1d60e3c3f806c09cb967
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS "locks" (
 CREATE INDEX IF NOT EXISTS "locks_claim" ON "locks" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "locks_processed" ON "locks" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "locks_dedupe" ON "locks" ("dedupe_key") WHERE "processed_at" IS NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "locks_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -53,7 +53,7 @@ FROM "locks"
 WHERE "processed_at" IS NULL
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "locks_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'locks'
       AND qgen_paused.queue_group = ''
   )
@@ -125,7 +125,7 @@ SELECT (
   WHERE "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "locks_pause"
   WHERE queue_table = 'locks'
     AND queue_group = ''
 ) AS paused;
@@ -145,14 +145,14 @@ WHERE "id" IN (
 -- name: pause
 -- Pauses locks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "locks_pause" (queue_table, queue_group, paused_at)
 VALUES ('locks', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes locks: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "locks_pause"
 WHERE queue_table = 'locks'
   AND queue_group = :group;
 
@@ -160,7 +160,7 @@ WHERE queue_table = 'locks'
 -- Lists the paused scopes of locks ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "locks_pause"
 WHERE queue_table = 'locks'
 ORDER BY queue_group;
 

@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- pause_table: "qgen_pause"
--- seal: sha256:60884e1f4ab83d687743c547bdd0c3d0edf61d4de05e1cd1b68b46e21ac4736a
+-- pause_table: "jobs_pause"
+-- seal: sha256:6a40d9359378d40ee55fd5f114c73f4b97219f7f01f0380da92c5a51169ba432
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS `jobs` (
   INDEX `jobs_claim` (`queue`, `processed_at`, `id`),
   UNIQUE INDEX `jobs_dedupe` (`queue`, `qgen_pending_key`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `jobs_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -77,7 +77,7 @@ WHERE `queue` = %(group)s
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `jobs_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'jobs'
       AND qgen_paused.queue_group IN ('', %(group)s)
   )
@@ -259,7 +259,7 @@ SELECT (
     AND `processed_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `jobs_pause`
   WHERE queue_table = 'jobs'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -388,13 +388,13 @@ LIMIT %(batch)s;
 -- name: pause
 -- Pauses jobs for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `jobs_pause` (queue_table, queue_group, paused_at)
 VALUES ('jobs', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes jobs for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `jobs_pause`
 WHERE queue_table = 'jobs'
   AND queue_group = %(group)s;
 
@@ -402,7 +402,7 @@ WHERE queue_table = 'jobs'
 -- Lists the paused scopes of jobs (`group` '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `jobs_pause`
 WHERE queue_table = 'jobs'
 ORDER BY queue_group;
 

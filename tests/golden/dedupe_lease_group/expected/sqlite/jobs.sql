@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- pause_table: "qgen_pause"
--- seal: sha256:58305d7b681dd01009a307ad5769a933c9cf0af46c0d07e1e7f818136e9ee9d7
+-- pause_table: "jobs_pause"
+-- seal: sha256:11c9916e334d28f41d1863944c534bcc01f78ad841c0a71101afc99b36e98f50
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS "jobs" (
 CREATE INDEX IF NOT EXISTS "jobs_claim" ON "jobs" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "jobs_processed" ON "jobs" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "jobs_dedupe" ON "jobs" ("queue", "dedupe_key") WHERE "processed_at" IS NULL AND "queue" <> 'jobs_dead';
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "jobs_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -75,7 +75,7 @@ WHERE "id" IN (
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "jobs_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'jobs'
         AND qgen_paused.queue_group IN ('', :group)
     )
@@ -231,7 +231,7 @@ SELECT (
     AND "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "jobs_pause"
   WHERE queue_table = 'jobs'
     AND queue_group IN ('', :group)
 ) AS paused;
@@ -367,14 +367,14 @@ WHERE "id" IN (
 -- name: pause
 -- Pauses jobs for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "jobs_pause" (queue_table, queue_group, paused_at)
 VALUES ('jobs', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes jobs for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "jobs_pause"
 WHERE queue_table = 'jobs'
   AND queue_group = :group;
 
@@ -382,7 +382,7 @@ WHERE queue_table = 'jobs'
 -- Lists the paused scopes of jobs ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "jobs_pause"
 WHERE queue_table = 'jobs'
 ORDER BY queue_group;
 

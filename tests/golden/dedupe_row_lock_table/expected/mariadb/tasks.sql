@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
--- pause_table: "qgen_pause"
--- seal: sha256:ecc04b3f03d13e9442a8183c2ef9cdc7fa5edef935bb30a7b0155b0a40e89b0b
+-- pause_table: "tasks_pause"
+-- seal: sha256:a664c65090e37ec01aeecea8a7e59af1f9ca89f191ba83caebe63fb9f1fdc9ea
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS `tasks_dead` (
   `retry_after` DATETIME(6) NULL,
   `dkey` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `tasks_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -71,7 +71,7 @@ FROM `tasks`
 WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `tasks_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'tasks'
       AND qgen_paused.queue_group = ''
   )
@@ -181,7 +181,7 @@ SELECT (
   FROM `tasks_dead`
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `tasks_pause`
   WHERE queue_table = 'tasks'
     AND queue_group = ''
 ) AS paused;
@@ -281,13 +281,13 @@ DELETE FROM `tasks_dead`;
 -- name: pause
 -- Pauses tasks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `tasks_pause` (queue_table, queue_group, paused_at)
 VALUES ('tasks', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes tasks: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `tasks_pause`
 WHERE queue_table = 'tasks'
   AND queue_group = %(group)s;
 
@@ -295,7 +295,7 @@ WHERE queue_table = 'tasks'
 -- Lists the paused scopes of tasks (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `tasks_pause`
 WHERE queue_table = 'tasks'
 ORDER BY queue_group;
 

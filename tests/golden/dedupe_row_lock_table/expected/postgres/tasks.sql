@@ -7,8 +7,8 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
 -- channel: "qgen.tasks"
--- pause_table: "qgen_pause"
--- seal: sha256:2891443da09b0ac2e0fbd61be6962d8cf4860ae35c1ac8556dce8a3beb7409af
+-- pause_table: "tasks_pause"
+-- seal: sha256:45dba7a00561aa5e5a83a00545e56f96c1294a8d87358753f3d0ea52e7cd6b49
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS "tasks_dead" (
   "retry_after" TIMESTAMPTZ,
   "dkey" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "tasks_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -74,7 +74,7 @@ FROM "tasks"
 WHERE ("retry_after" IS NULL OR "retry_after" <= now())
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "tasks_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'tasks'
       AND qgen_paused.queue_group = ''
   )
@@ -185,7 +185,7 @@ SELECT (
   FROM "tasks_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "tasks_pause"
   WHERE queue_table = 'tasks'
     AND queue_group = ''
 ) AS paused;
@@ -290,14 +290,14 @@ DELETE FROM "tasks_dead";
 -- name: pause
 -- Pauses tasks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "tasks_pause" (queue_table, queue_group, paused_at)
 VALUES ('tasks', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes tasks: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "tasks_pause"
 WHERE queue_table = 'tasks'
   AND queue_group = %(group)s;
 
@@ -305,7 +305,7 @@ WHERE queue_table = 'tasks'
 -- Lists the paused scopes of tasks ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "tasks_pause"
 WHERE queue_table = 'tasks'
 ORDER BY queue_group;
 

@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
--- pause_table: "qgen_pause"
+-- pause_table: "tasks_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:1f0fe82ad2901cdd0aa8291b57b7ec2c12a5f0588f6754bb3e564c5abf1d179e
+-- seal: sha256:9e968288e875d84619c7ed0af8ead96e6dcd5012738c685508369d73ca8f4fb1
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS "tasks_dead" (
   "retry_after" TEXT,
   "dkey" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "tasks_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -65,7 +65,7 @@ FROM "tasks"
 WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "tasks_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'tasks'
       AND qgen_paused.queue_group = ''
   )
@@ -166,7 +166,7 @@ SELECT (
   FROM "tasks_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "tasks_pause"
   WHERE queue_table = 'tasks'
     AND queue_group = ''
 ) AS paused;
@@ -266,14 +266,14 @@ DELETE FROM "tasks_dead";
 -- name: pause
 -- Pauses tasks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "tasks_pause" (queue_table, queue_group, paused_at)
 VALUES ('tasks', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes tasks: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "tasks_pause"
 WHERE queue_table = 'tasks'
   AND queue_group = :group;
 
@@ -281,7 +281,7 @@ WHERE queue_table = 'tasks'
 -- Lists the paused scopes of tasks ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "tasks_pause"
 WHERE queue_table = 'tasks'
 ORDER BY queue_group;
 

@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "last_error": "last_error"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
--- seal: sha256:bbc2b521bf54418feb1aa1db30bcafce329ccb1fe269bf67fe93b15f06dd5f7f
+-- pause_table: "ping_queue_pause"
+-- seal: sha256:c6d12146238dd9592568bd54ac0cc092e98fc64e086b11d0025479b4edf840e0
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS `ping_queue` (
   `payload` JSON NOT NULL,
   `last_error` TEXT NULL
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `ping_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -41,7 +41,7 @@ WITH candidates AS (
     FROM `ping_queue`
     WHERE NOT EXISTS (
         SELECT 1
-        FROM `qgen_pause` AS qgen_paused
+        FROM `ping_queue_pause` AS qgen_paused
         WHERE qgen_paused.queue_table = 'ping_queue'
           AND qgen_paused.queue_group = ''
       )
@@ -147,7 +147,7 @@ SELECT (
   LIMIT 1
 ) AS `last_error`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `ping_queue_pause`
   WHERE queue_table = 'ping_queue'
     AND queue_group = ''
 ) AS paused;
@@ -155,13 +155,13 @@ SELECT (
 -- name: pause
 -- Pauses ping_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `ping_queue_pause` (queue_table, queue_group, paused_at)
 VALUES ('ping_queue', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes ping_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `ping_queue_pause`
 WHERE queue_table = 'ping_queue'
   AND queue_group = %(group)s;
 
@@ -169,7 +169,7 @@ WHERE queue_table = 'ping_queue'
 -- Lists the paused scopes of ping_queue (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `ping_queue_pause`
 WHERE queue_table = 'ping_queue'
 ORDER BY queue_group;
 

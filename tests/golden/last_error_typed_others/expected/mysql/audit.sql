@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- pause_table: "qgen_pause"
--- seal: sha256:ab75d767ff26a3e91aaa3574e8aae378b2e1cbc7276c153fd3c1836a0804311e
+-- pause_table: "audit_queue_pause"
+-- seal: sha256:63cfa3d492c2d91212cac10fadbf46dc1a650ed025ad32e6dfce54370089ed78
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS `audit_queue` (
   `source` TEXT NULL,
   INDEX `audit_queue_claim` (`queue`, `processed_at`, `id`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `audit_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -58,7 +58,7 @@ WHERE `queue` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `audit_queue_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'audit_queue'
       AND qgen_paused.queue_group IN ('', %(group)s)
   )
@@ -203,7 +203,7 @@ SELECT (
   LIMIT 1
 ) AS `dead_last_error`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `audit_queue_pause`
   WHERE queue_table = 'audit_queue'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -284,13 +284,13 @@ LIMIT %(batch)s;
 -- name: pause
 -- Pauses audit_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `audit_queue_pause` (queue_table, queue_group, paused_at)
 VALUES ('audit_queue', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes audit_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `audit_queue_pause`
 WHERE queue_table = 'audit_queue'
   AND queue_group = %(group)s;
 
@@ -298,7 +298,7 @@ WHERE queue_table = 'audit_queue'
 -- Lists the paused scopes of audit_queue (`group` '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `audit_queue_pause`
 WHERE queue_table = 'audit_queue'
 ORDER BY queue_group;
 

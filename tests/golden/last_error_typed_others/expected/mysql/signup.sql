@@ -8,8 +8,8 @@
 -- dead_letter: {"table": "signup_dead"}
 -- lease_s: 30
 -- other_columns: ["user_id", "kind", "note"]
--- pause_table: "qgen_pause"
--- seal: sha256:575a824276446bee421e8924654f71d0e3313ec28dbdf68517bf984cffe5a6c7
+-- pause_table: "signup_queue_pause"
+-- seal: sha256:d2ce9b2b591d33d9704a153a27abb759718d24abb4eaf0750d817b02cfb0f518
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS `signup_dead` (
   `kind` VARCHAR(40),
   `note` TEXT
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `signup_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -66,7 +66,7 @@ WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `signup_queue_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'signup_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -235,7 +235,7 @@ SELECT (
   LIMIT 1
 ) AS `dead_last_error`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `signup_queue_pause`
   WHERE queue_table = 'signup_queue'
     AND queue_group = ''
 ) AS paused;
@@ -297,13 +297,13 @@ DELETE FROM `signup_dead`;
 -- name: pause
 -- Pauses signup_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `signup_queue_pause` (queue_table, queue_group, paused_at)
 VALUES ('signup_queue', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes signup_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `signup_queue_pause`
 WHERE queue_table = 'signup_queue'
   AND queue_group = %(group)s;
 
@@ -311,7 +311,7 @@ WHERE queue_table = 'signup_queue'
 -- Lists the paused scopes of signup_queue (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `signup_queue_pause`
 WHERE queue_table = 'signup_queue'
 ORDER BY queue_group;
 

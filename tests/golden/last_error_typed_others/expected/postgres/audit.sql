@@ -9,8 +9,8 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- channel: "qgen.audit_queue"
--- pause_table: "qgen_pause"
--- seal: sha256:0627c0a2b8f3d97e571d5a2f689d685c72d4492b68bab52ebc6fce8061094523
+-- pause_table: "audit_queue_pause"
+-- seal: sha256:207e8fc39d28bb9edd21c9aff1c2c08496999a8cf2475150f3a04557bfa7a943
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS "audit_queue" (
 );
 CREATE INDEX IF NOT EXISTS "audit_queue_claim" ON "audit_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "audit_queue_processed" ON "audit_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "audit_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -69,7 +69,7 @@ WHERE "queue" = %(group)s
   AND ("retry_after" IS NULL OR "retry_after" <= now())
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "audit_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'audit_queue'
       AND qgen_paused.queue_group IN ('', %(group)s)
   )
@@ -213,7 +213,7 @@ SELECT (
   LIMIT 1
 ) AS "dead_last_error", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "audit_queue_pause"
   WHERE queue_table = 'audit_queue'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -297,14 +297,14 @@ WHERE "id" = ANY(ARRAY(
 -- name: pause
 -- Pauses audit_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "audit_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('audit_queue', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes audit_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "audit_queue_pause"
 WHERE queue_table = 'audit_queue'
   AND queue_group = %(group)s;
 
@@ -312,7 +312,7 @@ WHERE queue_table = 'audit_queue'
 -- Lists the paused scopes of audit_queue ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "audit_queue_pause"
 WHERE queue_table = 'audit_queue'
 ORDER BY queue_group;
 

@@ -7,8 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.ping_queue"
--- pause_table: "qgen_pause"
--- seal: sha256:b83439af5a360b5d92f0e1d0f2e720fb096449798273ffaa85c75e8bb4629f34
+-- pause_table: "ping_queue_pause"
+-- seal: sha256:65e080093b5e5d89f94990a1fa61c2aec302561c1c2d055e06a2bffcbf3a68d3
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS "ping_queue" (
   "payload" JSONB NOT NULL,
   "last_error" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "ping_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -51,7 +51,7 @@ WITH candidates AS (
     FROM "ping_queue"
     WHERE NOT EXISTS (
         SELECT 1
-        FROM "qgen_pause" AS qgen_paused
+        FROM "ping_queue_pause" AS qgen_paused
         WHERE qgen_paused.queue_table = 'ping_queue'
           AND qgen_paused.queue_group = ''
       )
@@ -175,7 +175,7 @@ SELECT (
   LIMIT 1
 ) AS "last_error", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "ping_queue_pause"
   WHERE queue_table = 'ping_queue'
     AND queue_group = ''
 ) AS paused;
@@ -183,14 +183,14 @@ SELECT (
 -- name: pause
 -- Pauses ping_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "ping_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('ping_queue', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes ping_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "ping_queue_pause"
 WHERE queue_table = 'ping_queue'
   AND queue_group = %(group)s;
 
@@ -198,7 +198,7 @@ WHERE queue_table = 'ping_queue'
 -- Lists the paused scopes of ping_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "ping_queue_pause"
 WHERE queue_table = 'ping_queue'
 ORDER BY queue_group;
 

@@ -9,8 +9,8 @@
 -- lease_s: 30
 -- other_columns: ["user_id", "kind", "note"]
 -- channel: "qgen.signup_queue"
--- pause_table: "qgen_pause"
--- seal: sha256:6c86ce0ca25523a2e8a4e5aeb9c2882b2d5ddd4ae8ccf7a7455d7db02c7a5269
+-- pause_table: "signup_queue_pause"
+-- seal: sha256:632424e721e07078a192b4b43ac73501314740aa7129e3d712f5465a11d4ba64
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS "signup_dead" (
   "kind" VARCHAR(40),
   "note" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "signup_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -79,7 +79,7 @@ WHERE "id" = ANY(ARRAY(
     AND ("locked_until" IS NULL OR "locked_until" < now())
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "signup_queue_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'signup_queue'
         AND qgen_paused.queue_group = ''
     )
@@ -239,7 +239,7 @@ SELECT (
   LIMIT 1
 ) AS "dead_last_error", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "signup_queue_pause"
   WHERE queue_table = 'signup_queue'
     AND queue_group = ''
 ) AS paused;
@@ -306,14 +306,14 @@ DELETE FROM "signup_dead";
 -- name: pause
 -- Pauses signup_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "signup_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('signup_queue', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes signup_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "signup_queue_pause"
 WHERE queue_table = 'signup_queue'
   AND queue_group = %(group)s;
 
@@ -321,7 +321,7 @@ WHERE queue_table = 'signup_queue'
 -- Lists the paused scopes of signup_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "signup_queue_pause"
 WHERE queue_table = 'signup_queue'
 ORDER BY queue_group;
 

@@ -8,9 +8,9 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- pause_table: "qgen_pause"
+-- pause_table: "audit_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:1442bffce7dea13e00a15adf21e2ea46c0af0f21ff8e4e663476fd85847627ae
+-- seal: sha256:e2553f0c8823a43d090444334fc82c5364335f4daec2e18cb9fdbbe7880e4dbd
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS "audit_queue" (
 );
 CREATE INDEX IF NOT EXISTS "audit_queue_claim" ON "audit_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "audit_queue_processed" ON "audit_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "audit_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -60,7 +60,7 @@ WHERE "queue" = :group
   AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "audit_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'audit_queue'
       AND qgen_paused.queue_group IN ('', :group)
   )
@@ -196,7 +196,7 @@ SELECT (
   LIMIT 1
 ) AS "dead_last_error", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "audit_queue_pause"
   WHERE queue_table = 'audit_queue'
     AND queue_group IN ('', :group)
 ) AS paused;
@@ -280,14 +280,14 @@ WHERE "id" IN (
 -- name: pause
 -- Pauses audit_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "audit_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('audit_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes audit_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "audit_queue_pause"
 WHERE queue_table = 'audit_queue'
   AND queue_group = :group;
 
@@ -295,7 +295,7 @@ WHERE queue_table = 'audit_queue'
 -- Lists the paused scopes of audit_queue ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "audit_queue_pause"
 WHERE queue_table = 'audit_queue'
 ORDER BY queue_group;
 

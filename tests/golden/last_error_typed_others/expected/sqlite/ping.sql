@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "payload", "last_error": "last_error"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
+-- pause_table: "ping_queue_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:e430bdce8022b0a875759a7c0bc230ddd981f5a122ca37b034de5d63352bf3be
+-- seal: sha256:bc51b7ca0c021f364e85de7b6a67618a857e3e7f01a929cced234ae09b5d5671
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS "ping_queue" (
   "payload" TEXT NOT NULL,
   "last_error" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "ping_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -39,7 +39,7 @@ SELECT "id" AS id
 FROM "ping_queue"
 WHERE NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "ping_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'ping_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -122,7 +122,7 @@ SELECT (
   LIMIT 1
 ) AS "last_error", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "ping_queue_pause"
   WHERE queue_table = 'ping_queue'
     AND queue_group = ''
 ) AS paused;
@@ -130,14 +130,14 @@ SELECT (
 -- name: pause
 -- Pauses ping_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "ping_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('ping_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes ping_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "ping_queue_pause"
 WHERE queue_table = 'ping_queue'
   AND queue_group = :group;
 
@@ -145,7 +145,7 @@ WHERE queue_table = 'ping_queue'
 -- Lists the paused scopes of ping_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "ping_queue_pause"
 WHERE queue_table = 'ping_queue'
 ORDER BY queue_group;
 

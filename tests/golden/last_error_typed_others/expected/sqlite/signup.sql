@@ -8,8 +8,8 @@
 -- dead_letter: {"table": "signup_dead"}
 -- lease_s: 30
 -- other_columns: ["user_id", "kind", "note"]
--- pause_table: "qgen_pause"
--- seal: sha256:be892d3884d23e942277931bcdfc381ec3912b3c1125ca369eeb2402f7901512
+-- pause_table: "signup_queue_pause"
+-- seal: sha256:a60e071ba2ece4fe26ed97aaea8f8d54d040756f2d610de58e7b042cff5b4051
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS "signup_dead" (
   "kind" VARCHAR(40),
   "note" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "signup_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -69,7 +69,7 @@ WHERE "id" IN (
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "signup_queue_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'signup_queue'
         AND qgen_paused.queue_group = ''
     )
@@ -215,7 +215,7 @@ SELECT (
   LIMIT 1
 ) AS "dead_last_error", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "signup_queue_pause"
   WHERE queue_table = 'signup_queue'
     AND queue_group = ''
 ) AS paused;
@@ -277,14 +277,14 @@ DELETE FROM "signup_dead";
 -- name: pause
 -- Pauses signup_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "signup_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('signup_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes signup_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "signup_queue_pause"
 WHERE queue_table = 'signup_queue'
   AND queue_group = :group;
 
@@ -292,7 +292,7 @@ WHERE queue_table = 'signup_queue'
 -- Lists the paused scopes of signup_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "signup_queue_pause"
 WHERE queue_table = 'signup_queue'
 ORDER BY queue_group;
 

@@ -9,8 +9,8 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
--- pause_table: "qgen_pause"
--- seal: sha256:bf05c9a38e965ebaf6d056c10a12ffb2cc24c0844dc9dd207de2760a5ff8c917
+-- pause_table: "jobs_pause"
+-- seal: sha256:8fc7d625f46c1cfd65f9f11376a011366ac4e4d54b7c9e9a4d1a0f4a664a94bf
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS "jobs" (
 );
 CREATE INDEX IF NOT EXISTS "jobs_claim" ON "jobs" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "jobs_processed" ON "jobs" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "jobs_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -72,7 +72,7 @@ WHERE "id" = ANY(ARRAY(
     AND ("locked_until" IS NULL OR "locked_until" < now())
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "jobs_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'jobs'
         AND qgen_paused.queue_group IN ('', %(group)s)
     )
@@ -241,7 +241,7 @@ SELECT (
     AND "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "jobs_pause"
   WHERE queue_table = 'jobs'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -325,14 +325,14 @@ WHERE "id" = ANY(ARRAY(
 -- name: pause
 -- Pauses jobs for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "jobs_pause" (queue_table, queue_group, paused_at)
 VALUES ('jobs', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes jobs for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "jobs_pause"
 WHERE queue_table = 'jobs'
   AND queue_group = %(group)s;
 
@@ -340,7 +340,7 @@ WHERE queue_table = 'jobs'
 -- Lists the paused scopes of jobs ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "jobs_pause"
 WHERE queue_table = 'jobs'
 ORDER BY queue_group;
 

@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- pause_table: "qgen_pause"
--- seal: sha256:4753644e23f8347fc274deaa917f817f9021d2701908d7bb6859eefd1444e902
+-- pause_table: "jobs_pause"
+-- seal: sha256:82b9c8070d97876dffe6ecbce1f16402e6d9dd2422e96b79cb08c96a11a738f2
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS "jobs" (
 );
 CREATE INDEX IF NOT EXISTS "jobs_claim" ON "jobs" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "jobs_processed" ON "jobs" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "jobs_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -62,7 +62,7 @@ WHERE "id" IN (
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "jobs_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'jobs'
         AND qgen_paused.queue_group IN ('', :group)
     )
@@ -218,7 +218,7 @@ SELECT (
     AND "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "jobs_pause"
   WHERE queue_table = 'jobs'
     AND queue_group IN ('', :group)
 ) AS paused;
@@ -302,14 +302,14 @@ WHERE "id" IN (
 -- name: pause
 -- Pauses jobs for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "jobs_pause" (queue_table, queue_group, paused_at)
 VALUES ('jobs', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes jobs for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "jobs_pause"
 WHERE queue_table = 'jobs'
   AND queue_group = :group;
 
@@ -317,7 +317,7 @@ WHERE queue_table = 'jobs'
 -- Lists the paused scopes of jobs ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "jobs_pause"
 WHERE queue_table = 'jobs'
 ORDER BY queue_group;
 

@@ -7,8 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- pause_table: "qgen_pause"
--- seal: sha256:6942704325ee06e3ac1c7c3521b8781b33221e47ad16f0788d7b1344246d129f
+-- pause_table: "leased_pause"
+-- seal: sha256:58bb59c3a742fa91fd878ead70c8d1a2701f90a73faa840c03dd631cad32060b
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS `leased` (
   `payload` JSON NOT NULL,
   `locked_until` DATETIME(6) NULL
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `leased_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -40,7 +40,7 @@ FROM `leased`
 WHERE (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `leased_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'leased'
       AND qgen_paused.queue_group = ''
   )
@@ -160,7 +160,7 @@ SELECT (
   WHERE `locked_until` >= UTC_TIMESTAMP(6)
 ) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `leased_pause`
   WHERE queue_table = 'leased'
     AND queue_group = ''
 ) AS paused;
@@ -168,13 +168,13 @@ SELECT (
 -- name: pause
 -- Pauses leased: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `leased_pause` (queue_table, queue_group, paused_at)
 VALUES ('leased', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes leased: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `leased_pause`
 WHERE queue_table = 'leased'
   AND queue_group = %(group)s;
 
@@ -182,7 +182,7 @@ WHERE queue_table = 'leased'
 -- Lists the paused scopes of leased (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `leased_pause`
 WHERE queue_table = 'leased'
 ORDER BY queue_group;
 

@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
--- seal: sha256:18f5f76f67bad904040568e6db2f35a8eb89ea00168790b5a6f94c9db7356621
+-- pause_table: "locked_pause"
+-- seal: sha256:3dd5d423ac332608f9ed256319791e2ce5bbdc81ad269317765cb38acc2fff90
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS `locked` (
   `done_at` DATETIME(6) NULL,
   INDEX `locked_claim` (`done_at`, `id`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `locked_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -40,7 +40,7 @@ FROM `locked`
 WHERE `done_at` IS NULL
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `locked_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'locked'
       AND qgen_paused.queue_group = ''
   )
@@ -111,7 +111,7 @@ SELECT (
   WHERE `done_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `locked_pause`
   WHERE queue_table = 'locked'
     AND queue_group = ''
 ) AS paused;
@@ -127,13 +127,13 @@ LIMIT %(batch)s;
 -- name: pause
 -- Pauses locked: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `locked_pause` (queue_table, queue_group, paused_at)
 VALUES ('locked', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes locked: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `locked_pause`
 WHERE queue_table = 'locked'
   AND queue_group = %(group)s;
 
@@ -141,7 +141,7 @@ WHERE queue_table = 'locked'
 -- Lists the paused scopes of locked (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `locked_pause`
 WHERE queue_table = 'locked'
 ORDER BY queue_group;
 

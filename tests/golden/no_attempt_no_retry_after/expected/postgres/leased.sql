@@ -8,8 +8,8 @@
 -- dead_letter: null
 -- lease_s: 30
 -- channel: "qgen.leased"
--- pause_table: "qgen_pause"
--- seal: sha256:b76dd6f2472fc1fb6bacb2566377f8e5153ffd68ea84ad8f9225e3beca700fef
+-- pause_table: "leased_pause"
+-- seal: sha256:99a4f3a152803f2d00ccbfa32cca002b58f3b2ef79de260a15ab90e4860260e6
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS "leased" (
   "payload" JSONB NOT NULL,
   "locked_until" TIMESTAMPTZ
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "leased_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -53,7 +53,7 @@ WHERE "id" = ANY(ARRAY(
   WHERE ("locked_until" IS NULL OR "locked_until" < now())
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "leased_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'leased'
         AND qgen_paused.queue_group = ''
     )
@@ -165,7 +165,7 @@ SELECT (
   WHERE "locked_until" >= now()
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "leased_pause"
   WHERE queue_table = 'leased'
     AND queue_group = ''
 ) AS paused;
@@ -173,14 +173,14 @@ SELECT (
 -- name: pause
 -- Pauses leased: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "leased_pause" (queue_table, queue_group, paused_at)
 VALUES ('leased', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes leased: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "leased_pause"
 WHERE queue_table = 'leased'
   AND queue_group = %(group)s;
 
@@ -188,7 +188,7 @@ WHERE queue_table = 'leased'
 -- Lists the paused scopes of leased ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "leased_pause"
 WHERE queue_table = 'leased'
 ORDER BY queue_group;
 

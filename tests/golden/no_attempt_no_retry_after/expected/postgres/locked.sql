@@ -7,8 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.locked"
--- pause_table: "qgen_pause"
--- seal: sha256:e04dee2effa9556b5e741c8201c38d802c245e2a2b1624be13bace1e6344dbbd
+-- pause_table: "locked_pause"
+-- seal: sha256:72c1c1c39507fe3a625bfed17bb903333e1a63a45f881b57523547aae71b5503
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS "locked" (
 );
 CREATE INDEX IF NOT EXISTS "locked_claim" ON "locked" ("id") WHERE "done_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "locked_processed" ON "locked" ("done_at", "id") WHERE "done_at" IS NOT NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "locked_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -51,7 +51,7 @@ FROM "locked"
 WHERE "done_at" IS NULL
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "locked_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'locked'
       AND qgen_paused.queue_group = ''
   )
@@ -123,7 +123,7 @@ SELECT (
   WHERE "done_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "locked_pause"
   WHERE queue_table = 'locked'
     AND queue_group = ''
 ) AS paused;
@@ -143,14 +143,14 @@ WHERE "id" = ANY(ARRAY(
 -- name: pause
 -- Pauses locked: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "locked_pause" (queue_table, queue_group, paused_at)
 VALUES ('locked', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes locked: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "locked_pause"
 WHERE queue_table = 'locked'
   AND queue_group = %(group)s;
 
@@ -158,7 +158,7 @@ WHERE queue_table = 'locked'
 -- Lists the paused scopes of locked ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "locked_pause"
 WHERE queue_table = 'locked'
 ORDER BY queue_group;
 

@@ -7,8 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- pause_table: "qgen_pause"
--- seal: sha256:83aba835d23abe9af73f75decf946c6e40c1986414ad6d79055e0f74498063c2
+-- pause_table: "leased_pause"
+-- seal: sha256:30e46453b9afe46d97b608f2d72752960ecb0ff5ebac534544b6a2d65fc2ffcc
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS "leased" (
   "payload" TEXT NOT NULL,
   "locked_until" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "leased_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -43,7 +43,7 @@ WHERE "id" IN (
   WHERE ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "leased_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'leased'
         AND qgen_paused.queue_group = ''
     )
@@ -144,7 +144,7 @@ SELECT (
   WHERE "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "leased_pause"
   WHERE queue_table = 'leased'
     AND queue_group = ''
 ) AS paused;
@@ -152,14 +152,14 @@ SELECT (
 -- name: pause
 -- Pauses leased: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "leased_pause" (queue_table, queue_group, paused_at)
 VALUES ('leased', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes leased: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "leased_pause"
 WHERE queue_table = 'leased'
   AND queue_group = :group;
 
@@ -167,7 +167,7 @@ WHERE queue_table = 'leased'
 -- Lists the paused scopes of leased ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "leased_pause"
 WHERE queue_table = 'leased'
 ORDER BY queue_group;
 

@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
+-- pause_table: "locked_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:da8f143135ab7e6bd599dded49a6a6a46771f9427f72e8cb0a1a0fb0668d2372
+-- seal: sha256:c42ee4bbf3b547dee3f6992590820cca5c19c9a320ac6a6b2c49a12ee608d6df
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS "locked" (
 );
 CREATE INDEX IF NOT EXISTS "locked_claim" ON "locked" ("id") WHERE "done_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "locked_processed" ON "locked" ("done_at", "id") WHERE "done_at" IS NOT NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "locked_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -42,7 +42,7 @@ FROM "locked"
 WHERE "done_at" IS NULL
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "locked_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'locked'
       AND qgen_paused.queue_group = ''
   )
@@ -106,7 +106,7 @@ SELECT (
   WHERE "done_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "locked_pause"
   WHERE queue_table = 'locked'
     AND queue_group = ''
 ) AS paused;
@@ -126,14 +126,14 @@ WHERE "id" IN (
 -- name: pause
 -- Pauses locked: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "locked_pause" (queue_table, queue_group, paused_at)
 VALUES ('locked', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes locked: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "locked_pause"
 WHERE queue_table = 'locked'
   AND queue_group = :group;
 
@@ -141,7 +141,7 @@ WHERE queue_table = 'locked'
 -- Lists the paused scopes of locked ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "locked_pause"
 WHERE queue_table = 'locked'
 ORDER BY queue_group;
 

@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- pause_table: "qgen_pause"
--- seal: sha256:9892d67c8704dde1f517c46e53d3d6fdec22764ddfd02891928e43469304bf20
+-- pause_table: "tasks_pause"
+-- seal: sha256:64c1a9f3234bc6d5c9c9abcbd4a300d1448226ddc150e47ecb7d7f8b0c3c29df
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS `tasks` (
   `locked_until` DATETIME(6) NULL,
   INDEX `tasks_claim` (`lane`, `id`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `tasks_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -55,7 +55,7 @@ WHERE `lane` = %(group)s
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `tasks_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'tasks'
       AND qgen_paused.queue_group IN ('', %(group)s)
   )
@@ -200,7 +200,7 @@ SELECT (
   WHERE `lane` = %(dead_group)s
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `tasks_pause`
   WHERE queue_table = 'tasks'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -265,13 +265,13 @@ WHERE `lane` = %(dead_group)s;
 -- name: pause
 -- Pauses tasks for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `tasks_pause` (queue_table, queue_group, paused_at)
 VALUES ('tasks', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes tasks for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `tasks_pause`
 WHERE queue_table = 'tasks'
   AND queue_group = %(group)s;
 
@@ -279,7 +279,7 @@ WHERE queue_table = 'tasks'
 -- Lists the paused scopes of tasks (`group` '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `tasks_pause`
 WHERE queue_table = 'tasks'
 ORDER BY queue_group;
 

@@ -9,8 +9,8 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
--- pause_table: "qgen_pause"
--- seal: sha256:5bfc5ec1b5533ae68dcf82d5c122499fb74c1aaf51c4530ed5156578cc3d57c8
+-- pause_table: "tasks_pause"
+-- seal: sha256:7582280c362483ca950ad604bdd8ee803019fb57f038209c3e0f7b87e8990149
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS "tasks" (
   "locked_until" TIMESTAMPTZ
 );
 CREATE INDEX IF NOT EXISTS "tasks_claim" ON "tasks" ("lane", "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "tasks_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -68,7 +68,7 @@ WHERE "id" = ANY(ARRAY(
     AND ("locked_until" IS NULL OR "locked_until" < now())
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "tasks_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'tasks'
         AND qgen_paused.queue_group IN ('', %(group)s)
     )
@@ -204,7 +204,7 @@ SELECT (
   WHERE "lane" = %(dead_group)s
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "tasks_pause"
   WHERE queue_table = 'tasks'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -268,14 +268,14 @@ WHERE "lane" = %(dead_group)s;
 -- name: pause
 -- Pauses tasks for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "tasks_pause" (queue_table, queue_group, paused_at)
 VALUES ('tasks', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes tasks for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "tasks_pause"
 WHERE queue_table = 'tasks'
   AND queue_group = %(group)s;
 
@@ -283,7 +283,7 @@ WHERE queue_table = 'tasks'
 -- Lists the paused scopes of tasks ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "tasks_pause"
 WHERE queue_table = 'tasks'
 ORDER BY queue_group;
 

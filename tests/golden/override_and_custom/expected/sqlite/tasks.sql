@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- pause_table: "qgen_pause"
--- seal: sha256:4b06f7060ec7e302c1f34c657a5059ecfd8fa437555f5a9f929e4e54e7909595
+-- pause_table: "tasks_pause"
+-- seal: sha256:26ba30b6d38c8fdfa8e218fbab0cf6f4d5d839161a793bd394f026acbdca7183
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS "tasks" (
   "locked_until" TEXT
 );
 CREATE INDEX IF NOT EXISTS "tasks_claim" ON "tasks" ("lane", "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "tasks_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -58,7 +58,7 @@ WHERE "id" IN (
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "tasks_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'tasks'
         AND qgen_paused.queue_group IN ('', :group)
     )
@@ -183,7 +183,7 @@ SELECT (
   WHERE "lane" = :dead_group
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "tasks_pause"
   WHERE queue_table = 'tasks'
     AND queue_group IN ('', :group)
 ) AS paused;
@@ -247,14 +247,14 @@ WHERE "lane" = :dead_group;
 -- name: pause
 -- Pauses tasks for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "tasks_pause" (queue_table, queue_group, paused_at)
 VALUES ('tasks', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes tasks for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "tasks_pause"
 WHERE queue_table = 'tasks'
   AND queue_group = :group;
 
@@ -262,7 +262,7 @@ WHERE queue_table = 'tasks'
 -- Lists the paused scopes of tasks ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "tasks_pause"
 WHERE queue_table = 'tasks'
 ORDER BY queue_group;
 

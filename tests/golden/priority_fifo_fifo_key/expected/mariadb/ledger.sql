@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- pause_table: "qgen_pause"
--- seal: sha256:6b745c7be8514ce64e573c362e0cdacbb32eed8b2e9123a4e47f056ce9b3c3f7
+-- pause_table: "ledger_pause"
+-- seal: sha256:ed05e07e538e0db6013e603468aa6abaf3a9468a68b08e1b06c127ff4e8fd723
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS `ledger` (
   INDEX `ledger_claim` (`queue`, `processed_at`, `priority` DESC, `id`),
   INDEX `ledger_fifo` (`account`, `processed_at`, `id`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `ledger_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -69,7 +69,7 @@ WHERE `queue` = %(group)s
   )
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `ledger_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'ledger'
       AND qgen_paused.queue_group IN ('', %(group)s)
   )
@@ -251,7 +251,7 @@ SELECT (
     AND `processed_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `ledger_pause`
   WHERE queue_table = 'ledger'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -332,13 +332,13 @@ LIMIT %(batch)s;
 -- name: pause
 -- Pauses ledger for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `ledger_pause` (queue_table, queue_group, paused_at)
 VALUES ('ledger', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes ledger for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `ledger_pause`
 WHERE queue_table = 'ledger'
   AND queue_group = %(group)s;
 
@@ -346,7 +346,7 @@ WHERE queue_table = 'ledger'
 -- Lists the paused scopes of ledger (`group` '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `ledger_pause`
 WHERE queue_table = 'ledger'
 ORDER BY queue_group;
 

@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "customer"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
--- seal: sha256:59b3210644372ff0fdb716dbe4dc03049880e430372234a6e5586480df6cdaf0
+-- pause_table: "orders_pause"
+-- seal: sha256:ff92295cf8433cd9d295e23b5bb8570b682700fc54efff72a517ceee36799e5c
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS `orders` (
   `customer` VARCHAR(191) NULL,
   INDEX `orders_fifo` (`customer`, `id`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `orders_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -55,7 +55,7 @@ WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   )
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `orders_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'orders'
       AND qgen_paused.queue_group = ''
   )
@@ -152,7 +152,7 @@ SELECT (
   WHERE `retry_after` > UTC_TIMESTAMP(6)
 ) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `orders_pause`
   WHERE queue_table = 'orders'
     AND queue_group = ''
 ) AS paused;
@@ -160,13 +160,13 @@ SELECT (
 -- name: pause
 -- Pauses orders: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `orders_pause` (queue_table, queue_group, paused_at)
 VALUES ('orders', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes orders: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `orders_pause`
 WHERE queue_table = 'orders'
   AND queue_group = %(group)s;
 
@@ -174,7 +174,7 @@ WHERE queue_table = 'orders'
 -- Lists the paused scopes of orders (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `orders_pause`
 WHERE queue_table = 'orders'
 ORDER BY queue_group;
 

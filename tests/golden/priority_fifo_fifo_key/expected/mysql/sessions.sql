@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "session"}
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
--- pause_table: "qgen_pause"
--- seal: sha256:f928281f0af5a33ecdf5b38c84ddcf5c6ade15cccfa8f9a57e6eee4b4da960d5
+-- pause_table: "sessions_pause"
+-- seal: sha256:2c9e88844ce1fac6d33b4f05a62fe92e74b425028df249916e08497b4153625d
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS `sessions_dead` (
   `retry_after` DATETIME(6) NULL,
   `session` VARCHAR(191) NULL
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `sessions_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -65,7 +65,7 @@ WITH candidates AS (
       )
       AND NOT EXISTS (
         SELECT 1
-        FROM `qgen_pause` AS qgen_paused
+        FROM `sessions_pause` AS qgen_paused
         WHERE qgen_paused.queue_table = 'sessions'
           AND qgen_paused.queue_group = ''
       )
@@ -193,7 +193,7 @@ SELECT (
   FROM `sessions_dead`
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `sessions_pause`
   WHERE queue_table = 'sessions'
     AND queue_group = ''
 ) AS paused;
@@ -255,13 +255,13 @@ DELETE FROM `sessions_dead`;
 -- name: pause
 -- Pauses sessions: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `sessions_pause` (queue_table, queue_group, paused_at)
 VALUES ('sessions', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes sessions: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `sessions_pause`
 WHERE queue_table = 'sessions'
   AND queue_group = %(group)s;
 
@@ -269,7 +269,7 @@ WHERE queue_table = 'sessions'
 -- Lists the paused scopes of sessions (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `sessions_pause`
 WHERE queue_table = 'sessions'
 ORDER BY queue_group;
 

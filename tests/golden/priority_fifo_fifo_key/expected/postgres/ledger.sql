@@ -9,8 +9,8 @@
 -- lease_s: 30
 -- default_group: "ledger"
 -- channel: "qgen.ledger"
--- pause_table: "qgen_pause"
--- seal: sha256:7b223d97d3ca421feeaa0008ce535475711059c9d765e9f90cc064d5e30b049f
+-- pause_table: "ledger_pause"
+-- seal: sha256:321659efd1b44187b60a1a7586d931b7f4465723855d6802090a03f020b7abd7
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS "ledger" (
 CREATE INDEX IF NOT EXISTS "ledger_claim" ON "ledger" ("queue", "priority" DESC, "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "ledger_processed" ON "ledger" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "ledger_fifo" ON "ledger" ("account", "id") WHERE "processed_at" IS NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "ledger_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -83,7 +83,7 @@ WHERE "id" = ANY(ARRAY(
     )
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "ledger_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'ledger'
         AND qgen_paused.queue_group IN ('', %(group)s)
     )
@@ -252,7 +252,7 @@ SELECT (
     AND "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "ledger_pause"
   WHERE queue_table = 'ledger'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -336,14 +336,14 @@ WHERE "id" = ANY(ARRAY(
 -- name: pause
 -- Pauses ledger for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "ledger_pause" (queue_table, queue_group, paused_at)
 VALUES ('ledger', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes ledger for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "ledger_pause"
 WHERE queue_table = 'ledger'
   AND queue_group = %(group)s;
 
@@ -351,7 +351,7 @@ WHERE queue_table = 'ledger'
 -- Lists the paused scopes of ledger ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "ledger_pause"
 WHERE queue_table = 'ledger'
 ORDER BY queue_group;
 

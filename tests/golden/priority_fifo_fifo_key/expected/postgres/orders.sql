@@ -7,8 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.orders"
--- pause_table: "qgen_pause"
--- seal: sha256:f52104a4bff5eca0cbdc810ae62a8dcaa12a5d92e46a81749bf5238cdc721636
+-- pause_table: "orders_pause"
+-- seal: sha256:413f076d3975a19018db7f8ead159a225c68d3e805924dc7f6556dd8a1ae8489
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS "orders" (
   "customer" TEXT
 );
 CREATE INDEX IF NOT EXISTS "orders_fifo" ON "orders" ("customer", "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "orders_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -65,7 +65,7 @@ WHERE ("retry_after" IS NULL OR "retry_after" <= now())
   )
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "orders_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'orders'
       AND qgen_paused.queue_group = ''
   )
@@ -161,7 +161,7 @@ SELECT (
   WHERE "retry_after" > now()
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "orders_pause"
   WHERE queue_table = 'orders'
     AND queue_group = ''
 ) AS paused;
@@ -169,14 +169,14 @@ SELECT (
 -- name: pause
 -- Pauses orders: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "orders_pause" (queue_table, queue_group, paused_at)
 VALUES ('orders', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes orders: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "orders_pause"
 WHERE queue_table = 'orders'
   AND queue_group = %(group)s;
 
@@ -184,7 +184,7 @@ WHERE queue_table = 'orders'
 -- Lists the paused scopes of orders ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "orders_pause"
 WHERE queue_table = 'orders'
 ORDER BY queue_group;
 

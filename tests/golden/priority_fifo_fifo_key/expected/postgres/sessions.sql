@@ -7,8 +7,8 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
 -- channel: "qgen.sessions"
--- pause_table: "qgen_pause"
--- seal: sha256:db309d973a74c1e9e0e131ab638efd6621abbc8e3321e2128d4f3b96923ee61d
+-- pause_table: "sessions_pause"
+-- seal: sha256:14606ae94e2e99f74838b47a9478819fdc73d6c07643dab5a3548856191fc978
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS "sessions_dead" (
   "retry_after" TIMESTAMPTZ,
   "session" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "sessions_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -75,7 +75,7 @@ WITH candidates AS (
       )
       AND NOT EXISTS (
         SELECT 1
-        FROM "qgen_pause" AS qgen_paused
+        FROM "sessions_pause" AS qgen_paused
         WHERE qgen_paused.queue_table = 'sessions'
           AND qgen_paused.queue_group = ''
       )
@@ -222,7 +222,7 @@ SELECT (
   FROM "sessions_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "sessions_pause"
   WHERE queue_table = 'sessions'
     AND queue_group = ''
 ) AS paused;
@@ -289,14 +289,14 @@ DELETE FROM "sessions_dead";
 -- name: pause
 -- Pauses sessions: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "sessions_pause" (queue_table, queue_group, paused_at)
 VALUES ('sessions', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes sessions: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "sessions_pause"
 WHERE queue_table = 'sessions'
   AND queue_group = %(group)s;
 
@@ -304,7 +304,7 @@ WHERE queue_table = 'sessions'
 -- Lists the paused scopes of sessions ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "sessions_pause"
 WHERE queue_table = 'sessions'
 ORDER BY queue_group;
 

@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- pause_table: "qgen_pause"
--- seal: sha256:da51c16758d7c45b88fdaffc1e21cb4036eba46fdc66578935dd65201b5c8f7a
+-- pause_table: "ledger_pause"
+-- seal: sha256:061e60b7e0174873a76da000dc2f2cf81f8324c1b6e78ff1f8753151661cc5b2
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS "ledger" (
 CREATE INDEX IF NOT EXISTS "ledger_claim" ON "ledger" ("queue", "priority" DESC, "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "ledger_processed" ON "ledger" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "ledger_fifo" ON "ledger" ("account", "id") WHERE "processed_at" IS NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "ledger_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -73,7 +73,7 @@ WHERE "id" IN (
     )
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "ledger_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'ledger'
         AND qgen_paused.queue_group IN ('', :group)
     )
@@ -229,7 +229,7 @@ SELECT (
     AND "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "ledger_pause"
   WHERE queue_table = 'ledger'
     AND queue_group IN ('', :group)
 ) AS paused;
@@ -313,14 +313,14 @@ WHERE "id" IN (
 -- name: pause
 -- Pauses ledger for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "ledger_pause" (queue_table, queue_group, paused_at)
 VALUES ('ledger', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes ledger for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "ledger_pause"
 WHERE queue_table = 'ledger'
   AND queue_group = :group;
 
@@ -328,7 +328,7 @@ WHERE queue_table = 'ledger'
 -- Lists the paused scopes of ledger ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "ledger_pause"
 WHERE queue_table = 'ledger'
 ORDER BY queue_group;
 

@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "customer"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
+-- pause_table: "orders_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:1a95137106b296ec9eb8cad9687551241b330a5102d4e5f38c3f609b15b12ca4
+-- seal: sha256:beea99c7a611156a129b22609a6bbfb0e8fda8d633e54f17ca664fe9aa9aefd6
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS "orders" (
   "customer" TEXT
 );
 CREATE INDEX IF NOT EXISTS "orders_fifo" ON "orders" ("customer", "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "orders_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -56,7 +56,7 @@ WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', '
   )
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "orders_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'orders'
       AND qgen_paused.queue_group = ''
   )
@@ -144,7 +144,7 @@ SELECT (
   WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "orders_pause"
   WHERE queue_table = 'orders'
     AND queue_group = ''
 ) AS paused;
@@ -152,14 +152,14 @@ SELECT (
 -- name: pause
 -- Pauses orders: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "orders_pause" (queue_table, queue_group, paused_at)
 VALUES ('orders', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes orders: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "orders_pause"
 WHERE queue_table = 'orders'
   AND queue_group = :group;
 
@@ -167,7 +167,7 @@ WHERE queue_table = 'orders'
 -- Lists the paused scopes of orders ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "orders_pause"
 WHERE queue_table = 'orders'
 ORDER BY queue_group;
 

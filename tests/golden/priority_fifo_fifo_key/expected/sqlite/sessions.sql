@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "session"}
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
--- pause_table: "qgen_pause"
+-- pause_table: "sessions_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:23807b5d2b36be0bd73f000bb3526691a6af16ec8a95bb49c77db6952e3be18f
+-- seal: sha256:3188722b8d688ecdd4caae59addaaba59457420fadd75019c2fe50ce5b5cfb1f
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS "sessions_dead" (
   "retry_after" TEXT,
   "session" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "sessions_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -63,7 +63,7 @@ WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', '
   )
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "sessions_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'sessions'
       AND qgen_paused.queue_group = ''
   )
@@ -166,7 +166,7 @@ SELECT (
   FROM "sessions_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "sessions_pause"
   WHERE queue_table = 'sessions'
     AND queue_group = ''
 ) AS paused;
@@ -228,14 +228,14 @@ DELETE FROM "sessions_dead";
 -- name: pause
 -- Pauses sessions: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "sessions_pause" (queue_table, queue_group, paused_at)
 VALUES ('sessions', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes sessions: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "sessions_pause"
 WHERE queue_table = 'sessions'
   AND queue_group = :group;
 
@@ -243,7 +243,7 @@ WHERE queue_table = 'sessions'
 -- Lists the paused scopes of sessions ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "sessions_pause"
 WHERE queue_table = 'sessions'
 ORDER BY queue_group;
 

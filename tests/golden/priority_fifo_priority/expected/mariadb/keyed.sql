@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
--- seal: sha256:9ce05e06f10c27483d1beb377702246162e52e30a9ae9a79c8be0962a04696e7
+-- pause_table: "keyed_pause"
+-- seal: sha256:d3ace9f1e4eee71489cf6f707be9dd06255b122f745b3647915f5264844749ed
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS `keyed` (
   `priority` INT NOT NULL DEFAULT 0,
   INDEX `keyed_claim` (`priority` DESC, `id`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `keyed_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -43,7 +43,7 @@ WITH candidates AS (
     FROM `keyed`
     WHERE NOT EXISTS (
         SELECT 1
-        FROM `qgen_pause` AS qgen_paused
+        FROM `keyed_pause` AS qgen_paused
         WHERE qgen_paused.queue_table = 'keyed'
           AND qgen_paused.queue_group = ''
       )
@@ -139,7 +139,7 @@ SELECT (
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `keyed_pause`
   WHERE queue_table = 'keyed'
     AND queue_group = ''
 ) AS paused;
@@ -147,13 +147,13 @@ SELECT (
 -- name: pause
 -- Pauses keyed: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `keyed_pause` (queue_table, queue_group, paused_at)
 VALUES ('keyed', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes keyed: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `keyed_pause`
 WHERE queue_table = 'keyed'
   AND queue_group = %(group)s;
 
@@ -161,7 +161,7 @@ WHERE queue_table = 'keyed'
 -- Lists the paused scopes of keyed (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `keyed_pause`
 WHERE queue_table = 'keyed'
 ORDER BY queue_group;
 

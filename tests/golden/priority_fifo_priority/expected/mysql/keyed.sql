@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
--- seal: sha256:cffb69c56ca759a6c95c8a2ce039bb85ef95a8d9ec70bc30bcfe1ca81fa3fd4f
+-- pause_table: "keyed_pause"
+-- seal: sha256:162b201038553b3ce77979b9a04ce86a29aca561dfce4e31a0282943ada71c76
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS `keyed` (
   `priority` INT NOT NULL DEFAULT 0,
   INDEX `keyed_claim` (`priority` DESC, `id`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `keyed_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -43,7 +43,7 @@ WITH candidates AS (
     FROM `keyed`
     WHERE NOT EXISTS (
         SELECT 1
-        FROM `qgen_pause` AS qgen_paused
+        FROM `keyed_pause` AS qgen_paused
         WHERE qgen_paused.queue_table = 'keyed'
           AND qgen_paused.queue_group = ''
       )
@@ -139,7 +139,7 @@ SELECT (
 
 ) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `keyed_pause`
   WHERE queue_table = 'keyed'
     AND queue_group = ''
 ) AS paused;
@@ -147,13 +147,13 @@ SELECT (
 -- name: pause
 -- Pauses keyed: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `keyed_pause` (queue_table, queue_group, paused_at)
 VALUES ('keyed', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes keyed: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `keyed_pause`
 WHERE queue_table = 'keyed'
   AND queue_group = %(group)s;
 
@@ -161,7 +161,7 @@ WHERE queue_table = 'keyed'
 -- Lists the paused scopes of keyed (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `keyed_pause`
 WHERE queue_table = 'keyed'
 ORDER BY queue_group;
 

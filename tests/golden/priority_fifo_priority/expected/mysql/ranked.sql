@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "ranked_dead"}
 -- lease_s: 30
 -- default_group: "ranked"
--- pause_table: "qgen_pause"
--- seal: sha256:e2c1cb6daf288104f259b0a02dcac9174307a99c169b15c931daa6d136dde55b
+-- pause_table: "ranked_pause"
+-- seal: sha256:675113c6553c2854037164ad7cf7d7b81722a3ddecb96b9dadea444d4cf051be
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS `ranked` (
   `prio` INT NOT NULL DEFAULT 0,
   INDEX `ranked_claim` (`queue`, `processed_at`, `prio` DESC, `id`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `ranked_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -59,7 +59,7 @@ WHERE `queue` = %(group)s
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `ranked_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'ranked'
       AND qgen_paused.queue_group IN ('', %(group)s)
   )
@@ -241,7 +241,7 @@ SELECT (
     AND `processed_at` IS NOT NULL
 ) AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `ranked_pause`
   WHERE queue_table = 'ranked'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -322,13 +322,13 @@ LIMIT %(batch)s;
 -- name: pause
 -- Pauses ranked for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `ranked_pause` (queue_table, queue_group, paused_at)
 VALUES ('ranked', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes ranked for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `ranked_pause`
 WHERE queue_table = 'ranked'
   AND queue_group = %(group)s;
 
@@ -336,7 +336,7 @@ WHERE queue_table = 'ranked'
 -- Lists the paused scopes of ranked (`group` '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `ranked_pause`
 WHERE queue_table = 'ranked'
 ORDER BY queue_group;
 

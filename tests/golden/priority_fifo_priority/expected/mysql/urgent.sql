@@ -6,8 +6,8 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
--- seal: sha256:a2b90bcde63f1d651d9c719805f9235b742530c3e5e924ab00cf58983b019828
+-- pause_table: "urgent_pause"
+-- seal: sha256:925513a3f31dffb07382a41646fc9beba783e1ad319aa1ce0a2680a971aa42eb
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS `urgent` (
   `priority` INT NOT NULL DEFAULT 0,
   INDEX `urgent_claim` (`priority` DESC, `id`)
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `urgent_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -49,7 +49,7 @@ FROM `urgent`
 WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `urgent_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'urgent'
       AND qgen_paused.queue_group = ''
   )
@@ -146,7 +146,7 @@ SELECT (
   WHERE `retry_after` > UTC_TIMESTAMP(6)
 ) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `urgent_pause`
   WHERE queue_table = 'urgent'
     AND queue_group = ''
 ) AS paused;
@@ -154,13 +154,13 @@ SELECT (
 -- name: pause
 -- Pauses urgent: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `urgent_pause` (queue_table, queue_group, paused_at)
 VALUES ('urgent', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes urgent: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `urgent_pause`
 WHERE queue_table = 'urgent'
   AND queue_group = %(group)s;
 
@@ -168,7 +168,7 @@ WHERE queue_table = 'urgent'
 -- Lists the paused scopes of urgent (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `urgent_pause`
 WHERE queue_table = 'urgent'
 ORDER BY queue_group;
 

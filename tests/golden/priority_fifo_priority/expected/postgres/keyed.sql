@@ -7,8 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.keyed"
--- pause_table: "qgen_pause"
--- seal: sha256:75ae23b59857e8cc4980384b864ca99ec1635e1c2ffddbdaa67d8fb81f2f7973
+-- pause_table: "keyed_pause"
+-- seal: sha256:6b27d09ee5cced33b0689692b95809ab97134368602ffae91c154a97a7e30d10
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS "keyed" (
   "priority" INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS "keyed_claim" ON "keyed" ("priority" DESC, "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "keyed_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -53,7 +53,7 @@ WITH candidates AS (
     FROM "keyed"
     WHERE NOT EXISTS (
         SELECT 1
-        FROM "qgen_pause" AS qgen_paused
+        FROM "keyed_pause" AS qgen_paused
         WHERE qgen_paused.queue_table = 'keyed'
           AND qgen_paused.queue_group = ''
       )
@@ -165,7 +165,7 @@ SELECT (
   )
 ) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "keyed_pause"
   WHERE queue_table = 'keyed'
     AND queue_group = ''
 ) AS paused;
@@ -173,14 +173,14 @@ SELECT (
 -- name: pause
 -- Pauses keyed: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "keyed_pause" (queue_table, queue_group, paused_at)
 VALUES ('keyed', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes keyed: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "keyed_pause"
 WHERE queue_table = 'keyed'
   AND queue_group = %(group)s;
 
@@ -188,7 +188,7 @@ WHERE queue_table = 'keyed'
 -- Lists the paused scopes of keyed ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "keyed_pause"
 WHERE queue_table = 'keyed'
 ORDER BY queue_group;
 

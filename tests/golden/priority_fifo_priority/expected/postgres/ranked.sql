@@ -9,8 +9,8 @@
 -- lease_s: 30
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
--- pause_table: "qgen_pause"
--- seal: sha256:ababa3bbdd0f92a4dc62bb6bca55bc06132300a46113e919ba155a0811b0deeb
+-- pause_table: "ranked_pause"
+-- seal: sha256:4a2cb99dd16e524b76623b4d9ce1174656ad2995f212fdc6615e59023b75f478
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS "ranked" (
 );
 CREATE INDEX IF NOT EXISTS "ranked_claim" ON "ranked" ("queue", "prio" DESC, "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "ranked_processed" ON "ranked" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "ranked_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -73,7 +73,7 @@ WHERE "id" = ANY(ARRAY(
     AND ("locked_until" IS NULL OR "locked_until" < now())
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "ranked_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'ranked'
         AND qgen_paused.queue_group IN ('', %(group)s)
     )
@@ -242,7 +242,7 @@ SELECT (
     AND "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "ranked_pause"
   WHERE queue_table = 'ranked'
     AND queue_group IN ('', %(group)s)
 ) AS paused;
@@ -326,14 +326,14 @@ WHERE "id" = ANY(ARRAY(
 -- name: pause
 -- Pauses ranked for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "ranked_pause" (queue_table, queue_group, paused_at)
 VALUES ('ranked', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes ranked for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "ranked_pause"
 WHERE queue_table = 'ranked'
   AND queue_group = %(group)s;
 
@@ -341,7 +341,7 @@ WHERE queue_table = 'ranked'
 -- Lists the paused scopes of ranked ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "ranked_pause"
 WHERE queue_table = 'ranked'
 ORDER BY queue_group;
 

@@ -7,8 +7,8 @@
 -- max_attempts: null
 -- dead_letter: null
 -- channel: "qgen.urgent"
--- pause_table: "qgen_pause"
--- seal: sha256:0218d966075a6131562103e412e19205bb090a87d6960ad431c27307322914b2
+-- pause_table: "urgent_pause"
+-- seal: sha256:a5b3623d45c0df3fbf06d902715e0d3ae10b247eeee4e26ba1a793b61af81ebf
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS "urgent" (
   "priority" INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS "urgent_claim" ON "urgent" ("priority" DESC, "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "urgent_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -59,7 +59,7 @@ FROM "urgent"
 WHERE ("retry_after" IS NULL OR "retry_after" <= now())
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "urgent_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'urgent'
       AND qgen_paused.queue_group = ''
   )
@@ -155,7 +155,7 @@ SELECT (
   WHERE "retry_after" > now()
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "urgent_pause"
   WHERE queue_table = 'urgent'
     AND queue_group = ''
 ) AS paused;
@@ -163,14 +163,14 @@ SELECT (
 -- name: pause
 -- Pauses urgent: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "urgent_pause" (queue_table, queue_group, paused_at)
 VALUES ('urgent', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes urgent: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "urgent_pause"
 WHERE queue_table = 'urgent'
   AND queue_group = %(group)s;
 
@@ -178,7 +178,7 @@ WHERE queue_table = 'urgent'
 -- Lists the paused scopes of urgent ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "urgent_pause"
 WHERE queue_table = 'urgent'
 ORDER BY queue_group;
 

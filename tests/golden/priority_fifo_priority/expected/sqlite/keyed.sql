@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
+-- pause_table: "keyed_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:f06150dc89536f5bc93ccfc9ba512bcd2751b7fa373e9510d8563186a777b068
+-- seal: sha256:bac4f76b18fdebd9fa5beba8cef8fd5b4cb9c4ef979214a792a68ceed29bf427
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS "keyed" (
   "priority" INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS "keyed_claim" ON "keyed" ("priority" DESC, "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "keyed_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -41,7 +41,7 @@ SELECT "id" AS id
 FROM "keyed"
 WHERE NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "keyed_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'keyed'
       AND qgen_paused.queue_group = ''
   )
@@ -112,7 +112,7 @@ SELECT (
 
 ) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "keyed_pause"
   WHERE queue_table = 'keyed'
     AND queue_group = ''
 ) AS paused;
@@ -120,14 +120,14 @@ SELECT (
 -- name: pause
 -- Pauses keyed: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "keyed_pause" (queue_table, queue_group, paused_at)
 VALUES ('keyed', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes keyed: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "keyed_pause"
 WHERE queue_table = 'keyed'
   AND queue_group = :group;
 
@@ -135,7 +135,7 @@ WHERE queue_table = 'keyed'
 -- Lists the paused scopes of keyed ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "keyed_pause"
 WHERE queue_table = 'keyed'
 ORDER BY queue_group;
 

@@ -8,8 +8,8 @@
 -- dead_letter: {"group": "ranked_dead"}
 -- lease_s: 30
 -- default_group: "ranked"
--- pause_table: "qgen_pause"
--- seal: sha256:90956a0aca8d46a19ca0a70f5c648bd32ce39d577f55f3a2dcdb776138bcb6a3
+-- pause_table: "ranked_pause"
+-- seal: sha256:a97678ed705bd6dc13046bb8bd928be567258e9063da10ae055d02033d247e3a
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS "ranked" (
 );
 CREATE INDEX IF NOT EXISTS "ranked_claim" ON "ranked" ("queue", "prio" DESC, "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "ranked_processed" ON "ranked" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "ranked_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -63,7 +63,7 @@ WHERE "id" IN (
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND NOT EXISTS (
       SELECT 1
-      FROM "qgen_pause" AS qgen_paused
+      FROM "ranked_pause" AS qgen_paused
       WHERE qgen_paused.queue_table = 'ranked'
         AND qgen_paused.queue_group IN ('', :group)
     )
@@ -219,7 +219,7 @@ SELECT (
     AND "processed_at" IS NOT NULL
 ) AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "ranked_pause"
   WHERE queue_table = 'ranked'
     AND queue_group IN ('', :group)
 ) AS paused;
@@ -303,14 +303,14 @@ WHERE "id" IN (
 -- name: pause
 -- Pauses ranked for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "ranked_pause" (queue_table, queue_group, paused_at)
 VALUES ('ranked', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes ranked for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "ranked_pause"
 WHERE queue_table = 'ranked'
   AND queue_group = :group;
 
@@ -318,7 +318,7 @@ WHERE queue_table = 'ranked'
 -- Lists the paused scopes of ranked ("group" '': every group) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "ranked_pause"
 WHERE queue_table = 'ranked'
 ORDER BY queue_group;
 

@@ -6,9 +6,9 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- pause_table: "qgen_pause"
+-- pause_table: "urgent_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:ef75f5d4a2d5f4fff374b92cb8ebe5a948123e32c933a85b8923e801fc600b6f
+-- seal: sha256:31df9baf131dedb7d06fb6ad26125098b9355622c0bd3b915326cd3d823f54e3
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS "urgent" (
   "priority" INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS "urgent_claim" ON "urgent" ("priority" DESC, "id");
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "urgent_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -50,7 +50,7 @@ FROM "urgent"
 WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "urgent_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'urgent'
       AND qgen_paused.queue_group = ''
   )
@@ -138,7 +138,7 @@ SELECT (
   WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
 ) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "urgent_pause"
   WHERE queue_table = 'urgent'
     AND queue_group = ''
 ) AS paused;
@@ -146,14 +146,14 @@ SELECT (
 -- name: pause
 -- Pauses urgent: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "urgent_pause" (queue_table, queue_group, paused_at)
 VALUES ('urgent', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes urgent: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "urgent_pause"
 WHERE queue_table = 'urgent'
   AND queue_group = :group;
 
@@ -161,7 +161,7 @@ WHERE queue_table = 'urgent'
 -- Lists the paused scopes of urgent ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "urgent_pause"
 WHERE queue_table = 'urgent'
 ORDER BY queue_group;
 

@@ -6,8 +6,8 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- pause_table: "qgen_pause"
--- seal: sha256:7532e715cfd9ca4d3587929fdd3c611fca94da505443ebcd856d5caea8fbc06b
+-- pause_table: "mail_queue_pause"
+-- seal: sha256:a2146ec4656566784cd63c5fab62bde09ea396a89f7e64aab06c5917f13bdbb5
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS `mail_dead` (
   `tries` INT NOT NULL DEFAULT 1,
   `not_before` DATETIME(6) NULL
 ) ENGINE = InnoDB;
-CREATE TABLE IF NOT EXISTS `qgen_pause` (
+CREATE TABLE IF NOT EXISTS `mail_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,
   queue_group VARCHAR(191) NOT NULL,
   paused_at DATETIME(6) NULL,
@@ -53,7 +53,7 @@ FROM `mail_queue`
 WHERE (`not_before` IS NULL OR `not_before` <= UTC_TIMESTAMP(6))
   AND NOT EXISTS (
     SELECT 1
-    FROM `qgen_pause` AS qgen_paused
+    FROM `mail_queue_pause` AS qgen_paused
     WHERE qgen_paused.queue_table = 'mail_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -163,7 +163,7 @@ SELECT (
   FROM `mail_dead`
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
-  FROM `qgen_pause`
+  FROM `mail_queue_pause`
   WHERE queue_table = 'mail_queue'
     AND queue_group = ''
 ) AS paused;
@@ -225,13 +225,13 @@ DELETE FROM `mail_dead`;
 -- name: pause
 -- Pauses mail_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT IGNORE INTO `qgen_pause` (queue_table, queue_group, paused_at)
+INSERT IGNORE INTO `mail_queue_pause` (queue_table, queue_group, paused_at)
 VALUES ('mail_queue', %(group)s, UTC_TIMESTAMP(6));
 
 -- name: resume
 -- Resumes mail_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM `qgen_pause`
+DELETE FROM `mail_queue_pause`
 WHERE queue_table = 'mail_queue'
   AND queue_group = %(group)s;
 
@@ -239,7 +239,7 @@ WHERE queue_table = 'mail_queue'
 -- Lists the paused scopes of mail_queue (`group` '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS `group`, paused_at
-FROM `qgen_pause`
+FROM `mail_queue_pause`
 WHERE queue_table = 'mail_queue'
 ORDER BY queue_group;
 

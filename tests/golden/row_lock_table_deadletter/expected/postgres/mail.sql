@@ -7,8 +7,8 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
 -- channel: "qgen.mail_queue"
--- pause_table: "qgen_pause"
--- seal: sha256:002c10f370650dc9ff1a6338fa90b020a48d70304c1a761f500a0f0a7154f21e
+-- pause_table: "mail_queue_pause"
+-- seal: sha256:4fcde43b6577ef2ff7e2ec02ce870dc9a81a245bfbd2f6bc0575294ba7a08a17
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS "mail_dead" (
   "tries" INTEGER NOT NULL DEFAULT 1,
   "not_before" TIMESTAMPTZ
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "mail_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TIMESTAMPTZ,
@@ -63,7 +63,7 @@ FROM "mail_queue"
 WHERE ("not_before" IS NULL OR "not_before" <= now())
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "mail_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'mail_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -174,7 +174,7 @@ SELECT (
   FROM "mail_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "mail_queue_pause"
   WHERE queue_table = 'mail_queue'
     AND queue_group = ''
 ) AS paused;
@@ -241,14 +241,14 @@ DELETE FROM "mail_dead";
 -- name: pause
 -- Pauses mail_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "mail_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('mail_queue', %(group)s, clock_timestamp())
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes mail_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "mail_queue_pause"
 WHERE queue_table = 'mail_queue'
   AND queue_group = %(group)s;
 
@@ -256,7 +256,7 @@ WHERE queue_table = 'mail_queue'
 -- Lists the paused scopes of mail_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "mail_queue_pause"
 WHERE queue_table = 'mail_queue'
 ORDER BY queue_group;
 

@@ -6,9 +6,9 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- pause_table: "qgen_pause"
+-- pause_table: "mail_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:c2e7900c195ce8be22ad000ee7f08133e8c3c034285d982bcfe9ced086efda72
+-- seal: sha256:e73c5009676c63d67ffc792eed74afcca4e71837913c2a1c7cbad342cdebe0fd
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS "mail_dead" (
   "tries" INTEGER NOT NULL DEFAULT 1,
   "not_before" TEXT
 );
-CREATE TABLE IF NOT EXISTS "qgen_pause" (
+CREATE TABLE IF NOT EXISTS "mail_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
   paused_at TEXT,
@@ -54,7 +54,7 @@ FROM "mail_queue"
 WHERE ("not_before" IS NULL OR "not_before" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
   AND NOT EXISTS (
     SELECT 1
-    FROM "qgen_pause" AS qgen_paused
+    FROM "mail_queue_pause" AS qgen_paused
     WHERE qgen_paused.queue_table = 'mail_queue'
       AND qgen_paused.queue_group = ''
   )
@@ -155,7 +155,7 @@ SELECT (
   FROM "mail_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
-  FROM "qgen_pause"
+  FROM "mail_queue_pause"
   WHERE queue_table = 'mail_queue'
     AND queue_group = ''
 ) AS paused;
@@ -217,14 +217,14 @@ DELETE FROM "mail_dead";
 -- name: pause
 -- Pauses mail_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
 -- kinds: writes
-INSERT INTO "qgen_pause" (queue_table, queue_group, paused_at)
+INSERT INTO "mail_queue_pause" (queue_table, queue_group, paused_at)
 VALUES ('mail_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
 ON CONFLICT (queue_table, queue_group) DO NOTHING;
 
 -- name: resume
 -- Resumes mail_queue: the next claim lists its rows again.
 -- kinds: writes
-DELETE FROM "qgen_pause"
+DELETE FROM "mail_queue_pause"
 WHERE queue_table = 'mail_queue'
   AND queue_group = :group;
 
@@ -232,7 +232,7 @@ WHERE queue_table = 'mail_queue'
 -- Lists the paused scopes of mail_queue ("group" '': the whole table) and since when, by the database's clock.
 -- kinds: reads
 SELECT queue_group AS "group", paused_at
-FROM "qgen_pause"
+FROM "mail_queue_pause"
 WHERE queue_table = 'mail_queue'
 ORDER BY queue_group;
 
