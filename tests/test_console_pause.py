@@ -37,7 +37,7 @@ def test_pause_and_resume_through_the_api(project):
         assert r.status_code == 200 and r.json() == {"paused": [None]}
         assert c.post("/api/queues/jobs/pause", headers=AUTH).json() == {"paused": [None]}
         assert c.get("/api/queues/jobs").json()["stats"]["paused"] is True
-        assert "qgen_queue_paused{queue=\"jobs\",group=\"\"} 1" in c.get("/metrics").text
+        assert 'qgen_queue_paused{queue="jobs",group=""} 1' in c.get("/metrics").text
         # a group, on the queue with a group column
         r = c.post("/api/queues/tasks/pause", headers=AUTH, json={"group": "tasks"})
         assert r.json() == {"paused": ["tasks"]}

@@ -47,6 +47,7 @@ def test_stats_count_what_the_test_made(engine, form):
                 "in_flight": in_flight,
                 "dead": 1,
                 "processed": 1,
+                "paused": False,
             }
             assert oldest is not None and 0 <= oldest < 60
         finally:
@@ -69,6 +70,7 @@ def test_stats_without_the_optional_columns_say_none(engine):
                 "dead": None,
                 "processed": None,
                 "oldest_ready_s": None,
+                "paused": False,
             }
         finally:
             await qt.drop()
