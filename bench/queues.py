@@ -89,7 +89,9 @@ async def create_table(db: Connection, queue: Queue) -> None:
 
 
 async def drop_table(db: Connection, engine: str, table: str) -> None:
-    await db.execute(f"DROP TABLE IF EXISTS {quoted(engine, table)}")
+    """Drop a bench queue's table and the pause table its schema block creates beside it."""
+    for name in (table, f"{table}_pause"):
+        await db.execute(f"DROP TABLE IF EXISTS {quoted(engine, name)}")
 
 
 async def clear_table(db: Connection, engine: str, table: str) -> None:

@@ -430,7 +430,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     url, queues = _loaded(args, args.queues)
 
     async def work(conn: Any) -> list[tuple[str, dict[str, Any]]]:
-        return [(q.name, await q.stats(conn)) for q in queues]
+        found = []
+        for q in queues:
+            stats = await q.stats(conn)
+            if q.rendered.header.pause_table is not None:  # every paused scope of its table
+                stats["paused_scopes"] = await q.paused(conn)
+            found.append((q.name, stats))
+        return found
 
     found = _on_db(args.read_db or url, work, read_only=bool(args.read_db))
     if args.json:
@@ -459,7 +465,39 @@ def cmd_stats(args: argparse.Namespace) -> int:
         for key, what in (("last_error", "last error"), ("dead_last_error", "last dead error")):
             if stats.get(key):
                 print(f"queue '{name}': {what}: {one_line(stats[key])}")
+        if stats.get("paused_scopes"):
+            print(f"queue '{name}': PAUSED: {_scopes(stats['paused_scopes'])} (qgen resume)")
     return 0
+
+
+def _scopes(scopes: list[str | None]) -> str:
+    """``[None, "eu"]`` → ``the whole queue, group 'eu'``"""
+    return ", ".join("the whole queue" if s is None else f"group {s!r}" for s in scopes)
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    """qgen pause / qgen resume: one scope of one queue, then what is paused now."""
+    url, (queue,) = _loaded(args, [args.queue])
+    resume = args.fn is cmd_resume
+
+    async def work(conn: Any) -> tuple[bool, list[str | None]]:
+        act = queue.resume if resume else queue.pause
+        changed: bool = await act(conn, args.group)
+        return changed, await queue.paused(conn)
+
+    changed, now = _on_db(url, work)
+    scope = _scopes([args.group])
+    if resume:
+        said = "resumed" if changed else "was not paused"
+    else:
+        said = "paused" if changed else "was paused already"
+    print(one_line(f"queue '{queue.name}': {scope} {said}"))
+    print(one_line(f"queue '{queue.name}': paused now: {_scopes(now) if now else 'nothing'}"))
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return cmd_pause(args)
 
 
 def _dead_line(row: dict[str, Any]) -> str:
@@ -909,6 +947,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int, metavar="ID", help="the message id")
     on_db(p)
     p.set_defaults(fn=cmd_status)
+    for name, fn, what in (
+        ("pause", cmd_pause, "stop every consumer claiming from a queue, or one group of it"),
+        ("resume", cmd_resume, "let consumers claim from a paused queue, or group, again"),
+    ):
+        p = sub.add_parser(
+            name,
+            help=what,
+            description=f"{what[0].upper()}{what[1:]}: a row of the queue's pause table, which "
+            "every consumer's claim reads, on every host; deliveries in flight settle as usual. "
+            "Idempotent. Prints what is paused afterwards.",
+        )
+        p.add_argument("queue", metavar="QUEUE", help="the queue")
+        p.add_argument(
+            "--group",
+            help="only this group (a queue with a group column; default: the whole queue)",
+        )
+        on_db(p)
+        p.set_defaults(fn=fn)
 
     from qgen.serve import add_parser as add_serve
 

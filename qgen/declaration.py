@@ -63,10 +63,13 @@ QUEUE_KEYS = (
     "max_in_flight",
     "rate_limit",
     "schedules",
+    "pause_table",
 )
 #: concurrency_limit and max_in_flight: in flight at once; rate_limit: message starts a second
 LIMIT_RANGE = (1, 1_000_000)
 RATE_RANGE = (0.001, 1_000_000.0)
+#: the default pause table: the queue table's name with this suffix, in its schema
+PAUSE_SUFFIX = "_pause"
 OUTBOX_KEYS = ("table", "columns", "statements", "custom")
 
 
@@ -185,6 +188,8 @@ class QueueDeclaration:
     other_types: Mapping[str, str] = field(default_factory=dict)
     #: [queues.NAME.schedules.X]: messages enqueued once per slot, in name order
     schedules: tuple[Schedule, ...] = ()
+    #: the table of paused scopes the claim consults (None: the queue cannot be paused)
+    pause_table: str | None = None
     kind: str = "queue"
     #: limits the claim enforces (None: none); see _limits
     limits: Limits = field(default_factory=lambda: Limits())
@@ -791,6 +796,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         name=name,
         table=table,
         form=form,
+        pause_table=_pause_table(r, where, q, table),
         columns=columns,
         lease_s=lease_s,
         max_attempts=max_attempts,
@@ -941,6 +947,34 @@ def _check_result(
             "an ack with a result runs qgen's ack_result, which a declared ack would not match",
             "remove statements.ack, or remove columns.result",
         )
+
+
+def _pause_table(r: _Reader, where: str, q: Mapping[str, Any], table: str) -> str | None:
+    """pause_table: a table name, or false for a queue that cannot be paused; by default the
+    queue table's name with ``_pause``, beside it (queues may name one table to share it: a
+    row names its queue's table)."""
+    schema, _, bare = table.rpartition(".")
+    own = short_name(bare + PAUSE_SUFFIX)
+    value = q.get("pause_table", f"{schema}.{own}" if schema else own)
+    if value is False:
+        return None
+    if value is True or not isinstance(value, str):
+        raise r.fail(
+            where,
+            "pause_table",
+            f"{_show(value)} is neither a table name nor false",
+            f'write pause_table = "{own}" (the default), or false for a queue that cannot be '
+            "paused",
+        )
+    name = r.table_name(where, "pause_table", value)
+    if name.casefold() == table.casefold():
+        raise r.fail(
+            where,
+            "pause_table",
+            "the pause table is the queue's own",
+            f'name another table, e.g. "{own}"',
+        )
+    return name
 
 
 def _check_pending_key(

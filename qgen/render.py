@@ -107,7 +107,7 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
     dead = unit.dead_letter if isinstance(unit, QueueDeclaration) else None
     others = unit.other_columns if isinstance(unit, QueueDeclaration) else ()
     schema, _, bare = unit.table.rpartition(".")
-    index = q(_short_name(f"{bare}_claim"))
+    index = q(short_name(f"{bare}_claim"))
     index_columns: list[str] = []
     if isinstance(unit, QueueDeclaration) and any(
         unit.has(k) for k in ("group", "processed_at", "priority")
@@ -120,12 +120,12 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
         index_columns.append(c["id"])
     # kept rows: an index over the processed ones, for prune and the processed count
     # (MySQL's claim index already leads with group, processed_at)
-    processed = q(_short_name(f"{bare}_processed"))
+    processed = q(short_name(f"{bare}_processed"))
     processed_columns: list[str] = []
     if isinstance(unit, QueueDeclaration) and unit.has("processed_at") and dialect.partial_index:
         processed_columns = [c[k] for k in ("group", "processed_at", "id") if k in c]
     # a fifo_key: the index the claim's "no earlier unfinished row of my key" reads
-    fifo = q(_short_name(f"{bare}_fifo"))
+    fifo = q(short_name(f"{bare}_fifo"))
     fifo_columns: list[str] = []
     if isinstance(unit, QueueDeclaration) and unit.has("fifo_key"):
         fifo_columns = [c["fifo_key"]]
@@ -209,6 +209,12 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
             if isinstance(unit, QueueDeclaration) and unit.schedule_table
             else None
         ),
+        #: pausing (base/pause.sql.j2): the table of paused scopes, and the text its rows
+        #: name this queue's table by
+        "pt": dialect.quote_table(unit.pause_table)
+        if isinstance(unit, QueueDeclaration) and unit.pause_table
+        else None,
+        "pause_key": dialect.quote_text(unit.table),
     }
 
 
@@ -217,7 +223,7 @@ def channel(unit: Unit, dialect: Dialect) -> str | None:
     within 63 bytes), else None. Queues on one table share it."""
     if not isinstance(unit, QueueDeclaration) or not dialect.listen_notify:
         return None
-    return _short_name(f"qgen.{unit.table}")
+    return short_name(f"qgen.{unit.table}")
 
 
 def _template_blocks(text: str) -> list[DraftBlock]:
@@ -347,4 +353,5 @@ def header(unit: Unit, dialect: Dialect) -> Header:
         channel=channel(unit, dialect),
         schedules=unit.schedules,
         schedule_table=unit.schedule_table,
+        pause_table=unit.pause_table,
     )

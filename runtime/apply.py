@@ -190,7 +190,8 @@ async def _plan(conn: Connection | Adapted, target: Queue | Outbox) -> Plan:
     if isinstance(target, Queue) and any(o.kind == "table" for o in existing):
         # an Adapted connection is always in a transaction: run_step never needs its begin()
         found = await verify(conn, target)  # type: ignore[arg-type]
-        out.findings = [f for f in found if not _explained(f, out.missing)]
+        # a note (what the service must do with a table that matches) stops nothing
+        out.findings = [f for f in found if not f.note and not _explained(f, out.missing)]
     return out
 
 
@@ -254,7 +255,8 @@ async def _apply_once(conn: Connection | Adapted, target: Queue | Outbox) -> lis
     for st in found.statements:
         await conn.execute(st, {})
     if found.statements and isinstance(target, Queue):
-        left = await verify(conn, target)  # type: ignore[arg-type]  # Adapted: as in _plan
+        found_after = await verify(conn, target)  # type: ignore[arg-type]  # Adapted: as in _plan
+        left = [f for f in found_after if not f.note]
         if left:  # the file's DDL and verify disagree (a bug): say so; DDL rolls back where it can
             raise SchemaDiffers(target.name, left)
     return found.missing

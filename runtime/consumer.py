@@ -387,6 +387,7 @@ class Consumer(Generic[P]):
         dead_cols = await describe(conn, q, dead) if dead else {}
         dead_names = {n.casefold() for n in dead_cols}
         dead_missing = [c for c in needed if c.casefold() not in dead_names] if dead else []
+        pause = q.rendered.header.pause_table
         if not cols:
             what = f"table {q.table!r} does not exist"
         elif missing:
@@ -395,6 +396,8 @@ class Consumer(Generic[P]):
             what = f"dead-letter table {dead!r} does not exist"
         elif dead_missing:
             what = f"dead-letter table {dead!r} has no column {', '.join(map(repr, dead_missing))}"
+        elif pause and not await describe(conn, q, pause):
+            what = f"pause table {pause!r}, which every claim reads, does not exist"
         else:
             problem = attempt_problem(q, cols)
             if problem is not None:

@@ -3,7 +3,7 @@ rows, and bringing delayed rows nearer.
 
 Each function runs one rendered statement (``stats``, ``dead_list``/``dead_list_newest``,
 ``dead_show``, ``redrive``/``redrive_all``, ``purge_dead``/``purge_dead_all``, ``prune``,
-``cancel``, ``pending_list``, ``advance``) on the connection it is given; ``runtime.Queue`` exposes them as methods and ``qgen stats``,
+``cancel``, ``pending_list``, ``advance``, ``pause``/``resume``/``paused``) on the connection it is given; ``runtime.Queue`` exposes them as methods and ``qgen stats``,
 ``qgen dead`` and ``qgen prune`` call them.
 """
 
@@ -92,6 +92,8 @@ async def stats(
     for k in ERROR_KEYS:  # a last_error column: why the newest failed and dead messages failed
         if k in row:
             out[k] = row[k]
+    if "paused" in row:  # a pause table: a pause holds the queue or the group
+        out["paused"] = bool(row["paused"])
     return out
 
 
@@ -385,3 +387,59 @@ async def fifo_waiting(
         {"fifo_key": r["fifo_key"], "head_id": int(r["head_id"]), "waiting": int(r["waiting"])}
         for r in result.rows
     ]
+
+
+def _need_pause(queue: Queue) -> None:
+    if queue.rendered.header.pause_table is None or not queue.rendered.get(S.PAUSE):
+        raise ConfigurationError(
+            f"queue '{queue.name}' cannot be paused: its file has no pause table (declared "
+            "pause_table = false, or rendered before qgen had pausing); remove pause_table = "
+            "false, render again with `qgen render` and create the table with `qgen apply`"
+        )
+
+
+def _scope(queue: Queue, group: str | None) -> str:
+    """The pause row's group: '' for the whole queue (its table), else the group named."""
+    if group is None:
+        return ""
+    if "group" not in queue.columns:
+        raise InvalidArgument(
+            f"queue '{queue.name}' has no group column: pause or resume the whole queue (no group)"
+        )
+    if not isinstance(group, str) or not group or not group.isprintable() or len(group) > 191:
+        raise InvalidArgument(
+            f"group must be a group's name (1 to 191 printable characters), not {group!r}"
+        )
+    return group
+
+
+async def pause(queue: Queue, db: Any, group: str | None = None) -> bool:
+    """Pause the queue, or one group of it (see ``Queue.pause``); False: it was paused."""
+    _need_pause(queue)
+    result = await _run(queue, db, S.PAUSE, {"group": _scope(queue, group)})
+    done = (result.rowcount or 0) > 0
+    if done:
+        log.info("queue %s: paused %s", queue.name, _shown_scope(group))
+    return done
+
+
+async def resume(queue: Queue, db: Any, group: str | None = None) -> bool:
+    """Lift the queue's pause, or one group's (see ``Queue.resume``); False: none held."""
+    _need_pause(queue)
+    result = await _run(queue, db, S.RESUME, {"group": _scope(queue, group)})
+    done = (result.rowcount or 0) > 0
+    if done:
+        log.info("queue %s: resumed %s", queue.name, _shown_scope(group))
+    return done
+
+
+async def paused(queue: Queue, db: Any) -> list[str | None]:
+    """The paused scopes of the queue's table: None for the whole queue, then group names
+    (see ``Queue.paused``)."""
+    _need_pause(queue)
+    result = await _run(queue, db, S.PAUSED, {})
+    return [str(r["group"]) or None for r in result.rows]
+
+
+def _shown_scope(group: str | None) -> str:
+    return "the whole queue" if group is None else f"group {group!r}"

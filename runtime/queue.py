@@ -440,7 +440,9 @@ class Queue(Generic[P]):
         ``processed_cap`` (None: all of them; the count reads the rows, so an uncapped one
         slows as kept rows pile up), and ``processed_capped`` is True when there are more;
         oldest_ready_s: seconds since the first ready message in id order was enqueued (None
-        without an enqueued_at column). ``group`` defaults to the queue's default_group."""
+        without an enqueued_at column); paused (with a pause table): whether a pause holds the
+        queue or the group, its ready messages waiting. ``group`` defaults to the queue's
+        default_group."""
         from runtime import operate
 
         return await operate.stats(self, db, group, processed_cap)
@@ -542,6 +544,32 @@ class Queue(Generic[P]):
 
         return await operate.advance(self, db, seconds, group)
 
+    async def pause(self, db: Any, group: str | None = None) -> bool:
+        """Pause the queue (its table: every queue declared on it), or only ``group``: no
+        consumer, in any process on any host, claims its messages until ``resume``; a
+        delivery already claimed runs and settles as usual, and enqueue goes on. The pause
+        is a row of the pause table, so it outlives restarts. True if it paused, False if it
+        was paused already. ``await queue.pause(db)``, ``await queue.pause(db, group="eu")``"""
+        from runtime import operate
+
+        return await operate.pause(self, db, group)
+
+    async def resume(self, db: Any, group: str | None = None) -> bool:
+        """Lift the pause of the queue (``group`` None) or of one group: the next claim takes
+        its messages again (an idle consumer, at its next poll). Each scope is resumed on its
+        own: resuming the queue leaves a group paused on its own paused. True if a pause was
+        lifted. ``await queue.resume(db)``"""
+        from runtime import operate
+
+        return await operate.resume(self, db, group)
+
+    async def paused(self, db: Any) -> list[str | None]:
+        """The paused scopes of the queue's table: ``None`` for the whole queue, then each
+        paused group. ``await queue.paused(db)`` → ``[None, "eu"]`` (``[]``: none)."""
+        from runtime import operate
+
+        return await operate.paused(self, db)
+
     @property
     def sync(self) -> SyncQueue[P]:
         """The same enqueue for blocking code and a blocking connection (psycopg, sqlite3,
@@ -619,6 +647,18 @@ class SyncQueue(Generic[P]):
     def status(self, conn: Any, id: int) -> Status | None:
         """``queue.sync.status(conn, 42)`` → the message's Status, or None (see status)."""
         return run_sync(self.queue.status(adapt(conn, sync=True), id))
+
+    def pause(self, conn: Any, group: str | None = None) -> bool:
+        """``queue.sync.pause(conn)`` or ``(conn, group="eu")`` → True if it paused (see pause)."""
+        return run_sync(self.queue.pause(adapt(conn, sync=True), group))
+
+    def resume(self, conn: Any, group: str | None = None) -> bool:
+        """``queue.sync.resume(conn)`` → True if it lifted a pause (see resume)."""
+        return run_sync(self.queue.resume(adapt(conn, sync=True), group))
+
+    def paused(self, conn: Any) -> list[str | None]:
+        """``queue.sync.paused(conn)`` → the paused scopes, None the whole queue (see paused)."""
+        return run_sync(self.queue.paused(adapt(conn, sync=True)))
 
     def apply(self, db: Any) -> list[Any]:
         """``queue.sync.apply(db)`` → the tables and indexes it created (see runtime.apply):

@@ -137,6 +137,10 @@ class StatementName(StrEnum):
     ENQUEUED_PER_MINUTE = "enqueued_per_minute"
     READY_BY_PRIORITY = "ready_by_priority"
     FIFO_WAITING = "fifo_waiting"
+    # pausing a queue or one group: the claim skips a paused scope (runtime.operate)
+    PAUSE = "pause"
+    RESUME = "resume"
+    PAUSED = "paused"
     # the outbox's
     PUT = "put"
     FETCH = "fetch"
@@ -204,6 +208,8 @@ class Header:
     schedules: tuple[Schedule, ...] = ()
     #: the table that keeps each schedule's last decided slot (queues with schedules)
     schedule_table: str | None = None
+    #: the table of paused scopes the claim consults (None: the queue cannot be paused)
+    pause_table: str | None = None
 
     @property
     def dead_letter(self) -> str | None:
@@ -240,6 +246,8 @@ class Header:
             if self.schedules:
                 values["schedule_table"] = self.schedule_table
                 values["schedules"] = {s.name: s.as_header() for s in self.schedules}
+            if self.pause_table is not None:
+                values["pause_table"] = self.pause_table
         if self.note is not None:
             values["note"] = self.note
         return [f"-- {k}: {_json(v)}" for k, v in values.items()]
@@ -475,7 +483,7 @@ def _header(values: dict[str, Any], path: str) -> Header:
     known = {
         "queue": {"queue", "dialect", "form", "table", "columns", "max_attempts"}
         | {"dead_letter", "lease_s", "default_group", "other_columns", "note", "channel"}
-        | {"schedules", "schedule_table"},
+        | {"schedules", "schedule_table", "pause_table"},
         "outbox": {"outbox", "dialect", "table", "columns", "note"},
     }[kind]
     unknown = sorted(set(values) - known)
@@ -539,6 +547,9 @@ def _header(values: dict[str, Any], path: str) -> Header:
     schedule_table = None
     if schedules:
         schedule_table = _schema_table(values.get("schedule_table"), lambda _: bad("schedules"))
+    pause_table = values.get("pause_table")
+    if pause_table is not None:
+        pause_table = _schema_table(pause_table, bad)
     return Header(
         kind=kind,
         name=header.name,
@@ -556,6 +567,7 @@ def _header(values: dict[str, Any], path: str) -> Header:
         channel=channel,
         schedules=schedules,
         schedule_table=schedule_table,
+        pause_table=pause_table,
     )
 
 

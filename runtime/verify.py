@@ -241,6 +241,15 @@ async def verify(conn: Connection, queue: Queue) -> list[Finding]:
             )
         if dead_cols:
             found += _dead_table_findings(queue, cols, dead_cols)
+    pause = queue.rendered.header.pause_table
+    if pause is not None and not await describe(conn, queue, pause):
+        found.append(
+            Finding(
+                pause,
+                "the pause table does not exist, and every claim reads it",
+                "run the file's schema statements (`qgen apply`)",
+            )
+        )
     return found
 
 

@@ -115,6 +115,12 @@ def test_apply_creates_every_object_and_the_queues_work(engine: Engine, space: s
             "index orders_queue_claim",
             *([] if inline else ["index orders_queue_processed"]),
             "index orders_queue_dedupe",
+            "table orders_queue_pause",
+        ]
+        assert objects(by_name["emails"]) == [
+            "table emails_queue",
+            "table emails_dead",
+            "table emails_queue_pause",
         ]
         assert objects(by_name["emails"]) == ["table emails_queue", "table emails_dead"]
         assert objects(by_name["outbox"]) == [

@@ -48,6 +48,7 @@ def test_stats_count_what_the_test_made(engine, form):
                 "dead": 1,
                 "processed": 1,
                 "processed_capped": False,
+                "paused": False,
             }
             assert oldest is not None and 0 <= oldest < 60
         finally:
@@ -71,6 +72,7 @@ def test_stats_without_the_optional_columns_say_none(engine):
                 "processed": None,
                 "processed_capped": False,
                 "oldest_ready_s": None,
+                "paused": False,
             }
         finally:
             await qt.drop()

@@ -142,3 +142,41 @@ def test_cancel_from_the_command_line(project) -> None:
     assert code == 1 and out == "" and "not cancelled" in err and len(err.splitlines()) == 1
     code, _, err = qgen("cancel", "nope", "1", *c)
     assert code == 2 and len(err.splitlines()) == 1
+
+
+def test_pause_resume_and_stats_from_the_command_line(project) -> None:
+    cfg, url, queue = project
+    c = ["--config", str(cfg), "--db", url]
+    code, out, err = qgen("pause", "jobs", *c)
+    assert (code, out.splitlines()) == (
+        0,
+        ["queue 'jobs': the whole queue paused", "queue 'jobs': paused now: the whole queue"],
+    ), err
+    code, out, _ = qgen("pause", "jobs", *c)  # idempotent
+    assert out.splitlines()[0] == "queue 'jobs': the whole queue was paused already"
+    code, out, _ = qgen("stats", *c)
+    assert "queue 'jobs': PAUSED: the whole queue (qgen resume)" in out.splitlines()
+    code, out, _ = qgen("stats", *c, "--json")
+    assert json.loads(out)["jobs"]["paused"] is True
+    assert json.loads(out)["jobs"]["paused_scopes"] == [None]
+
+    async def handled() -> dict[str, int]:
+        async with await runtime.connect(url) as conn:
+            await queue.enqueue(conn, {"n": 1})
+
+        async def handle(message, ctx):
+            return runtime.ack()
+
+        return await runtime.Consumer(url, queue, handle).drain()
+
+    assert run(handled()) == {}
+    code, out, _ = qgen("resume", "jobs", *c)
+    assert (code, out.splitlines()) == (
+        0,
+        ["queue 'jobs': the whole queue resumed", "queue 'jobs': paused now: nothing"],
+    )
+    assert "PAUSED" not in qgen("stats", *c)[1]
+    assert run(handled()) == {"ack": 2}
+    # a group on a queue without a group column: one line, exit 2
+    code, out, err = qgen("pause", "jobs", "--group", "eu", *c)
+    assert code == 2 and "no group column" in err and len(err.strip().splitlines()) == 1

@@ -391,9 +391,33 @@ class Console:
         self._snapshot = None
         log.info("console: queue %s: message %d cancelled", q.name, id)
 
-    # Pause and resume of a queue belong here once the claim statements can skip a paused
-    # queue: a `pause(name)` / `resume(name)` pair, each a rendered statement run through
-    # runtime.operate, and an API route and a button beside the other actions.
+    async def pause(self, name: str, group: str | None, on: bool) -> list[str | None]:
+        """Pause (``on``) or resume the queue, or one group of it; the paused scopes after."""
+        q = self.queue(name)
+        async with await _open(self.db) as conn:
+            changed = await _call(operate.pause if on else operate.resume, q, conn, group)
+            scopes: list[str | None] = await _call(operate.paused, q, conn)
+        self._snapshot = None
+        if changed:
+            log.info(
+                "console: queue %s: %s %s",
+                q.name,
+                "paused" if on else "resumed",
+                "the whole queue" if group is None else f"group {group!r}",
+            )
+        return scopes
+
+    async def paused(self, name: str) -> list[str | None] | None:
+        """The paused scopes (None: the queue cannot be paused, or they cannot be read)."""
+        q = self.queue(name)
+        if q.rendered.header.pause_table is None:
+            return None
+        try:
+            async with await _open(self.reader) as conn:
+                scopes: list[str | None] = await _call(operate.paused, q, conn)
+            return scopes
+        except ConsoleError:
+            return None
 
 
 def has_dead_letter(q: Queue) -> bool:

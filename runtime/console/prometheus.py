@@ -20,6 +20,7 @@ METRICS = {
         "qgen_queue_oldest_ready_seconds",
         "Age of the oldest ready message, by the database's clock.",
     ),
+    "paused": ("qgen_queue_paused", "1 while a pause holds the queue or its group, else 0."),
 }
 
 
@@ -42,6 +43,8 @@ def exposition(snap: Snapshot) -> str:
                 value = (g["stats"] or {}).get(key)
                 if value is None:
                     continue
+                if isinstance(value, bool):  # paused
+                    value = int(value)
                 labels = f'queue="{_label(q.name)}",group="{_label(g["group"] or "")}"'
                 lines.append(
                     f"{name}{{{labels}}} {float(value):g}"

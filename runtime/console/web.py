@@ -64,6 +64,8 @@ _DONE = {
     "redriven": "{n} dead message(s) sent back to the queue.",
     "purged": "{n} dead message(s) deleted for good.",
     "cancelled": "Message {n} cancelled.",
+    "paused": "Paused: no consumer claims from it until resume.",
+    "resumed": "Resumed: consumers claim from it again.",
     "login": "Logged in: the actions are open.",
     "logout": "Logged out.",
 }
@@ -195,6 +197,10 @@ class _Web:
             Route("/queues/{queue}/dead/{id}/redrive", act(self.act_redrive), methods=["POST"]),
             Route("/queues/{queue}/dead/{id}/purge", act(self.act_purge), methods=["POST"]),
             Route("/queues/{queue}/messages/cancel", act(self.act_cancel), methods=["POST"]),
+            Route("/queues/{queue}/pause", act(self.act_pause), methods=["POST"]),
+            Route("/queues/{queue}/resume", act(self.act_pause), methods=["POST"]),
+            Route("/api/queues/{queue}/pause", api(self.api_pause, True), methods=["POST"]),
+            Route("/api/queues/{queue}/resume", api(self.api_pause, True), methods=["POST"]),
             Route("/static/console.css", self.stylesheet),
             Route("/metrics", self.metrics),
             Route("/api/queues", api(self.api_queues)),
@@ -488,6 +494,7 @@ class _Web:
             minutes=_minutes_chart(line),
             detail=detail,
             taken=_clock(taken_at),
+            paused=await self.console.paused(q.name),
         )
 
     def _named(self, key: str, name: str) -> list[Series]:
@@ -598,6 +605,11 @@ class _Web:
         await self.console.cancel(name, id)
         return f"/queues/{name}?done=cancelled&n={id}"
 
+    async def act_pause(self, request: Request, form: dict[str, str]) -> str:
+        name, on = request.path_params["queue"], request.url.path.endswith("/pause")
+        await self.console.pause(name, self._group(form.get("group")), on)
+        return f"/queues/{name}?done={'paused' if on else 'resumed'}"
+
     # -- the API -------------------------------------------------------------------------
 
     async def api_queues(self, request: Request) -> Any:
@@ -670,6 +682,13 @@ class _Web:
         name, id = request.path_params["queue"], parse_id(request.path_params["id"])
         await self.console.cancel(name, id)
         return {"cancelled": id}
+
+    async def api_pause(self, request: Request) -> Any:
+        """POST …/pause or …/resume, body ``{"group": "eu"}`` or none: the scopes paused after
+        (null: the whole queue)."""
+        name, on = request.path_params["queue"], request.url.path.endswith("/pause")
+        group = self._group((await self._json(request)).get("group"))
+        return {"paused": await self.console.pause(name, group, on)}
 
     # -- the rest ------------------------------------------------------------------------
 

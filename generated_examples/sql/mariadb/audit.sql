@@ -6,14 +6,21 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:01da1a07c5482100dd911b54903120d58f321a53181c393b9cf20a8929cfaebd
+-- pause_table: "audit_queue_pause"
+-- seal: sha256:7be445d5df26a3e5188f420c5eddddd125d8df75af532a9af6202bc764768308
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `audit_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `entry` JSON NOT NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `audit_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -28,6 +35,12 @@ SELECT LAST_INSERT_ID() AS id;
 -- kinds: reads reads
 SELECT `id` AS id
 FROM `audit_queue`
+WHERE NOT EXISTS (
+    SELECT 1
+    FROM `audit_queue_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'audit_queue'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `audit_queue`.`id` AS id, `entry` AS payload
@@ -80,13 +93,18 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM `audit_queue`
 
-) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `audit_queue_pause`
+  WHERE queue_table = 'audit_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -94,6 +112,27 @@ SELECT (
 SELECT `id` AS id, `entry` AS payload, 'pending' AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `audit_queue`
 WHERE `id` = %(id)s;
+
+-- name: pause
+-- Pauses audit_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `audit_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('audit_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes audit_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `audit_queue_pause`
+WHERE queue_table = 'audit_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of audit_queue (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `audit_queue_pause`
+WHERE queue_table = 'audit_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

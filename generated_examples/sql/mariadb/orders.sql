@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:edef5daa823c62bdb132b3bf9f9ef32bd421da6a11fa8bb007e454fa8f3b55e6
+-- pause_table: "orders_queue_pause"
+-- seal: sha256:cbbef16131a1f883f6889a546f7484460f6900a6db12ed2dbb4edfb524d1905d
 
 -- name: schema
--- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `orders_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `body` JSON NOT NULL,
@@ -28,6 +29,12 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
   `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL AND `queue` <> 'orders_dead' THEN `dedupe_key` END) STORED,
   INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`),
   UNIQUE INDEX `orders_queue_dedupe` (`queue`, `qgen_pending_key`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `orders_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -71,6 +78,12 @@ WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `orders_queue_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'orders_queue'
+      AND qgen_paused.queue_group IN ('', %(group)s)
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `orders_queue`.`id` AS id, `body` AS payload, `attempt` AS attempt, `queue` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -217,7 +230,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -261,7 +274,12 @@ SELECT (
     AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
   ORDER BY `id`
   LIMIT 1
-) AS `oldest_ready_s`;
+) AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `orders_queue_pause`
+  WHERE queue_table = 'orders_queue'
+    AND queue_group IN ('', %(group)s)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -390,6 +408,27 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses orders_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `orders_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('orders_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes orders_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `orders_queue_pause`
+WHERE queue_table = 'orders_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of orders_queue (`group` '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `orders_queue_pause`
+WHERE queue_table = 'orders_queue'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -9,11 +9,12 @@
 -- default_group: "reports"
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
--- seal: sha256:5d94fec51039ca32461031f363df588b70bdc4d534aa659e3c551321ba4f7cc1
+-- pause_table: "reports_queue_pause"
+-- seal: sha256:420884d905d5e6b627c913ae2ba30997a5001f5e3de27efbc4595306f914e4e0
 
 -- name: schema
--- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, the table that keeps each schedule's last slot, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `reports_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -29,6 +30,12 @@ CREATE TABLE IF NOT EXISTS `reports_queue_schedules` (
   `last_slot` BIGINT NULL,
   `paused` INT NOT NULL DEFAULT 0,
   PRIMARY KEY (`queue`, `schedule`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `reports_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -53,6 +60,12 @@ SELECT `id` AS id
 FROM `reports_queue`
 WHERE `grp` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `reports_queue_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'reports_queue'
+      AND qgen_paused.queue_group IN ('', %(group)s)
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `reports_queue`.`id` AS id
@@ -169,7 +182,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -185,7 +198,12 @@ SELECT (
   SELECT COUNT(*)
   FROM `reports_queue`
   WHERE `grp` = %(dead_group)s
-) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `reports_queue_pause`
+  WHERE queue_table = 'reports_queue'
+    AND queue_group IN ('', %(group)s)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -250,6 +268,27 @@ WHERE `grp` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `reports_queue`
 WHERE `grp` = %(dead_group)s;
+
+-- name: pause
+-- Pauses reports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `reports_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('reports_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes reports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `reports_queue_pause`
+WHERE queue_table = 'reports_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of reports_queue (`group` '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `reports_queue_pause`
+WHERE queue_table = 'reports_queue'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -7,11 +7,12 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:d382f69454745017f37f0c90e4b5307d607bcc782b279ee7dc7a80606edae595
+-- pause_table: "emails_queue_pause"
+-- seal: sha256:05105e85ffdc5568ed251dfe47d2497e4e59f45cf07db36c37fb2c0340b7cbdb
 
 -- name: schema
--- Creates the queue table, its dead-letter table, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `emails_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -27,6 +28,12 @@ CREATE TABLE IF NOT EXISTS `emails_dead` (
   `retry_after` DATETIME(6) NULL,
   `locked_until` DATETIME(6) NULL,
   `progress` JSON NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `emails_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -50,6 +57,12 @@ SELECT `id` AS id
 FROM `emails_queue`
 WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `emails_queue_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'emails_queue'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `emails_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -190,7 +203,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -208,7 +221,12 @@ SELECT (
 ) AS `in_flight`, (
   SELECT COUNT(*)
   FROM `emails_dead`
-) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `emails_queue_pause`
+  WHERE queue_table = 'emails_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -274,6 +292,27 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `emails_dead`;
+
+-- name: pause
+-- Pauses emails_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `emails_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('emails_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes emails_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `emails_queue_pause`
+WHERE queue_table = 'emails_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of emails_queue (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `emails_queue_pause`
+WHERE queue_table = 'emails_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

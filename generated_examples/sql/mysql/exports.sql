@@ -7,11 +7,12 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
--- seal: sha256:215628ae9eb84864c4828b197537294879354120ce9fcc6b5808184fa88b46e1
+-- pause_table: "exports_queue_pause"
+-- seal: sha256:a8fa0ca104d7bedfbfacd6806445b3d9cec42a9d924208bfdb683d4a845ff86c
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `exports_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -19,6 +20,12 @@ CREATE TABLE IF NOT EXISTS `exports_queue` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   INDEX `exports_queue_claim` (`lane`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `exports_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -46,6 +53,12 @@ WITH candidates AS (
     FROM `exports_queue`
     WHERE `lane` = %(group)s
       AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+      AND NOT EXISTS (
+        SELECT 1
+        FROM `exports_queue_pause` AS qgen_paused
+        WHERE qgen_paused.queue_table = 'exports_queue'
+          AND qgen_paused.queue_group IN ('', %(group)s)
+      )
     ORDER BY `id`
     LIMIT %(scan)s
   ) AS r
@@ -151,7 +164,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -167,7 +180,12 @@ SELECT (
   SELECT COUNT(*)
   FROM `exports_queue`
   WHERE `lane` = %(dead_group)s
-) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `exports_queue_pause`
+  WHERE queue_table = 'exports_queue'
+    AND queue_group IN ('', %(group)s)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -232,6 +250,27 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `exports_queue`
 WHERE `lane` = %(dead_group)s;
+
+-- name: pause
+-- Pauses exports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `exports_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('exports_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes exports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `exports_queue_pause`
+WHERE queue_table = 'exports_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of exports_queue (`group` '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `exports_queue_pause`
+WHERE queue_table = 'exports_queue'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -6,11 +6,12 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "invoice_key", "result": "result", "progress": "progress"}
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
--- seal: sha256:aa76370887ee62c24dd86a6c6d8a77b6ee1effb0d36ec8aae003c8be0c59ff83
+-- pause_table: "invoices_queue_pause"
+-- seal: sha256:ac1a55e00f3f6d02ed4942cbc32a04da45172e6a944e75612ac31bfffbc0bf54
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `invoices_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -33,6 +34,12 @@ CREATE TABLE IF NOT EXISTS `invoices_dead` (
   `invoice_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   `result` JSON NULL,
   `progress` JSON NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `invoices_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -72,6 +79,12 @@ SELECT `id` AS id
 FROM `invoices_queue`
 WHERE `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `invoices_queue_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'invoices_queue'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `invoices_queue`.`id` AS id
@@ -200,7 +213,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -223,7 +236,12 @@ SELECT (
     WHERE `processed_at` IS NOT NULL
     LIMIT %(processed_limit)s
   ) AS qgen_kept
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `invoices_queue_pause`
+  WHERE queue_table = 'invoices_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -335,6 +353,27 @@ DELETE FROM `invoices_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses invoices_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `invoices_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('invoices_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes invoices_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `invoices_queue_pause`
+WHERE queue_table = 'invoices_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of invoices_queue (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `invoices_queue_pause`
+WHERE queue_table = 'invoices_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

@@ -7,15 +7,22 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:093052897a0da31f197426b38228afbe5b4a58a08987fd0dcba266564c2fd12d
+-- pause_table: "pings_pause"
+-- seal: sha256:e46c49d93952c468f54ab1616dcaf602953b85aab9d646b4f76ec521a8c11cda
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `pings` (
   `ping_id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `data` JSON NOT NULL,
   `leased_until` DATETIME(6) NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `pings_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -31,6 +38,12 @@ SELECT LAST_INSERT_ID() AS id;
 SELECT `ping_id` AS id
 FROM `pings`
 WHERE (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `pings_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'pings'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `ping_id`
 LIMIT %(scan)s;
 SELECT `pings`.`ping_id` AS id, `data` AS payload, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -135,7 +148,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -145,7 +158,12 @@ SELECT (
   SELECT COUNT(*)
   FROM `pings`
   WHERE `leased_until` >= UTC_TIMESTAMP(6)
-) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `pings_pause`
+  WHERE queue_table = 'pings'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -153,6 +171,27 @@ SELECT (
 SELECT `ping_id` AS id, `data` AS payload, CASE WHEN `leased_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `pings`
 WHERE `ping_id` = %(id)s;
+
+-- name: pause
+-- Pauses pings: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `pings_pause` (queue_table, queue_group, paused_at)
+VALUES ('pings', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes pings: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `pings_pause`
+WHERE queue_table = 'pings'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of pings (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `pings_pause`
+WHERE queue_table = 'pings'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -6,11 +6,12 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key", "result": "outcome", "progress": "done_pct"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
--- seal: sha256:229bbe4e2730e27af09f9d3147144b119a9395084915812789e80bf37a4005bd
+-- pause_table: "webhooks_queue_pause"
+-- seal: sha256:0767b485aea320c307e4b36980a4b429adcac2bfdcaa40a843db801ab7c7d3af
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `webhooks_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -33,6 +34,12 @@ CREATE TABLE IF NOT EXISTS `webhooks_dead` (
   `dedupe_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   `outcome` JSON NULL,
   `done_pct` JSON NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `webhooks_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -75,6 +82,12 @@ WITH candidates AS (
     FROM `webhooks_queue`
     WHERE `processed_at` IS NULL
       AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+      AND NOT EXISTS (
+        SELECT 1
+        FROM `webhooks_queue_pause` AS qgen_paused
+        WHERE qgen_paused.queue_table = 'webhooks_queue'
+          AND qgen_paused.queue_group = ''
+      )
     ORDER BY `id`
     LIMIT %(scan)s
   ) AS r
@@ -201,7 +214,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -224,7 +237,12 @@ SELECT (
     WHERE `processed_at` IS NOT NULL
     LIMIT %(processed_limit)s
   ) AS qgen_kept
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `webhooks_queue_pause`
+  WHERE queue_table = 'webhooks_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -336,6 +354,27 @@ DELETE FROM `webhooks_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses webhooks_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `webhooks_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('webhooks_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes webhooks_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `webhooks_queue_pause`
+WHERE queue_table = 'webhooks_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of webhooks_queue (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `webhooks_queue_pause`
+WHERE queue_table = 'webhooks_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

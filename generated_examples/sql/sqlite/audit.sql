@@ -6,15 +6,22 @@
 -- columns: {"id": "id", "payload": "entry"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "audit_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:b090506db698abdba8902e2a6e61e9833db26306d211f755bccb4442cbe10ffc
+-- seal: sha256:d64f82f621f7822005b1643701a2139bd97d7d918930ffa5c776e4f1c8a57488
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "audit_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "entry" TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS "audit_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -29,6 +36,12 @@ RETURNING "id" AS id;
 -- kinds: reads
 SELECT "id" AS id, "entry" AS payload
 FROM "audit_queue"
+WHERE NOT EXISTS (
+    SELECT 1
+    FROM "audit_queue_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'audit_queue'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "id"
 LIMIT :limit;
 
@@ -73,13 +86,18 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "audit_queue"
 
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "audit_queue_pause"
+  WHERE queue_table = 'audit_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -87,6 +105,28 @@ SELECT (
 SELECT "id" AS id, "entry" AS payload, 'pending' AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "audit_queue"
 WHERE "id" = :id;
+
+-- name: pause
+-- Pauses audit_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "audit_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('audit_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes audit_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "audit_queue_pause"
+WHERE queue_table = 'audit_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of audit_queue ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "audit_queue_pause"
+WHERE queue_table = 'audit_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

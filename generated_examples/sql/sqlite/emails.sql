@@ -7,11 +7,12 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
--- seal: sha256:67f707fb4ccbe6ece6962619517b25512fdadd0714b412a530b574da1ded2552
+-- pause_table: "emails_queue_pause"
+-- seal: sha256:0fae74837e273e3c1075eaa39bbb8dfb89d548a4d0cd495ad9bb3d42e39d7440
 
 -- name: schema
--- Creates the queue table, its dead-letter table, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "emails_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -27,6 +28,12 @@ CREATE TABLE IF NOT EXISTS "emails_dead" (
   "retry_after" TEXT,
   "locked_until" TEXT,
   "progress" TEXT
+);
+CREATE TABLE IF NOT EXISTS "emails_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -53,6 +60,12 @@ WHERE "id" IN (
   FROM "emails_queue"
   WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "emails_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'emails_queue'
+        AND qgen_paused.queue_group = ''
+    )
   ORDER BY "id"
   LIMIT :limit
 )
@@ -170,7 +183,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -188,7 +201,12 @@ SELECT (
 ) AS "in_flight", (
   SELECT COUNT(*)
   FROM "emails_dead"
-) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "emails_queue_pause"
+  WHERE queue_table = 'emails_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -254,6 +272,28 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "emails_dead";
+
+-- name: pause
+-- Pauses emails_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "emails_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('emails_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes emails_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "emails_queue_pause"
+WHERE queue_table = 'emails_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of emails_queue ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "emails_queue_pause"
+WHERE queue_table = 'emails_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

@@ -7,12 +7,13 @@
 -- max_attempts: 2
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
+-- pause_table: "exports_queue_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:e788abceba315f3e5899fea7a37c78abb0fc129573673bfca3d23b8ba54b1d2f
+-- seal: sha256:3bb9b7883bbff2d85e36fd6cba6b14df53dfb4176686d37b64d5be0400f25e15
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "exports_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -21,6 +22,12 @@ CREATE TABLE IF NOT EXISTS "exports_queue" (
   "retry_after" TEXT
 );
 CREATE INDEX IF NOT EXISTS "exports_queue_claim" ON "exports_queue" ("lane", "id");
+CREATE TABLE IF NOT EXISTS "exports_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
@@ -44,6 +51,12 @@ SELECT "id" AS id
 FROM "exports_queue"
 WHERE "lane" = :group
   AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "exports_queue_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'exports_queue'
+      AND qgen_paused.queue_group IN ('', :group)
+  )
 ORDER BY "id"
 LIMIT :scan;
 
@@ -124,7 +137,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -140,7 +153,12 @@ SELECT (
   SELECT COUNT(*)
   FROM "exports_queue"
   WHERE "lane" = :dead_group
-) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "exports_queue_pause"
+  WHERE queue_table = 'exports_queue'
+    AND queue_group IN ('', :group)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -204,6 +222,28 @@ WHERE "lane" = :dead_group
 -- kinds: writes
 DELETE FROM "exports_queue"
 WHERE "lane" = :dead_group;
+
+-- name: pause
+-- Pauses exports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "exports_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('exports_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes exports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "exports_queue_pause"
+WHERE queue_table = 'exports_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of exports_queue ("group" '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "exports_queue_pause"
+WHERE queue_table = 'exports_queue'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "orders_dead"}
 -- lease_s: 30
 -- default_group: "orders"
--- seal: sha256:727363ef300850a74eddd122329e4dfafd27e0667b848cba3a8358e41278da7b
+-- pause_table: "orders_queue_pause"
+-- seal: sha256:7f7f5dd93dbbc866a8e190e063b7921c598c14190be6b2bee61c6c7ab45ca620
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
--- kinds: writes writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
+-- kinds: writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "orders_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "body" TEXT NOT NULL,
@@ -29,6 +30,12 @@ CREATE TABLE IF NOT EXISTS "orders_queue" (
 CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "orders_queue_dedupe" ON "orders_queue" ("queue", "dedupe_key") WHERE "processed_at" IS NULL AND "queue" <> 'orders_dead';
+CREATE TABLE IF NOT EXISTS "orders_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds in its group adds nothing and returns no new id (enqueue_existing reads the pending one).
@@ -69,6 +76,12 @@ WHERE "id" IN (
     AND "processed_at" IS NULL
     AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "orders_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'orders_queue'
+        AND qgen_paused.queue_group IN ('', :group)
+    )
   ORDER BY "id"
   LIMIT :limit
 )
@@ -192,7 +205,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -236,7 +249,12 @@ SELECT (
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
   ORDER BY "id"
   LIMIT 1
-) AS "oldest_ready_s";
+) AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "orders_queue_pause"
+  WHERE queue_table = 'orders_queue'
+    AND queue_group IN ('', :group)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -372,6 +390,28 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses orders_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "orders_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('orders_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes orders_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "orders_queue_pause"
+WHERE queue_table = 'orders_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of orders_queue ("group" '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "orders_queue_pause"
+WHERE queue_table = 'orders_queue'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

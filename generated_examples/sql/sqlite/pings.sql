@@ -7,15 +7,22 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 10
--- seal: sha256:7437591179c2ec47ddf02411f046a22f4621e721e78fdc167f1d08fa3c72ed4f
+-- pause_table: "pings_pause"
+-- seal: sha256:c46f45ab2bbb429002b51db929c0f56a1f794fa7b7b527d7c82f3dbc13ac5cdc
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "pings" (
   "ping_id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "data" TEXT NOT NULL,
   "leased_until" TEXT
+);
+CREATE TABLE IF NOT EXISTS "pings_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -34,6 +41,12 @@ WHERE "ping_id" IN (
   SELECT "ping_id"
   FROM "pings"
   WHERE ("leased_until" IS NULL OR "leased_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "pings_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'pings'
+        AND qgen_paused.queue_group = ''
+    )
   ORDER BY "ping_id"
   LIMIT :limit
 )
@@ -119,7 +132,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -129,7 +142,12 @@ SELECT (
   SELECT COUNT(*)
   FROM "pings"
   WHERE "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "pings_pause"
+  WHERE queue_table = 'pings'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -137,6 +155,28 @@ SELECT (
 SELECT "ping_id" AS id, "data" AS payload, CASE WHEN "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "pings"
 WHERE "ping_id" = :id;
+
+-- name: pause
+-- Pauses pings: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "pings_pause" (queue_table, queue_group, paused_at)
+VALUES ('pings', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes pings: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "pings_pause"
+WHERE queue_table = 'pings'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of pings ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "pings_pause"
+WHERE queue_table = 'pings'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

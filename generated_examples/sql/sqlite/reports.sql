@@ -9,12 +9,13 @@
 -- default_group: "reports"
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
+-- pause_table: "reports_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:efd65d29d8ef9a9d287c2810d1dae4cb2e17f5f1b03277e5b015b2ad8e42181a
+-- seal: sha256:159060b7212f08a92f133d5ec36a6d5fc8e47fd393ae643aa4371cd6601fda03
 
 -- name: schema
--- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
--- kinds: writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, the table that keeps each schedule's last slot, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "reports_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -30,6 +31,12 @@ CREATE TABLE IF NOT EXISTS "reports_queue_schedules" (
   "last_slot" INTEGER,
   "paused" INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY ("queue", "schedule")
+);
+CREATE TABLE IF NOT EXISTS "reports_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -57,6 +64,12 @@ WHERE "id" IN (
   FROM "reports_queue"
   WHERE "grp" = :group
     AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "reports_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'reports_queue'
+        AND qgen_paused.queue_group IN ('', :group)
+    )
   ORDER BY "id"
   LIMIT :limit
 )
@@ -161,7 +174,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -177,7 +190,12 @@ SELECT (
   SELECT COUNT(*)
   FROM "reports_queue"
   WHERE "grp" = :dead_group
-) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "reports_queue_pause"
+  WHERE queue_table = 'reports_queue'
+    AND queue_group IN ('', :group)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -241,6 +259,28 @@ WHERE "grp" = :dead_group
 -- kinds: writes
 DELETE FROM "reports_queue"
 WHERE "grp" = :dead_group;
+
+-- name: pause
+-- Pauses reports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "reports_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('reports_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes reports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "reports_queue_pause"
+WHERE queue_table = 'reports_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of reports_queue ("group" '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "reports_queue_pause"
+WHERE queue_table = 'reports_queue'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

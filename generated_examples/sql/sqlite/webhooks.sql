@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "processed_at": "processed_at", "dedupe_key": "dedupe_key", "result": "outcome", "progress": "done_pct"}
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
+-- pause_table: "webhooks_queue_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:1116807c2eeba694d28aba5da91857856d3cff77ff99693a5a9eb167738c6e11
+-- seal: sha256:d5c956df14dc27d8b67d50486b7ff71fa52b7c2df25afc4837c451196a0b4e1d
 
 -- name: schema
--- Creates the queue table, its dead-letter table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
--- kinds: writes writes writes writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "webhooks_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -34,6 +35,12 @@ CREATE TABLE IF NOT EXISTS "webhooks_dead" (
   "dedupe_key" TEXT,
   "outcome" TEXT,
   "done_pct" TEXT
+);
+CREATE TABLE IF NOT EXISTS "webhooks_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -67,6 +74,12 @@ SELECT "id" AS id
 FROM "webhooks_queue"
 WHERE "processed_at" IS NULL
   AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "webhooks_queue_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'webhooks_queue'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "id"
 LIMIT :scan;
 
@@ -170,7 +183,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -193,7 +206,12 @@ SELECT (
     WHERE "processed_at" IS NOT NULL
     LIMIT :processed_limit
   ) AS qgen_kept
-) AS "processed", NULL AS "oldest_ready_s";
+) AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "webhooks_queue_pause"
+  WHERE queue_table = 'webhooks_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -311,6 +329,28 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses webhooks_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "webhooks_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('webhooks_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes webhooks_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "webhooks_queue_pause"
+WHERE queue_table = 'webhooks_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of webhooks_queue ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "webhooks_queue_pause"
+WHERE queue_table = 'webhooks_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

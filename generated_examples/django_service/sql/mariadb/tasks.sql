@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:38367fc781628edb7da02503dc805cbc6fd199128291477071d4570e62c97deb
+-- pause_table: "shop_tasks_pause"
+-- seal: sha256:0748a0eb8f56fe990f3c6da00cf7e8e2471ff37138d071bd94bf56c3cf7aa26b
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `shop_tasks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -26,6 +27,12 @@ CREATE TABLE IF NOT EXISTS `shop_tasks` (
   `last_error` TEXT NULL,
   `result` JSON NULL,
   INDEX `shop_tasks_claim` (`queue`, `processed_at`, `priority` DESC, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `shop_tasks_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -53,6 +60,12 @@ WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `shop_tasks_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'shop_tasks'
+      AND qgen_paused.queue_group IN ('', %(group)s)
+  )
 ORDER BY `priority` DESC, `id`
 LIMIT %(scan)s;
 SELECT `shop_tasks`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -205,7 +218,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -265,7 +278,12 @@ SELECT (
     AND `last_error` IS NOT NULL
   ORDER BY `id` DESC
   LIMIT 1
-) AS `dead_last_error`;
+) AS `dead_last_error`, (
+  SELECT COUNT(*)
+  FROM `shop_tasks_pause`
+  WHERE queue_table = 'shop_tasks'
+    AND queue_group IN ('', %(group)s)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -346,6 +364,27 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses shop_tasks for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `shop_tasks_pause` (queue_table, queue_group, paused_at)
+VALUES ('shop_tasks', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes shop_tasks for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `shop_tasks_pause`
+WHERE queue_table = 'shop_tasks'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of shop_tasks (`group` '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `shop_tasks_pause`
+WHERE queue_table = 'shop_tasks'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:770b9db9f5da58742e9287b0780641c730375612ebc84cb1f5ee36582162b15d
+-- pause_table: "shop_tasks_pause"
+-- seal: sha256:5fd69a4c14dc3f2c00eee774f82a5f0399199e26b965e0f3ae7eecbffe0c1162
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
--- kinds: writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "shop_tasks" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -28,6 +29,12 @@ CREATE TABLE IF NOT EXISTS "shop_tasks" (
 );
 CREATE INDEX IF NOT EXISTS "shop_tasks_claim" ON "shop_tasks" ("queue", "priority" DESC, "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "shop_tasks_processed" ON "shop_tasks" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
+CREATE TABLE IF NOT EXISTS "shop_tasks_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message stamped with the database's clock; a non-NULL delay_s makes it claimable only that many seconds from now; priority orders the claim (higher first; NULL: 0).
@@ -57,6 +64,12 @@ WHERE "id" IN (
     AND "processed_at" IS NULL
     AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "shop_tasks_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'shop_tasks'
+        AND qgen_paused.queue_group IN ('', :group)
+    )
   ORDER BY "priority" DESC, "id"
   LIMIT :limit
 )
@@ -183,7 +196,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -243,7 +256,12 @@ SELECT (
     AND "last_error" IS NOT NULL
   ORDER BY "id" DESC
   LIMIT 1
-) AS "dead_last_error";
+) AS "dead_last_error", (
+  SELECT COUNT(*)
+  FROM "shop_tasks_pause"
+  WHERE queue_table = 'shop_tasks'
+    AND queue_group IN ('', :group)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -327,6 +345,28 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses shop_tasks for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "shop_tasks_pause" (queue_table, queue_group, paused_at)
+VALUES ('shop_tasks', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes shop_tasks for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "shop_tasks_pause"
+WHERE queue_table = 'shop_tasks'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of shop_tasks ("group" '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "shop_tasks_pause"
+WHERE queue_table = 'shop_tasks'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

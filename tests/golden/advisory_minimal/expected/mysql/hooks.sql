@@ -6,14 +6,21 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:ee21a7f22a644c991b6efc0ff69e8f73be7de311eb24187bca0d125c6e15d2f6
+-- pause_table: "hooks_pause"
+-- seal: sha256:284635b912d5b64da316ad93ea45f5cdd9e134e913020d962cc2784200986996
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `hooks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `hooks_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -31,6 +38,12 @@ WITH candidates AS (
   FROM (
     SELECT `id` AS id
     FROM `hooks`
+    WHERE NOT EXISTS (
+        SELECT 1
+        FROM `hooks_pause` AS qgen_paused
+        WHERE qgen_paused.queue_table = 'hooks'
+          AND qgen_paused.queue_group = ''
+      )
     ORDER BY `id`
     LIMIT %(scan)s
   ) AS r
@@ -105,13 +118,18 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM `hooks`
 
-) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `hooks_pause`
+  WHERE queue_table = 'hooks'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -119,6 +137,27 @@ SELECT (
 SELECT `id` AS id, `payload` AS payload, 'pending' AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `hooks`
 WHERE `id` = %(id)s;
+
+-- name: pause
+-- Pauses hooks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `hooks_pause` (queue_table, queue_group, paused_at)
+VALUES ('hooks', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes hooks: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `hooks_pause`
+WHERE queue_table = 'hooks'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of hooks (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `hooks_pause`
+WHERE queue_table = 'hooks'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -6,15 +6,22 @@
 -- columns: {"id": "id", "payload": "payload"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "hooks_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:2dbabd52fa6705c4cd19fe8456599b00808f6fdeb80b14b55ba1363783172257
+-- seal: sha256:3d5bc3a63d91a4d72b26a4e8b4e0b6790a9c67ef7e59605f276ee33ef7ea993a
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "hooks" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS "hooks_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -29,6 +36,12 @@ RETURNING "id" AS id;
 -- kinds: reads
 SELECT "id" AS id
 FROM "hooks"
+WHERE NOT EXISTS (
+    SELECT 1
+    FROM "hooks_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'hooks'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "id"
 LIMIT :scan;
 
@@ -80,13 +93,18 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "hooks"
 
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "hooks_pause"
+  WHERE queue_table = 'hooks'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -94,6 +112,28 @@ SELECT (
 SELECT "id" AS id, "payload" AS payload, 'pending' AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "hooks"
 WHERE "id" = :id;
+
+-- name: pause
+-- Pauses hooks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "hooks_pause" (queue_table, queue_group, paused_at)
+VALUES ('hooks', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes hooks: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "hooks_pause"
+WHERE queue_table = 'hooks'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of hooks ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "hooks_pause"
+WHERE queue_table = 'hooks'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -6,11 +6,12 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:6d400899e74fba71fbab237164f7c485789a50ee1503eda729d1752196c79e57
+-- pause_table: "locks_pause"
+-- seal: sha256:873a7b9d2ddcf821a7e5d959abd0e3f67a6d19dc1f26dd61fa3ff34027bd2449
 
 -- name: schema
--- Creates the queue table and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `locks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -19,6 +20,12 @@ CREATE TABLE IF NOT EXISTS `locks` (
   `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL THEN `dedupe_key` END) STORED,
   INDEX `locks_claim` (`processed_at`, `id`),
   UNIQUE INDEX `locks_dedupe` (`qgen_pending_key`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `locks_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -52,6 +59,12 @@ WITH candidates AS (
     SELECT `id` AS id
     FROM `locks`
     WHERE `processed_at` IS NULL
+      AND NOT EXISTS (
+        SELECT 1
+        FROM `locks_pause` AS qgen_paused
+        WHERE qgen_paused.queue_table = 'locks'
+          AND qgen_paused.queue_group = ''
+      )
     ORDER BY `id`
     LIMIT %(scan)s
   ) AS r
@@ -129,7 +142,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -143,7 +156,12 @@ SELECT (
     WHERE `processed_at` IS NOT NULL
     LIMIT %(processed_limit)s
   ) AS qgen_kept
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `locks_pause`
+  WHERE queue_table = 'locks'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -159,6 +177,27 @@ DELETE FROM `locks`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses locks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `locks_pause` (queue_table, queue_group, paused_at)
+VALUES ('locks', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes locks: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `locks_pause`
+WHERE queue_table = 'locks'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of locks (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `locks_pause`
+WHERE queue_table = 'locks'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "processed_at", "dedupe_key": "dedupe_key"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "locks_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:dbf8edcee6e55bff896c33573439689cc2481872ee4f693437adf436547f83e5
+-- seal: sha256:3261b36e5fb52f1750cd171dd4db39a41da92f0c5e247722ef19174aaa71dc2f
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
--- kinds: writes writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "locks" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -21,6 +22,12 @@ CREATE TABLE IF NOT EXISTS "locks" (
 CREATE INDEX IF NOT EXISTS "locks_claim" ON "locks" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "locks_processed" ON "locks" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "locks_dedupe" ON "locks" ("dedupe_key") WHERE "processed_at" IS NULL;
+CREATE TABLE IF NOT EXISTS "locks_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; a dedupe_key a pending message already holds adds nothing and returns no new id (enqueue_existing reads the pending one).
@@ -44,6 +51,12 @@ WHERE "dedupe_key" = :dedupe_key
 SELECT "id" AS id
 FROM "locks"
 WHERE "processed_at" IS NULL
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "locks_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'locks'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "id"
 LIMIT :scan;
 
@@ -100,7 +113,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -114,7 +127,12 @@ SELECT (
     WHERE "processed_at" IS NOT NULL
     LIMIT :processed_limit
   ) AS qgen_kept
-) AS "processed", NULL AS "oldest_ready_s";
+) AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "locks_pause"
+  WHERE queue_table = 'locks'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -134,6 +152,28 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses locks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "locks_pause" (queue_table, queue_group, paused_at)
+VALUES ('locks', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes locks: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "locks_pause"
+WHERE queue_table = 'locks'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of locks ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "locks_pause"
+WHERE queue_table = 'locks'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

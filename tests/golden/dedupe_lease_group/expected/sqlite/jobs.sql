@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:7d989638a9532ea0c3b8f7361a3ab4a06a0e62c6d0c74ac298e66399f2e32fce
+-- pause_table: "jobs_pause"
+-- seal: sha256:8895ec0784a7206fc9716381b49859c1881c2e3c637e465aeeeedba5a2ba4b2f
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
--- kinds: writes writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
+-- kinds: writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "jobs" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -26,6 +27,12 @@ CREATE TABLE IF NOT EXISTS "jobs" (
 CREATE INDEX IF NOT EXISTS "jobs_claim" ON "jobs" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "jobs_processed" ON "jobs" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "jobs_dedupe" ON "jobs" ("queue", "dedupe_key") WHERE "processed_at" IS NULL AND "queue" <> 'jobs_dead';
+CREATE TABLE IF NOT EXISTS "jobs_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a dedupe_key a pending message already holds in its group adds nothing and returns no new id (enqueue_existing reads the pending one).
@@ -66,6 +73,12 @@ WHERE "id" IN (
     AND "processed_at" IS NULL
     AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "jobs_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'jobs'
+        AND qgen_paused.queue_group IN ('', :group)
+    )
   ORDER BY "id"
   LIMIT :limit
 )
@@ -185,7 +198,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -220,7 +233,12 @@ SELECT (
       AND "processed_at" IS NOT NULL
     LIMIT :processed_limit
   ) AS qgen_kept
-) AS "processed", NULL AS "oldest_ready_s";
+) AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "jobs_pause"
+  WHERE queue_table = 'jobs'
+    AND queue_group IN ('', :group)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -356,6 +374,28 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses jobs for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "jobs_pause" (queue_table, queue_group, paused_at)
+VALUES ('jobs', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes jobs for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "jobs_pause"
+WHERE queue_table = 'jobs'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of jobs ("group" '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "jobs_pause"
+WHERE queue_table = 'jobs'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -6,11 +6,12 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
--- seal: sha256:56db226bb6333091e5f83e1d2abc8f35723df09258dbc273d21609053e88c29f
+-- pause_table: "tasks_pause"
+-- seal: sha256:7d2fd53bc9b3225f1125badb3f51a6496999fb62116594a81987859dd848f2a4
 
 -- name: schema
--- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `tasks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -25,6 +26,12 @@ CREATE TABLE IF NOT EXISTS `tasks_dead` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   `dkey` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `tasks_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -62,6 +69,12 @@ WHERE `retry_after` > UTC_TIMESTAMP(6);
 SELECT `id` AS id
 FROM `tasks`
 WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `tasks_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'tasks'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `tasks`.`id` AS id
@@ -172,7 +185,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -185,7 +198,12 @@ SELECT (
 ) AS `delayed`, NULL AS `in_flight`, (
   SELECT COUNT(*)
   FROM `tasks_dead`
-) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `tasks_pause`
+  WHERE queue_table = 'tasks'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -289,6 +307,27 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `tasks_dead`;
+
+-- name: pause
+-- Pauses tasks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `tasks_pause` (queue_table, queue_group, paused_at)
+VALUES ('tasks', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes tasks: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `tasks_pause`
+WHERE queue_table = 'tasks'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of tasks (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `tasks_pause`
+WHERE queue_table = 'tasks'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

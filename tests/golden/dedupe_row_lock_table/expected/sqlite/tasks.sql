@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "dedupe_key": "dkey"}
 -- max_attempts: 3
 -- dead_letter: {"table": "tasks_dead"}
+-- pause_table: "tasks_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:208b8b2545da62362b1ec2aa50f501440ba1ac1078def83f6cbaaf244856e1cd
+-- seal: sha256:d9d5f934e1bf938ee77fb9939544b0d0bbabc74e322478fa6130fba22d3f7372
 
 -- name: schema
--- Creates the queue table, its dead-letter table, the unique index that keeps one pending message per dedupe_key, if missing.
--- kinds: writes writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes, the unique index that keeps one pending message per dedupe_key, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "tasks" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -26,6 +27,12 @@ CREATE TABLE IF NOT EXISTS "tasks_dead" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
   "dkey" TEXT
+);
+CREATE TABLE IF NOT EXISTS "tasks_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -59,6 +66,12 @@ WHERE "id" IN (
   SELECT "id"
   FROM "tasks"
   WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "tasks_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'tasks'
+        AND qgen_paused.queue_group = ''
+    )
   ORDER BY "id"
   LIMIT :limit
 )
@@ -158,7 +171,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -171,7 +184,12 @@ SELECT (
 ) AS "delayed", NULL AS "in_flight", (
   SELECT COUNT(*)
   FROM "tasks_dead"
-) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "tasks_pause"
+  WHERE queue_table = 'tasks'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -275,6 +293,28 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "tasks_dead";
+
+-- name: pause
+-- Pauses tasks: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "tasks_pause" (queue_table, queue_group, paused_at)
+VALUES ('tasks', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes tasks: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "tasks_pause"
+WHERE queue_table = 'tasks'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of tasks ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "tasks_pause"
+WHERE queue_table = 'tasks'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
--- seal: sha256:8c850020c00c09f60c9ca831de88ede22f54dc24de001645f08149f506fe071d
+-- pause_table: "audit_queue_pause"
+-- seal: sha256:792289eb8882bd92c85b3e8aac802f8aa6487b88c91bf0093e631165e3abbf5e
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `audit_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -23,6 +24,12 @@ CREATE TABLE IF NOT EXISTS `audit_queue` (
   `why` TEXT NULL,
   `source` TEXT NULL,
   INDEX `audit_queue_claim` (`queue`, `processed_at`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `audit_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -49,6 +56,12 @@ FROM `audit_queue`
 WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `audit_queue_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'audit_queue'
+      AND qgen_paused.queue_group IN ('', %(group)s)
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `audit_queue`.`id` AS id
@@ -169,7 +182,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -213,7 +226,12 @@ SELECT (
     AND `why` IS NOT NULL
   ORDER BY `id` DESC
   LIMIT 1
-) AS `dead_last_error`;
+) AS `dead_last_error`, (
+  SELECT COUNT(*)
+  FROM `audit_queue_pause`
+  WHERE queue_table = 'audit_queue'
+    AND queue_group IN ('', %(group)s)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -294,6 +312,27 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses audit_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `audit_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('audit_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes audit_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `audit_queue_pause`
+WHERE queue_table = 'audit_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of audit_queue (`group` '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `audit_queue_pause`
+WHERE queue_table = 'audit_queue'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -6,15 +6,22 @@
 -- columns: {"id": "id", "payload": "payload", "last_error": "last_error"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:b06591e882ba3a2cabc5ac3e3c97ceb58e8927ae5e1bc1c5168896ef8adda189
+-- pause_table: "ping_queue_pause"
+-- seal: sha256:30ca7c73365d03965f885d7cb8ee0987f8f5ca3f8c8b935aed399c393549440d
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `ping_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
   `last_error` TEXT NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `ping_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -32,6 +39,12 @@ WITH candidates AS (
   FROM (
     SELECT `id` AS id
     FROM `ping_queue`
+    WHERE NOT EXISTS (
+        SELECT 1
+        FROM `ping_queue_pause` AS qgen_paused
+        WHERE qgen_paused.queue_table = 'ping_queue'
+          AND qgen_paused.queue_group = ''
+      )
     ORDER BY `id`
     LIMIT %(scan)s
   ) AS r
@@ -120,7 +133,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -132,7 +145,12 @@ SELECT (
   WHERE `last_error` IS NOT NULL
   ORDER BY `id` DESC
   LIMIT 1
-) AS `last_error`;
+) AS `last_error`, (
+  SELECT COUNT(*)
+  FROM `ping_queue_pause`
+  WHERE queue_table = 'ping_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -140,6 +158,27 @@ SELECT (
 SELECT `id` AS id, `payload` AS payload, 'pending' AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, `last_error` AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `ping_queue`
 WHERE `id` = %(id)s;
+
+-- name: pause
+-- Pauses ping_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `ping_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('ping_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes ping_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `ping_queue_pause`
+WHERE queue_table = 'ping_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of ping_queue (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `ping_queue_pause`
+WHERE queue_table = 'ping_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

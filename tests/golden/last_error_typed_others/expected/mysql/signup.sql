@@ -8,11 +8,12 @@
 -- dead_letter: {"table": "signup_dead"}
 -- lease_s: 30
 -- other_columns: ["user_id", "kind", "note"]
--- seal: sha256:ecbb09c2d0799fed1cf9956d8300a7ca9d06b0ed4dceb557c6faf065a423b48e
+-- pause_table: "signup_queue_pause"
+-- seal: sha256:d25bbfe670dfeee911e5778aa1044c83643eb516d448a87483b18c5f953e8f7d
 
 -- name: schema
--- Creates the queue table, its dead-letter table, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `signup_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -34,6 +35,12 @@ CREATE TABLE IF NOT EXISTS `signup_dead` (
   `user_id` BIGINT,
   `kind` VARCHAR(40),
   `note` TEXT
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `signup_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -57,6 +64,12 @@ SELECT `id` AS id
 FROM `signup_queue`
 WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `signup_queue_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'signup_queue'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `signup_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -190,7 +203,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -220,7 +233,12 @@ SELECT (
   WHERE `last_error` IS NOT NULL
   ORDER BY `id` DESC
   LIMIT 1
-) AS `dead_last_error`;
+) AS `dead_last_error`, (
+  SELECT COUNT(*)
+  FROM `signup_queue_pause`
+  WHERE queue_table = 'signup_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -286,6 +304,27 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `signup_dead`;
+
+-- name: pause
+-- Pauses signup_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `signup_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('signup_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes signup_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `signup_queue_pause`
+WHERE queue_table = 'signup_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of signup_queue (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `signup_queue_pause`
+WHERE queue_table = 'signup_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

@@ -8,12 +8,13 @@
 -- dead_letter: {"group": "audit_dead"}
 -- default_group: "audit"
 -- other_columns: ["source"]
+-- pause_table: "audit_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:976397f1d3e6349e37383195291a6e122768a5f759a5d318257a81d0ff60a4a8
+-- seal: sha256:8a21ca21ce1f55c49b093fa5118c4750c518468889b88ef9e37620b0ab49cd49
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
--- kinds: writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "audit_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -26,6 +27,12 @@ CREATE TABLE IF NOT EXISTS "audit_queue" (
 );
 CREATE INDEX IF NOT EXISTS "audit_queue_claim" ON "audit_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "audit_queue_processed" ON "audit_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
+CREATE TABLE IF NOT EXISTS "audit_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; value_<column> gives each other column its value.
@@ -54,6 +61,12 @@ WHERE "id" IN (
   WHERE "queue" = :group
     AND "processed_at" IS NULL
     AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "audit_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'audit_queue'
+        AND qgen_paused.queue_group IN ('', :group)
+    )
   ORDER BY "id"
   LIMIT :limit
 )
@@ -163,7 +176,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -207,7 +220,12 @@ SELECT (
     AND "why" IS NOT NULL
   ORDER BY "id" DESC
   LIMIT 1
-) AS "dead_last_error";
+) AS "dead_last_error", (
+  SELECT COUNT(*)
+  FROM "audit_queue_pause"
+  WHERE queue_table = 'audit_queue'
+    AND queue_group IN ('', :group)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -291,6 +309,28 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses audit_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "audit_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('audit_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes audit_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "audit_queue_pause"
+WHERE queue_table = 'audit_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of audit_queue ("group" '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "audit_queue_pause"
+WHERE queue_table = 'audit_queue'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

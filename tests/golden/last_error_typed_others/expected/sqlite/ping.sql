@@ -6,16 +6,23 @@
 -- columns: {"id": "id", "payload": "payload", "last_error": "last_error"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "ping_queue_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:49636862c64b1039fe2090bdd70fa9d30be8bbb834a0a646a97734c121e15120
+-- seal: sha256:05a9fdc0b5858edec060bfd1fac2bcdcbb39e94bce49448e38d3159d99c601fe
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "ping_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
   "last_error" TEXT
+);
+CREATE TABLE IF NOT EXISTS "ping_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -30,6 +37,12 @@ RETURNING "id" AS id;
 -- kinds: reads
 SELECT "id" AS id
 FROM "ping_queue"
+WHERE NOT EXISTS (
+    SELECT 1
+    FROM "ping_queue_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'ping_queue'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "id"
 LIMIT :scan;
 
@@ -95,7 +108,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -107,7 +120,12 @@ SELECT (
   WHERE "last_error" IS NOT NULL
   ORDER BY "id" DESC
   LIMIT 1
-) AS "last_error";
+) AS "last_error", (
+  SELECT COUNT(*)
+  FROM "ping_queue_pause"
+  WHERE queue_table = 'ping_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -115,6 +133,28 @@ SELECT (
 SELECT "id" AS id, "payload" AS payload, 'pending' AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", "last_error" AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "ping_queue"
 WHERE "id" = :id;
+
+-- name: pause
+-- Pauses ping_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "ping_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('ping_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes ping_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "ping_queue_pause"
+WHERE queue_table = 'ping_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of ping_queue ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "ping_queue_pause"
+WHERE queue_table = 'ping_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -8,11 +8,12 @@
 -- dead_letter: {"table": "signup_dead"}
 -- lease_s: 30
 -- other_columns: ["user_id", "kind", "note"]
--- seal: sha256:100cf7a8f4f2ccd0162d221077abad74978833d5fd5cebd9a126284494b1f9a9
+-- pause_table: "signup_queue_pause"
+-- seal: sha256:37cde53e16cdebe416483b6f999d3834d76980b97e6f01faf6168a7b7e4477f6
 
 -- name: schema
--- Creates the queue table, its dead-letter table, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "signup_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -34,6 +35,12 @@ CREATE TABLE IF NOT EXISTS "signup_dead" (
   "user_id" BIGINT,
   "kind" VARCHAR(40),
   "note" TEXT
+);
+CREATE TABLE IF NOT EXISTS "signup_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -60,6 +67,12 @@ WHERE "id" IN (
   FROM "signup_queue"
   WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "signup_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'signup_queue'
+        AND qgen_paused.queue_group = ''
+    )
   ORDER BY "id"
   LIMIT :limit
 )
@@ -170,7 +183,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -200,7 +213,12 @@ SELECT (
   WHERE "last_error" IS NOT NULL
   ORDER BY "id" DESC
   LIMIT 1
-) AS "dead_last_error";
+) AS "dead_last_error", (
+  SELECT COUNT(*)
+  FROM "signup_queue_pause"
+  WHERE queue_table = 'signup_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -266,6 +284,28 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "signup_dead";
+
+-- name: pause
+-- Pauses signup_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "signup_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('signup_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes signup_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "signup_queue_pause"
+WHERE queue_table = 'signup_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of signup_queue ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "signup_queue_pause"
+WHERE queue_table = 'signup_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "jobs_dead"}
 -- lease_s: 15
 -- default_group: "jobs"
--- seal: sha256:305bf90085c05d8d625607418b9974d8fd96bbfe89cc74ba0d29e6bbc92bc3f8
+-- pause_table: "jobs_pause"
+-- seal: sha256:d281eef6104da20987fa7bff5d063e8d2ab6d26a32c1028f5db6762abf858f60
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `jobs` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -22,6 +23,12 @@ CREATE TABLE IF NOT EXISTS `jobs` (
   `locked_until` DATETIME(6) NULL,
   `processed_at` DATETIME(6) NULL,
   INDEX `jobs_claim` (`queue`, `processed_at`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `jobs_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -49,6 +56,12 @@ WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `jobs_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'jobs'
+      AND qgen_paused.queue_group IN ('', %(group)s)
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `jobs`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -194,7 +207,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -229,7 +242,12 @@ SELECT (
       AND `processed_at` IS NOT NULL
     LIMIT %(processed_limit)s
   ) AS qgen_kept
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `jobs_pause`
+  WHERE queue_table = 'jobs'
+    AND queue_group IN ('', %(group)s)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -310,6 +328,27 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses jobs for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `jobs_pause` (queue_table, queue_group, paused_at)
+VALUES ('jobs', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes jobs for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `jobs_pause`
+WHERE queue_table = 'jobs'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of jobs (`group` '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `jobs_pause`
+WHERE queue_table = 'jobs'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -7,11 +7,12 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:ef5e4cd107a93df0d96e2dde35f83c96fd24d5a000daef91822a9cf2f9bc6e1e
+-- pause_table: "webhooks_queue_pause"
+-- seal: sha256:b92ddf5e5e96d04cf1106943f4bbea1d107c9bdc4af924966621288f23efaea2
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing; the table `webhooks_queue_limits` of its token bucket and in-flight gate.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table `webhooks_queue_limits` of its token bucket and in-flight gate.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `webhooks_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -21,6 +22,12 @@ CREATE TABLE IF NOT EXISTS `webhooks_queue` (
   `customer` VARCHAR(191) NULL,
   INDEX `webhooks_queue_claim` (`processed_at`, `id`),
   INDEX `webhooks_queue_concurrency` (`customer`, `processed_at`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `webhooks_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `webhooks_queue_limits` (
   `bucket` VARCHAR(191) NOT NULL,
@@ -60,6 +67,12 @@ WHERE `processed_at` IS NULL
       AND qgen_before.`id` < `webhooks_queue`.`id`
       AND qgen_before.`processed_at` IS NULL
     LIMIT 1 OFFSET 1
+  )
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `webhooks_queue_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'webhooks_queue'
+      AND qgen_paused.queue_group = ''
   )
 ORDER BY `id`
 LIMIT %(scan)s;
@@ -186,7 +199,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -206,7 +219,12 @@ SELECT (
     WHERE `processed_at` IS NOT NULL
     LIMIT %(processed_limit)s
   ) AS qgen_kept
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `webhooks_queue_pause`
+  WHERE queue_table = 'webhooks_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -222,6 +240,27 @@ DELETE FROM `webhooks_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses webhooks_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `webhooks_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('webhooks_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes webhooks_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `webhooks_queue_pause`
+WHERE queue_table = 'webhooks_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of webhooks_queue (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `webhooks_queue_pause`
+WHERE queue_table = 'webhooks_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

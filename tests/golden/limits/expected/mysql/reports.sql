@@ -7,17 +7,24 @@
 -- max_attempts: null
 -- dead_letter: null
 -- default_group: "reports"
--- seal: sha256:b1d3e6e971580eaa7bb70c0d3c365025e3ae757ac704ae1620171dcd5d6c3e3a
+-- pause_table: "reports_queue_pause"
+-- seal: sha256:e6240d05be4c299d7a822f703d27412cbc10bec22b0e04e36d6ea95150a82959
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing; the table `reports_queue_limits` of its in-flight slots.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table `reports_queue_limits` of its in-flight slots.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `reports_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
   `queue` VARCHAR(191) NOT NULL,
   `attempt` INT NOT NULL DEFAULT 1,
   INDEX `reports_queue_claim` (`queue`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `reports_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `reports_queue_limits` (
   `bucket` VARCHAR(191) NOT NULL,
@@ -52,6 +59,12 @@ HAVING COUNT(*) > 0;
 SELECT `id` AS id
 FROM `reports_queue`
 WHERE `queue` = %(group)s
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `reports_queue_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'reports_queue'
+      AND qgen_paused.queue_group IN ('', %(group)s)
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `reports_queue`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`
@@ -137,13 +150,18 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM `reports_queue`
   WHERE `queue` = %(group)s
-) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `reports_queue_pause`
+  WHERE queue_table = 'reports_queue'
+    AND queue_group IN ('', %(group)s)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -151,6 +169,27 @@ SELECT (
 SELECT `id` AS id, `payload` AS payload, 'pending' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `reports_queue`
 WHERE `id` = %(id)s;
+
+-- name: pause
+-- Pauses reports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `reports_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('reports_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes reports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `reports_queue_pause`
+WHERE queue_table = 'reports_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of reports_queue (`group` '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `reports_queue_pause`
+WHERE queue_table = 'reports_queue'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

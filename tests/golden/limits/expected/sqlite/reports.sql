@@ -7,12 +7,13 @@
 -- max_attempts: null
 -- dead_letter: null
 -- default_group: "reports"
+-- pause_table: "reports_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:45d1fc65611b44f8c995723cef54a9b2381cacad25779dafd754feb8bcaea709
+-- seal: sha256:c30f1d570adbe3da1f22f02b2a5ea7447d20e2c40ae29587d4908d93a811bbad
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "reports_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -20,6 +21,12 @@ CREATE TABLE IF NOT EXISTS "reports_queue" (
   "attempt" INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS "reports_queue_claim" ON "reports_queue" ("queue", "id");
+CREATE TABLE IF NOT EXISTS "reports_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message.
@@ -35,6 +42,12 @@ SELECT MIN(:limit, 4) AS "limit";
 SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt, "queue" AS "group"
 FROM "reports_queue"
 WHERE "queue" = :group
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "reports_queue_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'reports_queue'
+      AND qgen_paused.queue_group IN ('', :group)
+  )
 ORDER BY "id"
 LIMIT :limit;
 
@@ -93,13 +106,18 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "reports_queue"
   WHERE "queue" = :group
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "reports_queue_pause"
+  WHERE queue_table = 'reports_queue'
+    AND queue_group IN ('', :group)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -107,6 +125,28 @@ SELECT (
 SELECT "id" AS id, "payload" AS payload, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "reports_queue"
 WHERE "id" = :id;
+
+-- name: pause
+-- Pauses reports_queue for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "reports_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('reports_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes reports_queue for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "reports_queue_pause"
+WHERE queue_table = 'reports_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of reports_queue ("group" '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "reports_queue_pause"
+WHERE queue_table = 'reports_queue'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

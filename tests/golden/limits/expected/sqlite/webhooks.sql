@@ -7,11 +7,12 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:dcfac4c7f09d4a4a2d2ed9b58554f2340e1c7520c5073583b47d560c65491f1a
+-- pause_table: "webhooks_queue_pause"
+-- seal: sha256:a69d166910017533cf263cbb159d0eebe39730cfcbf2b8ee112967327146e61c
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing; the table "webhooks_queue_limits" of its token bucket and in-flight gate.
--- kinds: writes writes writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing; the table "webhooks_queue_limits" of its token bucket and in-flight gate.
+-- kinds: writes writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "webhooks_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -23,6 +24,12 @@ CREATE TABLE IF NOT EXISTS "webhooks_queue" (
 CREATE INDEX IF NOT EXISTS "webhooks_queue_claim" ON "webhooks_queue" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "webhooks_queue_processed" ON "webhooks_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "webhooks_queue_concurrency" ON "webhooks_queue" ("customer", "id") WHERE "processed_at" IS NULL;
+CREATE TABLE IF NOT EXISTS "webhooks_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 CREATE TABLE IF NOT EXISTS "webhooks_queue_limits" (
   "bucket" TEXT NOT NULL,
   "slot" INTEGER NOT NULL DEFAULT 0,
@@ -64,6 +71,12 @@ WHERE "id" IN (
         AND qgen_before."id" < "webhooks_queue"."id"
         AND qgen_before."processed_at" IS NULL
       LIMIT 1 OFFSET 1
+    )
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "webhooks_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'webhooks_queue'
+        AND qgen_paused.queue_group = ''
     )
   ORDER BY "id"
   LIMIT :limit
@@ -170,7 +183,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -190,7 +203,12 @@ SELECT (
     WHERE "processed_at" IS NOT NULL
     LIMIT :processed_limit
   ) AS qgen_kept
-) AS "processed", NULL AS "oldest_ready_s";
+) AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "webhooks_queue_pause"
+  WHERE queue_table = 'webhooks_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -210,6 +228,28 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses webhooks_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "webhooks_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('webhooks_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes webhooks_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "webhooks_queue_pause"
+WHERE queue_table = 'webhooks_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of webhooks_queue ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "webhooks_queue_pause"
+WHERE queue_table = 'webhooks_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -7,15 +7,22 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:32403643ec8a0d8467b850673619c8f9e94a94a0a2b26a6360e90b9dffec7a3d
+-- pause_table: "leased_pause"
+-- seal: sha256:b20ae73516af391f96cdfbed84f7529c6034c0becf9a101dbc58c2ac4c4e8190
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `leased` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
   `locked_until` DATETIME(6) NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `leased_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -31,6 +38,12 @@ SELECT LAST_INSERT_ID() AS id;
 SELECT `id` AS id
 FROM `leased`
 WHERE (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `leased_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'leased'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `leased`.`id` AS id, `payload` AS payload, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -135,7 +148,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -145,7 +158,12 @@ SELECT (
   SELECT COUNT(*)
   FROM `leased`
   WHERE `locked_until` >= UTC_TIMESTAMP(6)
-) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `leased_pause`
+  WHERE queue_table = 'leased'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -153,6 +171,27 @@ SELECT (
 SELECT `id` AS id, `payload` AS payload, CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 'running' ELSE 'pending' END AS `state`, NULL AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `leased`
 WHERE `id` = %(id)s;
+
+-- name: pause
+-- Pauses leased: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `leased_pause` (queue_table, queue_group, paused_at)
+VALUES ('leased', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes leased: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `leased_pause`
+WHERE queue_table = 'leased'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of leased (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `leased_pause`
+WHERE queue_table = 'leased'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -6,16 +6,23 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:ec4f248a230ce759046135698cdd0ef92acb2a27535f18799b5066cde48f6e63
+-- pause_table: "locked_pause"
+-- seal: sha256:6ca98de5ffc2cbb8778b1391c67a7e77270f02e894e6eca5f3cdedc52e78d838
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `locked` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
   `done_at` DATETIME(6) NULL,
   INDEX `locked_claim` (`done_at`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `locked_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -31,6 +38,12 @@ SELECT LAST_INSERT_ID() AS id;
 SELECT `id` AS id
 FROM `locked`
 WHERE `done_at` IS NULL
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `locked_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'locked'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `locked`.`id` AS id, `payload` AS payload
@@ -86,7 +99,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -100,7 +113,12 @@ SELECT (
     WHERE `done_at` IS NOT NULL
     LIMIT %(processed_limit)s
   ) AS qgen_kept
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `locked_pause`
+  WHERE queue_table = 'locked'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -116,6 +134,27 @@ DELETE FROM `locked`
 WHERE `done_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `done_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses locked: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `locked_pause` (queue_table, queue_group, paused_at)
+VALUES ('locked', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes locked: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `locked_pause`
+WHERE queue_table = 'locked'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of locked (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `locked_pause`
+WHERE queue_table = 'locked'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -7,15 +7,22 @@
 -- max_attempts: null
 -- dead_letter: null
 -- lease_s: 30
--- seal: sha256:46466b6fe1dc7b8c7f2c47cfe8c327be1ca1bbd0c632f1d0cae974a2535e9530
+-- pause_table: "leased_pause"
+-- seal: sha256:c2c0cb14cccbdbda5e7cf92dacd4d0e3b23d4860d0eaa3520ee49822e77c8f15
 
 -- name: schema
--- Creates the queue table, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS "leased" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
   "locked_until" TEXT
+);
+CREATE TABLE IF NOT EXISTS "leased_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -34,6 +41,12 @@ WHERE "id" IN (
   SELECT "id"
   FROM "leased"
   WHERE ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "leased_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'leased'
+        AND qgen_paused.queue_group = ''
+    )
   ORDER BY "id"
   LIMIT :limit
 )
@@ -119,7 +132,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -129,7 +142,12 @@ SELECT (
   SELECT COUNT(*)
   FROM "leased"
   WHERE "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "leased_pause"
+  WHERE queue_table = 'leased'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -137,6 +155,28 @@ SELECT (
 SELECT "id" AS id, "payload" AS payload, CASE WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 'running' ELSE 'pending' END AS "state", NULL AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "leased"
 WHERE "id" = :id;
+
+-- name: pause
+-- Pauses leased: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "leased_pause" (queue_table, queue_group, paused_at)
+VALUES ('leased', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes leased: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "leased_pause"
+WHERE queue_table = 'leased'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of leased ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "leased_pause"
+WHERE queue_table = 'leased'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "processed_at": "done_at"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "locked_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:a9bc7e1b07b1ac0243bd41eede2ff9058fb127b59ed2452cd24a1e1533860b57
+-- seal: sha256:9a7e4b8757b622001abff14cc0f29139a997e9c6ec23b72ba324226830cdc41d
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, if missing.
--- kinds: writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "locked" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -19,6 +20,12 @@ CREATE TABLE IF NOT EXISTS "locked" (
 );
 CREATE INDEX IF NOT EXISTS "locked_claim" ON "locked" ("id") WHERE "done_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "locked_processed" ON "locked" ("done_at", "id") WHERE "done_at" IS NOT NULL;
+CREATE TABLE IF NOT EXISTS "locked_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message.
@@ -33,6 +40,12 @@ RETURNING "id" AS id;
 SELECT "id" AS id, "payload" AS payload
 FROM "locked"
 WHERE "done_at" IS NULL
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "locked_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'locked'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "id"
 LIMIT :limit;
 
@@ -81,7 +94,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -95,7 +108,12 @@ SELECT (
     WHERE "done_at" IS NOT NULL
     LIMIT :processed_limit
   ) AS qgen_kept
-) AS "processed", NULL AS "oldest_ready_s";
+) AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "locked_pause"
+  WHERE queue_table = 'locked'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -115,6 +133,28 @@ WHERE "id" IN (
   ORDER BY "done_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses locked: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "locked_pause" (queue_table, queue_group, paused_at)
+VALUES ('locked', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes locked: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "locked_pause"
+WHERE queue_table = 'locked'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of locked ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "locked_pause"
+WHERE queue_table = 'locked'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:8151b4e002e84a3256a4a26428853afa1eca67e664fe836f8138c9721ea2690c
+-- pause_table: "tasks_pause"
+-- seal: sha256:2c961c86a7285c7408650297fc5520036fe8cc79d20139772743ee8aa7766ede
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `tasks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -21,6 +22,12 @@ CREATE TABLE IF NOT EXISTS `tasks` (
   `retry_after` DATETIME(6) NULL,
   `locked_until` DATETIME(6) NULL,
   INDEX `tasks_claim` (`lane`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `tasks_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -46,6 +53,12 @@ FROM `tasks`
 WHERE `lane` = %(group)s
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `tasks_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'tasks'
+      AND qgen_paused.queue_group IN ('', %(group)s)
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `tasks`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `lane` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -163,7 +176,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -185,7 +198,12 @@ SELECT (
   SELECT COUNT(*)
   FROM `tasks`
   WHERE `lane` = %(dead_group)s
-) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `tasks_pause`
+  WHERE queue_table = 'tasks'
+    AND queue_group IN ('', %(group)s)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -250,6 +268,27 @@ WHERE `lane` = %(dead_group)s;
 -- kinds: writes
 DELETE FROM `tasks`
 WHERE `lane` = %(dead_group)s;
+
+-- name: pause
+-- Pauses tasks for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `tasks_pause` (queue_table, queue_group, paused_at)
+VALUES ('tasks', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes tasks for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `tasks_pause`
+WHERE queue_table = 'tasks'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of tasks (`group` '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `tasks_pause`
+WHERE queue_table = 'tasks'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

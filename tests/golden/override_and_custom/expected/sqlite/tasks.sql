@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "tasks_dead"}
 -- lease_s: 60
 -- default_group: "tasks"
--- seal: sha256:3b77c48fd7945582de35e2771621cb960de92e73c50200b0c58ea952b0cdd4f2
+-- pause_table: "tasks_pause"
+-- seal: sha256:ec59dace8465597f9a96b8078504196ebee8d414308e09847a054d219d9ef445
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "tasks" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -22,6 +23,12 @@ CREATE TABLE IF NOT EXISTS "tasks" (
   "locked_until" TEXT
 );
 CREATE INDEX IF NOT EXISTS "tasks_claim" ON "tasks" ("lane", "id");
+CREATE TABLE IF NOT EXISTS "tasks_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now.
@@ -49,6 +56,12 @@ WHERE "id" IN (
   WHERE "lane" = :group
     AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "tasks_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'tasks'
+        AND qgen_paused.queue_group IN ('', :group)
+    )
   ORDER BY "id"
   LIMIT :limit
 )
@@ -146,7 +159,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -168,7 +181,12 @@ SELECT (
   SELECT COUNT(*)
   FROM "tasks"
   WHERE "lane" = :dead_group
-) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "tasks_pause"
+  WHERE queue_table = 'tasks'
+    AND queue_group IN ('', :group)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -232,6 +250,28 @@ WHERE "lane" = :dead_group
 -- kinds: writes
 DELETE FROM "tasks"
 WHERE "lane" = :dead_group;
+
+-- name: pause
+-- Pauses tasks for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "tasks_pause" (queue_table, queue_group, paused_at)
+VALUES ('tasks', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes tasks for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "tasks_pause"
+WHERE queue_table = 'tasks'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of tasks ("group" '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "tasks_pause"
+WHERE queue_table = 'tasks'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

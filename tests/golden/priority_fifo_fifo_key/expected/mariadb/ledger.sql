@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:4344453de7fd92fc6450d358f75aa4ae678545fe7349d8fa4b937a699db33d63
+-- pause_table: "ledger_pause"
+-- seal: sha256:56d0ee085b0c3996f4c0eabb9cf5bd767b648d0f136e531a11340b904dcb4c29
 
 -- name: schema
--- Creates the queue table and the index the claim reads, and the index that finds a key's earlier rows, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, and the index that finds a key's earlier rows, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `ledger` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -25,6 +26,12 @@ CREATE TABLE IF NOT EXISTS `ledger` (
   `account` VARCHAR(191) NULL,
   INDEX `ledger_claim` (`queue`, `processed_at`, `priority` DESC, `id`),
   INDEX `ledger_fifo` (`account`, `processed_at`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `ledger_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -59,6 +66,12 @@ WHERE `queue` = %(group)s
       AND qgen_earlier.`id` < `ledger`.`id`
       AND qgen_earlier.`queue` = %(group)s
       AND qgen_earlier.`processed_at` IS NULL
+  )
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `ledger_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'ledger'
+      AND qgen_paused.queue_group IN ('', %(group)s)
   )
 ORDER BY `priority` DESC, `id`
 LIMIT %(scan)s;
@@ -205,7 +218,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -240,7 +253,12 @@ SELECT (
       AND `processed_at` IS NOT NULL
     LIMIT %(processed_limit)s
   ) AS qgen_kept
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `ledger_pause`
+  WHERE queue_table = 'ledger'
+    AND queue_group IN ('', %(group)s)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -321,6 +339,27 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses ledger for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `ledger_pause` (queue_table, queue_group, paused_at)
+VALUES ('ledger', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes ledger for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `ledger_pause`
+WHERE queue_table = 'ledger'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of ledger (`group` '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `ledger_pause`
+WHERE queue_table = 'ledger'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

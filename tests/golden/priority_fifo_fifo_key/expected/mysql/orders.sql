@@ -6,11 +6,12 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "customer"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:8d26f8dc09a3b6b0bb8673efeb0911cf4c85366e6685741ea435c588f7112499
+-- pause_table: "orders_pause"
+-- seal: sha256:aaa6eb7af555483cad6bc1a45e540a2c3cd4a7ed8f05051c008cff97a4ac5ae7
 
 -- name: schema
--- Creates the queue table, and the index that finds a key's earlier rows, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `orders` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -18,6 +19,12 @@ CREATE TABLE IF NOT EXISTS `orders` (
   `retry_after` DATETIME(6) NULL,
   `customer` VARCHAR(191) NULL,
   INDEX `orders_fifo` (`customer`, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `orders_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -45,6 +52,12 @@ WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
     FROM `orders` AS qgen_earlier
     WHERE qgen_earlier.`customer` = `orders`.`customer`
       AND qgen_earlier.`id` < `orders`.`id`
+  )
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `orders_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'orders'
+      AND qgen_paused.queue_group = ''
   )
 ORDER BY `id`
 LIMIT %(scan)s;
@@ -127,7 +140,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -137,7 +150,12 @@ SELECT (
   SELECT COUNT(*)
   FROM `orders`
   WHERE `retry_after` > UTC_TIMESTAMP(6)
-) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `orders_pause`
+  WHERE queue_table = 'orders'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -145,6 +163,27 @@ SELECT (
 SELECT `id` AS id, `payload` AS payload, 'pending' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `orders`
 WHERE `id` = %(id)s;
+
+-- name: pause
+-- Pauses orders: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `orders_pause` (queue_table, queue_group, paused_at)
+VALUES ('orders', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes orders: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `orders_pause`
+WHERE queue_table = 'orders'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of orders (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `orders_pause`
+WHERE queue_table = 'orders'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

@@ -6,11 +6,12 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "session"}
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
--- seal: sha256:8c77011e7fe36eefdb333e31c7f0e27da462a17663e3e2c07e8029cd3cdd48cf
+-- pause_table: "sessions_pause"
+-- seal: sha256:90c39692dd177b63fba46678b2bf06b00470f90d25b0fc3257316c9f6deb4854
 
 -- name: schema
--- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `sessions` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -25,6 +26,12 @@ CREATE TABLE IF NOT EXISTS `sessions_dead` (
   `attempt` INT NOT NULL DEFAULT 1,
   `retry_after` DATETIME(6) NULL,
   `session` VARCHAR(191) NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `sessions_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -55,6 +62,12 @@ WITH candidates AS (
         FROM `sessions` AS qgen_earlier
         WHERE qgen_earlier.`session` = `sessions`.`session`
           AND qgen_earlier.`id` < `sessions`.`id`
+      )
+      AND NOT EXISTS (
+        SELECT 1
+        FROM `sessions_pause` AS qgen_paused
+        WHERE qgen_paused.queue_table = 'sessions'
+          AND qgen_paused.queue_group = ''
       )
     ORDER BY `id`
     LIMIT %(scan)s
@@ -165,7 +178,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -178,7 +191,12 @@ SELECT (
 ) AS `delayed`, NULL AS `in_flight`, (
   SELECT COUNT(*)
   FROM `sessions_dead`
-) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `sessions_pause`
+  WHERE queue_table = 'sessions'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -244,6 +262,27 @@ WHERE `id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qgen_id
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `sessions_dead`;
+
+-- name: pause
+-- Pauses sessions: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `sessions_pause` (queue_table, queue_group, paused_at)
+VALUES ('sessions', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes sessions: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `sessions_pause`
+WHERE queue_table = 'sessions'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of sessions (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `sessions_pause`
+WHERE queue_table = 'sessions'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

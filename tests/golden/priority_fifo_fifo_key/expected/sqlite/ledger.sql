@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "ledger_dead"}
 -- lease_s: 30
 -- default_group: "ledger"
--- seal: sha256:7af01eed100130e08c811527f382d71f9198ca05ca3f73660ac15d292ab6de45
+-- pause_table: "ledger_pause"
+-- seal: sha256:d26a49ae9213ceb9e125b6b809f18c8f29d6542d77e2ee25ed13ae82cd5604b7
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
--- kinds: writes writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
+-- kinds: writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "ledger" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -27,6 +28,12 @@ CREATE TABLE IF NOT EXISTS "ledger" (
 CREATE INDEX IF NOT EXISTS "ledger_claim" ON "ledger" ("queue", "priority" DESC, "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "ledger_processed" ON "ledger" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "ledger_fifo" ON "ledger" ("account", "id") WHERE "processed_at" IS NULL;
+CREATE TABLE IF NOT EXISTS "ledger_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; priority orders the claim (higher first; NULL: 0); a non-NULL fifo_key delivers it after every earlier message of its key is finished.
@@ -63,6 +70,12 @@ WHERE "id" IN (
         AND qgen_earlier."id" < "ledger"."id"
         AND qgen_earlier."queue" = :group
         AND qgen_earlier."processed_at" IS NULL
+    )
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "ledger_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'ledger'
+        AND qgen_paused.queue_group IN ('', :group)
     )
   ORDER BY "priority" DESC, "id"
   LIMIT :limit
@@ -183,7 +196,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -218,7 +231,12 @@ SELECT (
       AND "processed_at" IS NOT NULL
     LIMIT :processed_limit
   ) AS qgen_kept
-) AS "processed", NULL AS "oldest_ready_s";
+) AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "ledger_pause"
+  WHERE queue_table = 'ledger'
+    AND queue_group IN ('', :group)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -302,6 +320,28 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses ledger for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "ledger_pause" (queue_table, queue_group, paused_at)
+VALUES ('ledger', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes ledger for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "ledger_pause"
+WHERE queue_table = 'ledger'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of ledger ("group" '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "ledger_pause"
+WHERE queue_table = 'ledger'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

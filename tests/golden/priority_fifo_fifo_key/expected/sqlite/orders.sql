@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "customer"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "orders_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:890d7be03eb8e9667ae2bcb2538c6995125819a7e034862a82d3d747a72b0453
+-- seal: sha256:1b88e77ad9f8afae8996d443d3bc34c905fd2f89d20afac023f9000311a924ec
 
 -- name: schema
--- Creates the queue table, and the index that finds a key's earlier rows, if missing.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "orders" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -20,6 +21,12 @@ CREATE TABLE IF NOT EXISTS "orders" (
   "customer" TEXT
 );
 CREATE INDEX IF NOT EXISTS "orders_fifo" ON "orders" ("customer", "id");
+CREATE TABLE IF NOT EXISTS "orders_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; a non-NULL fifo_key delivers it after every earlier message of its key is finished.
@@ -46,6 +53,12 @@ WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', '
     FROM "orders" AS qgen_earlier
     WHERE qgen_earlier."customer" = "orders"."customer"
       AND qgen_earlier."id" < "orders"."id"
+  )
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "orders_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'orders'
+      AND qgen_paused.queue_group = ''
   )
 ORDER BY "id"
 LIMIT :limit;
@@ -119,7 +132,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -129,7 +142,12 @@ SELECT (
   SELECT COUNT(*)
   FROM "orders"
   WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "orders_pause"
+  WHERE queue_table = 'orders'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -137,6 +155,28 @@ SELECT (
 SELECT "id" AS id, "payload" AS payload, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "orders"
 WHERE "id" = :id;
+
+-- name: pause
+-- Pauses orders: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "orders_pause" (queue_table, queue_group, paused_at)
+VALUES ('orders', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes orders: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "orders_pause"
+WHERE queue_table = 'orders'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of orders ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "orders_pause"
+WHERE queue_table = 'orders'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "fifo_key": "session"}
 -- max_attempts: 3
 -- dead_letter: {"table": "sessions_dead"}
+-- pause_table: "sessions_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:b5c918374610d5b7247ee8a091d6ef658076d7181f997eff338402028ecdf215
+-- seal: sha256:abb82a7cfefc7b703cfc15f5c56cafe6f149bd12917e8e7387d053a57d2bdaab
 
 -- name: schema
--- Creates the queue table, its dead-letter table, and the index that finds a key's earlier rows, if missing.
--- kinds: writes writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "sessions" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -26,6 +27,12 @@ CREATE TABLE IF NOT EXISTS "sessions_dead" (
   "attempt" INTEGER NOT NULL DEFAULT 1,
   "retry_after" TEXT,
   "session" TEXT
+);
+CREATE TABLE IF NOT EXISTS "sessions_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -53,6 +60,12 @@ WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', '
     FROM "sessions" AS qgen_earlier
     WHERE qgen_earlier."session" = "sessions"."session"
       AND qgen_earlier."id" < "sessions"."id"
+  )
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "sessions_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'sessions'
+      AND qgen_paused.queue_group = ''
   )
 ORDER BY "id"
 LIMIT :scan;
@@ -138,7 +151,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -151,7 +164,12 @@ SELECT (
 ) AS "delayed", NULL AS "in_flight", (
   SELECT COUNT(*)
   FROM "sessions_dead"
-) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "sessions_pause"
+  WHERE queue_table = 'sessions'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -217,6 +235,28 @@ WHERE "id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "sessions_dead";
+
+-- name: pause
+-- Pauses sessions: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "sessions_pause" (queue_table, queue_group, paused_at)
+VALUES ('sessions', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes sessions: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "sessions_pause"
+WHERE queue_table = 'sessions'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of sessions ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "sessions_pause"
+WHERE queue_table = 'sessions'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

@@ -8,11 +8,12 @@
 -- dead_letter: {"group": "ranked_dead"}
 -- lease_s: 30
 -- default_group: "ranked"
--- seal: sha256:8830e0d69e59c48e7b488961c872f48ca3f13884cf8e3844de8b005215493b2f
+-- pause_table: "ranked_pause"
+-- seal: sha256:428828017ab093546a178930d125dc78191fede3fdc4c569173c2f453ab35dd9
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `ranked` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -23,6 +24,12 @@ CREATE TABLE IF NOT EXISTS `ranked` (
   `processed_at` DATETIME(6) NULL,
   `prio` INT NOT NULL DEFAULT 0,
   INDEX `ranked_claim` (`queue`, `processed_at`, `prio` DESC, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `ranked_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -50,6 +57,12 @@ WHERE `queue` = %(group)s
   AND `processed_at` IS NULL
   AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `ranked_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'ranked'
+      AND qgen_paused.queue_group IN ('', %(group)s)
+  )
 ORDER BY `prio` DESC, `id`
 LIMIT %(scan)s;
 SELECT `ranked`.`id` AS id, `payload` AS payload, `attempt` AS attempt, `queue` AS `group`, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -195,7 +208,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -230,7 +243,12 @@ SELECT (
       AND `processed_at` IS NOT NULL
     LIMIT %(processed_limit)s
   ) AS qgen_kept
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `ranked_pause`
+  WHERE queue_table = 'ranked'
+    AND queue_group IN ('', %(group)s)
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -311,6 +329,27 @@ WHERE `queue` = %(group)s
   AND `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses ranked for group ('': every group): no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `ranked_pause` (queue_table, queue_group, paused_at)
+VALUES ('ranked', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes ranked for group ('': the pause of every group; a group paused on its own stays paused): the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `ranked_pause`
+WHERE queue_table = 'ranked'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of ranked (`group` '': every group) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `ranked_pause`
+WHERE queue_table = 'ranked'
+ORDER BY queue_group;
 
 -- name: groups
 -- Counts the unfinished rows of each group of the table, for `qgen verify`: rows in a group no declared queue claims (a queue renamed, its group with it) wait forever.

@@ -6,17 +6,24 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:d8df3e7f8f5d44d8d8a21ac8deb78d669f03a17c1c10395415b0ea34314a024f
+-- pause_table: "keyed_pause"
+-- seal: sha256:8f74776cca9fd25a476342a2303405c02dc1bbbc6f7372ce595084d72b082320
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `keyed` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
   `attempt` INT NOT NULL DEFAULT 1,
   `priority` INT NOT NULL DEFAULT 0,
   INDEX `keyed_claim` (`priority` DESC, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `keyed_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -34,6 +41,12 @@ WITH candidates AS (
   FROM (
     SELECT `id` AS id, `priority` AS qgen_priority
     FROM `keyed`
+    WHERE NOT EXISTS (
+        SELECT 1
+        FROM `keyed_pause` AS qgen_paused
+        WHERE qgen_paused.queue_table = 'keyed'
+          AND qgen_paused.queue_group = ''
+      )
     ORDER BY `priority` DESC, `id`
     LIMIT %(scan)s
   ) AS r
@@ -118,13 +131,18 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM `keyed`
 
-) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `keyed_pause`
+  WHERE queue_table = 'keyed'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -132,6 +150,27 @@ SELECT (
 SELECT `id` AS id, `payload` AS payload, 'pending' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `keyed`
 WHERE `id` = %(id)s;
+
+-- name: pause
+-- Pauses keyed: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `keyed_pause` (queue_table, queue_group, paused_at)
+VALUES ('keyed', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes keyed: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `keyed_pause`
+WHERE queue_table = 'keyed'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of keyed (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `keyed_pause`
+WHERE queue_table = 'keyed'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -6,11 +6,12 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
--- seal: sha256:26ac744617c843881d3db2cf5392caad082bd243b943d3aca93dba015ab13512
+-- pause_table: "urgent_pause"
+-- seal: sha256:1c3bf5c78fbe045142e16f791f148f90d44061f3ac4e7d61e8d82cd12426bf7c
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `urgent` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -18,6 +19,12 @@ CREATE TABLE IF NOT EXISTS `urgent` (
   `retry_after` DATETIME(6) NULL,
   `priority` INT NOT NULL DEFAULT 0,
   INDEX `urgent_claim` (`priority` DESC, `id`)
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `urgent_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -40,6 +47,12 @@ WHERE `retry_after` > UTC_TIMESTAMP(6);
 SELECT `id` AS id
 FROM `urgent`
 WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `urgent_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'urgent'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `priority` DESC, `id`
 LIMIT %(scan)s;
 SELECT `urgent`.`id` AS id, `payload` AS payload, `attempt` AS attempt
@@ -121,7 +134,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -131,7 +144,12 @@ SELECT (
   SELECT COUNT(*)
   FROM `urgent`
   WHERE `retry_after` > UTC_TIMESTAMP(6)
-) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `urgent_pause`
+  WHERE queue_table = 'urgent'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -139,6 +157,27 @@ SELECT (
 SELECT `id` AS id, `payload` AS payload, 'pending' AS `state`, `attempt` - 1 AS attempts, NULL AS `result`, NULL AS `progress`, NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM `urgent`
 WHERE `id` = %(id)s;
+
+-- name: pause
+-- Pauses urgent: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `urgent_pause` (queue_table, queue_group, paused_at)
+VALUES ('urgent', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes urgent: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `urgent_pause`
+WHERE queue_table = 'urgent'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of urgent (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `urgent_pause`
+WHERE queue_table = 'urgent'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "keyed_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:1f6d83a2a86c63e71a525e69576056ec65f620d3b1778a743ed0c5d37e20a8a5
+-- seal: sha256:6cc2981c9dff8ca18437744e6be67a1649e34591e23f87104621818a0287c71b
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "keyed" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -19,6 +20,12 @@ CREATE TABLE IF NOT EXISTS "keyed" (
   "priority" INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS "keyed_claim" ON "keyed" ("priority" DESC, "id");
+CREATE TABLE IF NOT EXISTS "keyed_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; priority orders the claim (higher first; NULL: 0).
@@ -32,6 +39,12 @@ RETURNING "id" AS id;
 -- kinds: reads
 SELECT "id" AS id
 FROM "keyed"
+WHERE NOT EXISTS (
+    SELECT 1
+    FROM "keyed_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'keyed'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "priority" DESC, "id"
 LIMIT :scan;
 
@@ -91,13 +104,18 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
   FROM "keyed"
 
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "keyed_pause"
+  WHERE queue_table = 'keyed'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -105,6 +123,28 @@ SELECT (
 SELECT "id" AS id, "payload" AS payload, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "keyed"
 WHERE "id" = :id;
+
+-- name: pause
+-- Pauses keyed: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "keyed_pause" (queue_table, queue_group, paused_at)
+VALUES ('keyed', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes keyed: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "keyed_pause"
+WHERE queue_table = 'keyed'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of keyed ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "keyed_pause"
+WHERE queue_table = 'keyed'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -6,12 +6,13 @@
 -- columns: {"id": "id", "payload": "payload", "attempt": "attempt", "retry_after": "retry_after", "priority": "priority"}
 -- max_attempts: null
 -- dead_letter: null
+-- pause_table: "urgent_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:58b035af0ce91562dceb58b980c2e4b868503d9ed15e008324e3045aa00a49ad
+-- seal: sha256:de48c3be359ac342cbd7ef6344acd7cfbd32783e40921809fdd6a8cecf73fac4
 
 -- name: schema
--- Creates the queue table and the index the claim reads, if missing.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "urgent" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -20,6 +21,12 @@ CREATE TABLE IF NOT EXISTS "urgent" (
   "priority" INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS "urgent_claim" ON "urgent" ("priority" DESC, "id");
+CREATE TABLE IF NOT EXISTS "urgent_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
+);
 
 -- name: enqueue
 -- Adds one message; a non-NULL delay_s makes it claimable only that many seconds from now; priority orders the claim (higher first; NULL: 0).
@@ -41,6 +48,12 @@ WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now');
 SELECT "id" AS id, "payload" AS payload, "attempt" AS attempt
 FROM "urgent"
 WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM "urgent_pause" AS qgen_paused
+    WHERE qgen_paused.queue_table = 'urgent'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY "priority" DESC, "id"
 LIMIT :limit;
 
@@ -113,7 +126,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -123,7 +136,12 @@ SELECT (
   SELECT COUNT(*)
   FROM "urgent"
   WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "urgent_pause"
+  WHERE queue_table = 'urgent'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -131,6 +149,28 @@ SELECT (
 SELECT "id" AS id, "payload" AS payload, 'pending' AS "state", "attempt" - 1 AS attempts, NULL AS "result", NULL AS "progress", NULL AS last_error, NULL AS enqueued_at, NULL AS processed_at
 FROM "urgent"
 WHERE "id" = :id;
+
+-- name: pause
+-- Pauses urgent: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "urgent_pause" (queue_table, queue_group, paused_at)
+VALUES ('urgent', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes urgent: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "urgent_pause"
+WHERE queue_table = 'urgent'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of urgent ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "urgent_pause"
+WHERE queue_table = 'urgent'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

@@ -6,11 +6,12 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
--- seal: sha256:81f1765417a3ec07850768e49ec362ed4bf688fbb51d7f740c43252a13240103
+-- pause_table: "mail_queue_pause"
+-- seal: sha256:8451dff4687cab7dee604d75d2de92f860cbd9a8c1d2139bca677545cc784b8a
 
 -- name: schema
--- Creates the queue table, its dead-letter table, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `mail_queue` (
   `mail_id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `message` JSON NOT NULL,
@@ -22,6 +23,12 @@ CREATE TABLE IF NOT EXISTS `mail_dead` (
   `message` JSON NOT NULL,
   `tries` INT NOT NULL DEFAULT 1,
   `not_before` DATETIME(6) NULL
+) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `mail_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
 ) ENGINE = InnoDB;
 
 -- name: enqueue
@@ -44,6 +51,12 @@ WHERE `not_before` > UTC_TIMESTAMP(6);
 SELECT `mail_id` AS id
 FROM `mail_queue`
 WHERE (`not_before` IS NULL OR `not_before` <= UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `mail_queue_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'mail_queue'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `mail_id`
 LIMIT %(scan)s;
 SELECT `mail_queue`.`mail_id` AS id
@@ -154,7 +167,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -167,7 +180,12 @@ SELECT (
 ) AS `delayed`, NULL AS `in_flight`, (
   SELECT COUNT(*)
   FROM `mail_dead`
-) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`;
+) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `mail_queue_pause`
+  WHERE queue_table = 'mail_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -233,6 +251,27 @@ WHERE `mail_id` IN (SELECT j.qgen_id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (qg
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM `mail_dead`;
+
+-- name: pause
+-- Pauses mail_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `mail_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('mail_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes mail_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `mail_queue_pause`
+WHERE queue_table = 'mail_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of mail_queue (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `mail_queue_pause`
+WHERE queue_table = 'mail_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

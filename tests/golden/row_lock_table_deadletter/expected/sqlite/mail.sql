@@ -6,12 +6,13 @@
 -- columns: {"id": "mail_id", "payload": "message", "attempt": "tries", "retry_after": "not_before"}
 -- max_attempts: 4
 -- dead_letter: {"table": "mail_dead"}
+-- pause_table: "mail_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:b4b389471746b87b7b0d5eb8b67432d2ec2df35730acd19e6bd1727491cbaf7b
+-- seal: sha256:681537193571b912c0cfc3812ec7b169e6fdedde56437d417b4ebfc0ce650164
 
 -- name: schema
--- Creates the queue table, its dead-letter table, if missing.
--- kinds: writes writes
+-- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS "mail_queue" (
   "mail_id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "message" TEXT NOT NULL,
@@ -23,6 +24,12 @@ CREATE TABLE IF NOT EXISTS "mail_dead" (
   "message" TEXT NOT NULL,
   "tries" INTEGER NOT NULL DEFAULT 1,
   "not_before" TEXT
+);
+CREATE TABLE IF NOT EXISTS "mail_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -48,6 +55,12 @@ WHERE "mail_id" IN (
   SELECT "mail_id"
   FROM "mail_queue"
   WHERE ("not_before" IS NULL OR "not_before" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "mail_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'mail_queue'
+        AND qgen_paused.queue_group = ''
+    )
   ORDER BY "mail_id"
   LIMIT :limit
 )
@@ -147,7 +160,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -160,7 +173,12 @@ SELECT (
 ) AS "delayed", NULL AS "in_flight", (
   SELECT COUNT(*)
   FROM "mail_dead"
-) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s";
+) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "mail_queue_pause"
+  WHERE queue_table = 'mail_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
@@ -226,6 +244,28 @@ WHERE "mail_id" IN (SELECT j.value FROM json_each(:ids) AS j);
 -- Deletes every dead message for good.
 -- kinds: writes
 DELETE FROM "mail_dead";
+
+-- name: pause
+-- Pauses mail_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "mail_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('mail_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes mail_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "mail_queue_pause"
+WHERE queue_table = 'mail_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of mail_queue ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "mail_queue_pause"
+WHERE queue_table = 'mail_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished, not dead: ready, delayed or in flight) with ids above after_id, oldest first; due_s is the seconds until a delayed one is claimable.

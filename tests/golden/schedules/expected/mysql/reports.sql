@@ -10,11 +10,12 @@
 -- other_columns: ["slot"]
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
--- seal: sha256:d7d2806a90931d109639b1a3cffcb58cd25049ebee43e06407bbac9d79b6b9cf
+-- pause_table: "reports_queue_pause"
+-- seal: sha256:1eba074be0752951de6a649eaca96edd9bca9399be0cf88d1beb83aefd398382
 
 -- name: schema
--- Creates the queue table and the index the claim reads, the table that keeps each schedule's last slot, if missing.
--- kinds: writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, the table that keeps each schedule's last slot, if missing.
+-- kinds: writes writes writes
 CREATE TABLE IF NOT EXISTS `reports_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   `payload` JSON NOT NULL,
@@ -31,6 +32,12 @@ CREATE TABLE IF NOT EXISTS `reports_queue_schedules` (
   `paused` INT NOT NULL DEFAULT 0,
   PRIMARY KEY (`queue`, `schedule`)
 ) ENGINE = InnoDB;
+CREATE TABLE IF NOT EXISTS `reports_queue_pause` (
+  queue_table VARCHAR(191) NOT NULL,
+  queue_group VARCHAR(191) NOT NULL,
+  paused_at DATETIME(6) NULL,
+  PRIMARY KEY (queue_table, queue_group)
+) ENGINE = InnoDB;
 
 -- name: enqueue
 -- Adds one message; value_<column> gives each other column its value.
@@ -46,6 +53,12 @@ SELECT `id` AS id
 FROM `reports_queue`
 WHERE `processed_at` IS NULL
   AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+    SELECT 1
+    FROM `reports_queue_pause` AS qgen_paused
+    WHERE qgen_paused.queue_table = 'reports_queue'
+      AND qgen_paused.queue_group = ''
+  )
 ORDER BY `id`
 LIMIT %(scan)s;
 SELECT `reports_queue`.`id` AS id, `payload` AS payload, UTC_TIMESTAMP(6) + INTERVAL %(lease_s)s SECOND AS token
@@ -153,7 +166,7 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -173,7 +186,12 @@ SELECT (
     WHERE `processed_at` IS NOT NULL
     LIMIT %(processed_limit)s
   ) AS qgen_kept
-) AS `processed`, NULL AS `oldest_ready_s`;
+) AS `processed`, NULL AS `oldest_ready_s`, (
+  SELECT COUNT(*)
+  FROM `reports_queue_pause`
+  WHERE queue_table = 'reports_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -189,6 +207,27 @@ DELETE FROM `reports_queue`
 WHERE `processed_at` < UTC_TIMESTAMP(6) - INTERVAL %(age_s)s SECOND
 ORDER BY `processed_at`, `id`
 LIMIT %(batch)s;
+
+-- name: pause
+-- Pauses reports_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT IGNORE INTO `reports_queue_pause` (queue_table, queue_group, paused_at)
+VALUES ('reports_queue', %(group)s, UTC_TIMESTAMP(6));
+
+-- name: resume
+-- Resumes reports_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM `reports_queue_pause`
+WHERE queue_table = 'reports_queue'
+  AND queue_group = %(group)s;
+
+-- name: paused
+-- Lists the paused scopes of reports_queue (`group` '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS `group`, paused_at
+FROM `reports_queue_pause`
+WHERE queue_table = 'reports_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.

@@ -10,11 +10,12 @@
 -- other_columns: ["slot"]
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
--- seal: sha256:ba486464308508bca5a2338918ba4bff7f1248cf23935a7e8c8ef1991ca919ff
+-- pause_table: "reports_queue_pause"
+-- seal: sha256:276258a096360fdfca46d3b5ea5f3ca299ddf327d2060231181c75d7e2a7d583
 
 -- name: schema
--- Creates the queue table and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
--- kinds: writes writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
+-- kinds: writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "reports_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -31,6 +32,12 @@ CREATE TABLE IF NOT EXISTS "reports_queue_schedules" (
   "last_slot" INTEGER,
   "paused" INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY ("queue", "schedule")
+);
+CREATE TABLE IF NOT EXISTS "reports_queue_pause" (
+  queue_table TEXT NOT NULL,
+  queue_group TEXT NOT NULL,
+  paused_at TEXT,
+  PRIMARY KEY (queue_table, queue_group)
 );
 
 -- name: enqueue
@@ -50,6 +57,12 @@ WHERE "id" IN (
   FROM "reports_queue"
   WHERE "processed_at" IS NULL
     AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "reports_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'reports_queue'
+        AND qgen_paused.queue_group = ''
+    )
   ORDER BY "id"
   LIMIT :limit
 )
@@ -139,7 +152,7 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column).
+-- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
 SELECT (
   SELECT COUNT(*)
@@ -159,7 +172,12 @@ SELECT (
     WHERE "processed_at" IS NOT NULL
     LIMIT :processed_limit
   ) AS qgen_kept
-) AS "processed", NULL AS "oldest_ready_s";
+) AS "processed", NULL AS "oldest_ready_s", (
+  SELECT COUNT(*)
+  FROM "reports_queue_pause"
+  WHERE queue_table = 'reports_queue'
+    AND queue_group = ''
+) AS paused;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
@@ -179,6 +197,28 @@ WHERE "id" IN (
   ORDER BY "processed_at", "id"
   LIMIT :batch
 );
+
+-- name: pause
+-- Pauses reports_queue: no claim lists its rows until resume; a delivery in flight settles as usual. Pausing a paused scope keeps its first paused_at.
+-- kinds: writes
+INSERT INTO "reports_queue_pause" (queue_table, queue_group, paused_at)
+VALUES ('reports_queue', :group, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+ON CONFLICT (queue_table, queue_group) DO NOTHING;
+
+-- name: resume
+-- Resumes reports_queue: the next claim lists its rows again.
+-- kinds: writes
+DELETE FROM "reports_queue_pause"
+WHERE queue_table = 'reports_queue'
+  AND queue_group = :group;
+
+-- name: paused
+-- Lists the paused scopes of reports_queue ("group" '': the whole table) and since when, by the database's clock.
+-- kinds: reads
+SELECT queue_group AS "group", paused_at
+FROM "reports_queue_pause"
+WHERE queue_table = 'reports_queue'
+ORDER BY queue_group;
 
 -- name: pending_list
 -- Lists up to limit pending messages (not finished: ready, delayed or in flight) with ids above after_id, oldest first.
