@@ -122,7 +122,6 @@ def test_apply_creates_every_object_and_the_queues_work(engine: Engine, space: s
             "table emails_dead",
             "table emails_queue_pause",
         ]
-        assert objects(by_name["emails"]) == ["table emails_queue", "table emails_dead"]
         assert objects(by_name["outbox"]) == [
             "table outbox",
             "index outbox_claim",
