@@ -288,7 +288,12 @@ def test_dead_letter_table_columns_are_checked() -> None:
                 "form": "row_lock",
                 "max_attempts": 3,
                 "dead_letter": {"table": "jobs_dead"},
-                "columns": {"id": "id", "payload": "payload", "attempt": "attempt"},
+                "columns": {
+                    "id": "id",
+                    "payload": "payload",
+                    "attempt": "attempt",
+                    "retry_after": "retry_after",
+                },
                 "custom": {
                     "bury": "INSERT INTO jobs_dead (id, payload, reason) "
                     "VALUES (:id, :payload, 'x')"
