@@ -64,7 +64,16 @@ QUEUE_KEYS = (
     "rate_limit",
     "schedules",
     "pause_table",
+    "layout",
+    "partition_hours",
 )
+#: layout: how the queue table is laid out; "partitioned" (PostgreSQL, processed_at) ranges
+#: its rows by processed_at so prune drops whole partitions (see _layout)
+LAYOUTS = ("plain", "partitioned")
+#: partition_hours: each processed partition spans this many hours (default a day)
+PARTITION_HOURS = (1, 744)
+#: a partition's name is the table's with this many characters added (_pYYYYMMDDHH)
+PARTITION_SUFFIX = 12
 #: concurrency_limit and max_in_flight: in flight at once; rate_limit: message starts a second
 LIMIT_RANGE = (1, 1_000_000)
 RATE_RANGE = (0.001, 1_000_000.0)
@@ -193,6 +202,14 @@ class QueueDeclaration:
     kind: str = "queue"
     #: limits the claim enforces (None: none); see _limits
     limits: Limits = field(default_factory=lambda: Limits())
+    #: "plain", or "partitioned": ranged by processed_at, pending rows in the default partition
+    layout: str = "plain"
+    #: partitioned: the hours each processed partition spans
+    partition_hours: int = 24
+
+    @property
+    def partitioned(self) -> bool:
+        return self.layout == "partitioned"
 
     @property
     def schedule_table(self) -> str | None:
@@ -479,6 +496,7 @@ def _shares_by_group(a: Unit, b: Unit) -> bool:
         and a.other_columns == b.other_columns
         and dict(a.other_types) == dict(b.other_types)
         and a.form == b.form
+        and (a.layout, a.partition_hours) == (b.layout, b.partition_hours)
         and group_key(a.default_group or "") != group_key(b.default_group or "")
     )
 
@@ -791,6 +809,7 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
             "declare max_attempts and dead_letter, or remove the override",
         )
     _check_result(r, where, columns, statements)
+    layout, partition_hours = _layout(r, where, q, table, columns, dialects)
 
     return QueueDeclaration(
         name=name,
@@ -808,7 +827,70 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         other_types=other_types,
         limits=limits,
         schedules=schedules,
+        layout=layout,
+        partition_hours=partition_hours,
     )
+
+
+def _layout(
+    r: _Reader,
+    where: str,
+    q: Mapping[str, Any],
+    table: str,
+    columns: Mapping[str, str],
+    dialects: tuple[str, ...],
+) -> tuple[str, int]:
+    """layout = "partitioned": PostgreSQL only, on a table that keeps processed rows."""
+    layout = q.get("layout", "plain")
+    if layout not in LAYOUTS:
+        raise r.fail(
+            where,
+            "layout",
+            f"unknown layout {_show(layout)}",
+            f"{_suggest(str(layout), LAYOUTS)}use one of {', '.join(LAYOUTS)}",
+        )
+    if layout == "plain":
+        if "partition_hours" in q:
+            raise r.fail(
+                where,
+                "partition_hours",
+                "partition_hours sizes the partitions of a partitioned layout",
+                'add layout = "partitioned", or remove partition_hours',
+            )
+        return layout, 24
+    others = [d for d in dialects if d != "postgres"]
+    if others:
+        raise r.fail(
+            where,
+            "layout",
+            f'layout = "partitioned" is PostgreSQL only, and this file renders {others[0]}',
+            'write dialects = ["postgres"] in a qgen.toml of its own, or remove layout',
+        )
+    if "processed_at" not in columns:
+        raise r.fail(
+            where,
+            "layout",
+            "a partitioned layout ranges rows by processed_at, which the table lacks",
+            'add processed_at = "processed_at" under columns, or remove layout',
+        )
+    hours = q.get("partition_hours", 24)
+    low, high = PARTITION_HOURS
+    if isinstance(hours, bool) or not isinstance(hours, int) or not low <= hours <= high:
+        raise r.fail(
+            where,
+            "partition_hours",
+            f"{_show(hours)} is not a whole number of hours from {low} to {high}",
+            "write partition_hours = 24 (a partition a day)",
+        )
+    bare = table.rpartition(".")[2]
+    if len(bare) + PARTITION_SUFFIX > 63:
+        raise r.fail(
+            where,
+            "table",
+            "a partition's name (the table's and _pYYYYMMDDHH) would pass 63 characters",
+            f"name the table in at most {63 - PARTITION_SUFFIX} characters",
+        )
+    return layout, hours
 
 
 def _whole(r: _Reader, where: str, key: str, value: Any, fix: str) -> int:

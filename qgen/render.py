@@ -215,7 +215,35 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
         if isinstance(unit, QueueDeclaration) and unit.pause_table
         else None,
         "pause_key": dialect.quote_text(unit.table),
+        **_layout(unit, dialect),
     }
+
+
+def _layout(unit: Unit, dialect: Dialect) -> dict[str, Any]:
+    """A partitioned layout (templates/postgres/partitions.sql.j2): the default partition
+    the pending rows live in, the rotate function, and the names its body builds."""
+    if not isinstance(unit, QueueDeclaration) or not unit.partitioned:
+        return {"partitioned": False}
+    schema, dot, bare = unit.table.rpartition(".")
+    pending = pending_table(unit)
+    assert pending is not None
+    rotate = f"{schema}{dot}{short_name(bare + '_rotate')}"
+    return {
+        "partitioned": True,
+        "tp": dialect.quote_table(pending),
+        "tp_name": pending,
+        "rotate_fn": dialect.quote_table(rotate),
+        "rotate_name": rotate,
+        "part_hours": unit.partition_hours,
+        "part_schema": dialect.quote_text(schema) if schema else "current_schema()",
+        "part_bare": dialect.quote_text(bare),
+        "id_index": q_(dialect, short_name(f"{bare}_id")),
+        "pending_id_index": q_(dialect, short_name(f"{bare}_pending_id")),
+    }
+
+
+def q_(dialect: Dialect, name: str) -> str:
+    return dialect.quote_ident(name)
 
 
 def channel(unit: Unit, dialect: Dialect) -> str | None:
@@ -354,4 +382,13 @@ def header(unit: Unit, dialect: Dialect) -> Header:
         schedules=unit.schedules,
         schedule_table=unit.schedule_table,
         pause_table=unit.pause_table,
+        pending_table=pending_table(unit),
     )
+
+
+def pending_table(unit: QueueDeclaration) -> str | None:
+    """A partitioned layout's default partition (``<table>_pending``, beside it), else None."""
+    if not unit.partitioned:
+        return None
+    schema, dot, bare = unit.table.rpartition(".")
+    return f"{schema}{dot}{short_name(bare + '_pending')}"

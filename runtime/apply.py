@@ -50,9 +50,10 @@ _TRIES = 3
 
 @dataclass(frozen=True)
 class SchemaObject:
-    """A table or index a schema block declares: ``str(obj)`` → ``"index orders_queue_claim"``."""
+    """A table, index or function a schema block declares: ``str(obj)`` → ``"index
+    orders_queue_claim"``."""
 
-    #: "table" or "index"
+    #: "table", "index" or "function" (a partitioned layout's rotate function)
     kind: str
     #: its name as declared (schema-qualified where the declaration qualifies it)
     name: str
@@ -103,7 +104,7 @@ def _unquote(text: str, dialect: Dialect) -> str:
 
 
 def declared_objects(sql: str, dialect: Dialect) -> list[SchemaObject]:
-    """The tables and indexes one schema statement creates, in order."""
+    """The tables, indexes and functions one schema statement creates, in order."""
     ident = _ident(dialect)
     table = re.match(rf"\s*CREATE TABLE IF NOT EXISTS ({ident}) \(", sql)
     if table:
@@ -112,6 +113,15 @@ def declared_objects(sql: str, dialect: Dialect) -> list[SchemaObject]:
         return [SchemaObject("table", name, name)] + [
             SchemaObject("index", _unquote(m.group(1), dialect), name) for m in inline
         ]
+    # a partitioned layout's default partition (of the table) and its rotate function
+    part = re.match(rf"\s*CREATE TABLE IF NOT EXISTS ({ident}) PARTITION OF ({ident}) ", sql)
+    if part:
+        name = _unquote(part.group(1), dialect)
+        return [SchemaObject("table", name, name)]
+    routine = re.match(rf"\s*CREATE OR REPLACE FUNCTION ({ident})\(", sql)
+    if routine:
+        name = _unquote(routine.group(1), dialect)
+        return [SchemaObject("function", name, name)]
     index = re.match(rf"\s*CREATE (?:UNIQUE )?INDEX IF NOT EXISTS ({ident}) ON ({ident})\s", sql)
     if index:
         name, on = _unquote(index.group(1), dialect), _unquote(index.group(2), dialect)
@@ -141,6 +151,11 @@ async def _existing(conn: Any, target: Any, objects: list[SchemaObject]) -> set[
     for obj in objects:
         if obj.kind == "table":
             if await describe(conn, target, obj.table):
+                found.add(obj)
+            continue
+        if obj.kind == "function":
+            step = target.rendered.require(S.ROUTINES)
+            if (await run_step(conn, step, _where(obj.name))).rows:
                 found.add(obj)
             continue
         if obj.table not in indexes:
@@ -254,6 +269,9 @@ async def _apply_once(conn: Connection | Adapted, target: Queue | Outbox) -> lis
         raise SchemaDiffers(target.name, found.findings)
     for st in found.statements:
         await conn.execute(st, {})
+    rotate = target.rendered.get(S.ROTATE)
+    for st in rotate or ():  # a partitioned layout: the partitions for the days ahead
+        await conn.execute(st, {"age_s": None, "group": None})
     if found.statements and isinstance(target, Queue):
         found_after = await verify(conn, target)  # type: ignore[arg-type]  # Adapted: as in _plan
         left = [f for f in found_after if not f.note]

@@ -213,6 +213,14 @@ async def prune(
         "batch": batch,
     }
     total = 0
+    if queue.rendered.get(S.ROTATE) is not None:
+        # a partitioned layout: whole partitions past the age go first, in one statement;
+        # the batches below delete what is left (a partition the age cuts through, rows
+        # acked while their partition was missing, a partition whose lock was not granted)
+        result = await _run(
+            queue, db, S.ROTATE, {"age_s": params["age_s"], **_params(queue, group)}
+        )
+        total += int(result.rows[0]["dropped"] or 0) if result.rows else 0
     while True:  # each batch commits on its own: no long-held locks
         result = await _run(queue, db, S.PRUNE, params)
         deleted = result.rowcount or 0

@@ -146,6 +146,9 @@ class StatementName(StrEnum):
     FETCH = "fetch"
     MARK = "mark"
     PRUNE = "prune"
+    # a partitioned layout: make upcoming partitions, drop those wholly past an age
+    ROTATE = "rotate"
+    ROUTINES = "routines"
 
 
 class Statement(str):
@@ -210,6 +213,8 @@ class Header:
     schedule_table: str | None = None
     #: the table of paused scopes the claim consults (None: the queue cannot be paused)
     pause_table: str | None = None
+    #: a partitioned layout's default partition, which holds the pending rows (None: plain)
+    pending_table: str | None = None
 
     @property
     def dead_letter(self) -> str | None:
@@ -248,6 +253,8 @@ class Header:
                 values["schedules"] = {s.name: s.as_header() for s in self.schedules}
             if self.pause_table is not None:
                 values["pause_table"] = self.pause_table
+            if self.pending_table is not None:
+                values["pending_table"] = self.pending_table
         if self.note is not None:
             values["note"] = self.note
         return [f"-- {k}: {_json(v)}" for k, v in values.items()]
@@ -483,7 +490,7 @@ def _header(values: dict[str, Any], path: str) -> Header:
     known = {
         "queue": {"queue", "dialect", "form", "table", "columns", "max_attempts"}
         | {"dead_letter", "lease_s", "default_group", "other_columns", "note", "channel"}
-        | {"schedules", "schedule_table", "pause_table"},
+        | {"schedules", "schedule_table", "pause_table", "pending_table"},
         "outbox": {"outbox", "dialect", "table", "columns", "note"},
     }[kind]
     unknown = sorted(set(values) - known)
@@ -550,6 +557,9 @@ def _header(values: dict[str, Any], path: str) -> Header:
     pause_table = values.get("pause_table")
     if pause_table is not None:
         pause_table = _schema_table(pause_table, bad)
+    pending_table = values.get("pending_table")
+    if pending_table is not None:
+        pending_table = _schema_table(pending_table, bad)
     return Header(
         kind=kind,
         name=header.name,
@@ -568,6 +578,7 @@ def _header(values: dict[str, Any], path: str) -> Header:
         schedules=schedules,
         schedule_table=schedule_table,
         pause_table=pause_table,
+        pending_table=pending_table,
     )
 
 

@@ -333,7 +333,9 @@ async def _dedupe_index_findings(conn: Connection, queue: Queue) -> list[Finding
     key = c["dedupe_key"] if queue.dialect.partial_index or not pending else PENDING_KEY
     want = ([c["group"]] if "group" in c else []) + [key]
     partial = queue.dialect.partial_index and pending
-    rows = (await run_step(conn, queue.rendered.require("indexes"), _split(queue.table))).rows
+    # a partitioned layout keeps it on the default partition, where the pending rows are
+    table = queue.rendered.header.pending_table or queue.table
+    rows = (await run_step(conn, queue.rendered.require("indexes"), _split(table))).rows
     for r in rows:
         if str(r["columns"] or "").split(",") == want and (r["partial"] or not partial):
             return []
