@@ -153,20 +153,27 @@ class Gauges:
         return {"history_len": await self.history_length()}
 
     async def _postgres(self) -> dict[str, float | None]:
+        # the table's own storage, or (a partitioned layout) the sum over its partitions
         row = await self.db.fetchone(
-            "SELECT n_dead_tup AS dead, n_live_tup AS live, n_tup_upd AS upd, "
-            "n_tup_hot_upd AS hot_upd, pg_table_size(relid) / 1024 AS table_kb, "
-            "pg_indexes_size(relid) / 1024 AS index_kb "
-            "FROM pg_stat_user_tables WHERE relname = %(t)s",
-            {"t": self.table},
+            "SELECT SUM(n_dead_tup) AS dead, SUM(n_live_tup) AS live, SUM(n_tup_upd) AS upd, "
+            "SUM(n_tup_hot_upd) AS hot_upd, SUM(pg_table_size(relid)) / 1024 AS table_kb, "
+            "SUM(pg_indexes_size(relid)) / 1024 AS index_kb "
+            "FROM pg_stat_user_tables WHERE relid = %(t)s::regclass OR relid IN ("
+            "SELECT relid FROM pg_partition_tree(%(t)s::regclass) WHERE isleaf)",
+            {"t": quoted("postgres", self.table)},
         )
-        out: dict[str, float | None] = {k: float(v) for k, v in (row or {}).items()}
+        out: dict[str, float | None] = {
+            k: float(v) if v is not None else None for k, v in (row or {}).items()
+        }
         if self.pgstattuple:
             st = await self.db.fetchone(
-                "SELECT dead_tuple_count AS n FROM pgstattuple(%(t)s::regclass)",
+                "SELECT SUM((pgstattuple(r)).dead_tuple_count) AS n FROM (SELECT relid AS r "
+                "FROM pg_partition_tree(%(t)s::regclass) WHERE isleaf UNION "
+                "SELECT c.oid FROM pg_class AS c WHERE c.oid = %(t)s::regclass "
+                "AND c.relkind = 'r') AS leaves",
                 {"t": quoted("postgres", self.table)},
             )
-            out["pgst_dead"] = float(st["n"]) if st else None
+            out["pgst_dead"] = float(st["n"]) if st and st["n"] is not None else None
         return out
 
     async def history_length(self) -> float | None:
@@ -530,6 +537,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--enqueue-batch", type=int, default=10, help="per enqueue (%(default)s)")
     p.add_argument("--phase-s", type=float, help="seconds per phase (default 40; 5 quick)")
     p.add_argument("--keep", action="store_true", help="keep processed rows (processed_at)")
+    p.add_argument(
+        "--layout",
+        default="plain",
+        choices=("plain", "partitioned"),
+        help="PostgreSQL table layout with --keep: partitioned ranges rows by processed_at",
+    )
     p.add_argument("--quick", action="store_true", help="about a minute: short phases")
     p.add_argument("--out", default="pressure-out", help="CSV and SVG folder (%(default)s)")
     p.add_argument("--postgres-url", default=DEFAULT_URLS["postgres"])
@@ -578,7 +591,9 @@ async def main(args: argparse.Namespace) -> int:
         tmp = Path(tmp_name)
         for cell in cells:
             table = f"{table_prefix()}_pr_{cell.form}"
-            queue = render(cell.engine, cell.form, table, tmp, processed_at=args.keep)
+            queue = render(
+                cell.engine, cell.form, table, tmp, processed_at=args.keep, layout=args.layout
+            )
             try:
                 await Run(cell, urls[cell.engine], queue, args).go(progress)
             except Exception as exc:
@@ -596,7 +611,8 @@ async def main(args: argparse.Namespace) -> int:
     write_csv(done, out / "pressure.csv")
     print(
         f"rate {args.rate:g}/s in batches of {args.enqueue_batch}, {args.phase_s:g} s per phase, "
-        f"{'processed rows kept' if args.keep else 'rows deleted on ack'}; 1-minute load "
+        f"{'processed rows kept' if args.keep else 'rows deleted on ack'}"
+        f"{', partitioned layout' if args.layout == 'partitioned' else ''}; 1-minute load "
         f"{load_before[0]:.2f} before, {load_after[0]:.2f} after ({os.cpu_count()} CPUs); "
         f"CSV and SVG in {out}/"
     )

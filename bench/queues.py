@@ -52,6 +52,7 @@ def render_queue(
     *,
     processed_at: bool = False,
     priority: bool = False,
+    layout: str = "plain",
 ) -> Queue:
     """Declare, render, validate and load one bench queue: ``processed_at`` keeps finished
     rows (marked) instead of deleting them; ``priority`` adds a priority column. The rendered file lands in ``out_dir/sql/``.
@@ -66,6 +67,8 @@ def render_queue(
     queue: dict[str, Any] = {"table": table, "form": form, "columns": columns}
     if form == "lease":
         queue["lease_s"] = 30
+    if layout != "plain":
+        queue["layout"] = layout
     decl_path = out_dir / "qgen.toml"
     decl = parse_declaration(
         {"dialects": [engine], "out": "sql", "queues": {"bench": queue}}, decl_path
@@ -86,12 +89,17 @@ async def create_table(db: Connection, queue: Queue) -> None:
     await drop_table(db, queue.dialect.name, queue.table)
     for sql in queue.rendered.require("schema"):
         await db.execute(sql)
+    for sql in queue.rendered.get("rotate") or ():  # a partitioned layout's partitions
+        await db.execute(sql, {"age_s": None, "group": None})
 
 
 async def drop_table(db: Connection, engine: str, table: str) -> None:
-    """Drop a bench queue's table and the pause table its schema block creates beside it."""
+    """Drop a bench queue's table and what its schema block creates beside it: the pause
+    table, and a partitioned layout's rotate function (its partitions go with the table)."""
     for name in (table, f"{table}_pause"):
         await db.execute(f"DROP TABLE IF EXISTS {quoted(engine, name)}")
+    if engine == "postgres":  # a partitioned layout's rotate function
+        await db.execute(f"DROP FUNCTION IF EXISTS {quoted(engine, table + '_rotate')}")
 
 
 async def clear_table(db: Connection, engine: str, table: str) -> None:
