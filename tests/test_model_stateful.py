@@ -38,7 +38,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from model.outcome_model import DEFAULT_GROUP, Delivery, OutcomeModel, Row, Settlement, Shape
-from model.profiles import model_settings
+from model.profiles import model_settings, profile_name
 from model.session import Session
 from model.tables import AN_HOUR_AGO, BACK_BY, NOW, REFILL_S
 
@@ -962,7 +962,7 @@ def limited(machine: type[QueueMachine], form: str) -> type[QueueMachine]:
 
 
 #: the limits' own run: fewer examples than the outcome model's (its shapes draw limits too)
-LIMITS_EXAMPLES = {"ci": 40, "thorough": 400}
+LIMITS_EXAMPLES = {"ci": 25, "thorough": 400}
 
 
 @pytest.mark.parametrize("form", list(MACHINES))
@@ -971,7 +971,7 @@ def test_limits_model(engine: Engine, form: str) -> None:
     says, and the table matches it after every step."""
     machine, session = limited(MACHINES[form], form), Session(engine)
     chosen = model_settings()
-    examples = LIMITS_EXAMPLES["thorough" if chosen.max_examples > 120 else "ci"]
+    examples = LIMITS_EXAMPLES[profile_name()]
     try:
         run_state_machine_as_test(
             lambda: machine(session), settings=settings(chosen, max_examples=examples)

@@ -26,7 +26,10 @@ async def _replayed(standby: PrivatePostgres, sql: str, want: int) -> None:
     deadline = time.monotonic() + 30
     async with await runtime.connect(standby.url, read_only=True) as conn:
         while True:
-            row = await conn.fetchone(sql)
+            try:
+                row = await conn.fetchone(sql)
+            except runtime.DatabaseError as exc:  # the CREATE TABLE is not replayed yet
+                row = {"n": None, "error": str(exc)}
             if row is not None and row["n"] == want:
                 return
             assert time.monotonic() < deadline, f"the standby did not replay: {row}"
