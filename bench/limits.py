@@ -3,18 +3,25 @@ concurrency_limit, max_in_flight and a rate_limit (set high, so only its cost sh
 table of --rows pending rows, with 1, 4 and 16 consumers claiming side by side.
 
     python bench/limits.py --url postgresql://postgres@127.0.0.1:5432/test --rows 10000
+
+The table is made afresh for each cell and filled with one set-based INSERT … SELECT
+(generate_series on PostgreSQL, the SEQUENCE engine's seq_1_to_N on MariaDB), then analyzed;
+with concurrency_limit the rows carry keys of 5 rows each (the limit of 5 never bites).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import time
 from typing import Any
 
 import runtime
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
+from runtime.drivers.base import Connection
 from runtime.forms import form_for
 from runtime.queue import Queue
 from runtime.rendered import parse_rendered
@@ -37,22 +44,55 @@ def make(dialect: str, table: str, limits: dict[str, Any]) -> Queue:
     return Queue(parse_rendered(build_unit(parsed.queues["q"], dialect), f"{table}.sql"))
 
 
+async def setup(
+    db: Connection, dialect: str, queue: Queue, table: str, rows: int, keyed: bool
+) -> None:
+    """The tables made afresh, ``rows`` pending rows in one statement, then analyzed."""
+    q = db.dialect.quote_ident
+    for t in (table, f"{table}_limits", f"{table}_pause"):
+        await db.execute(f"DROP TABLE IF EXISTS {q(t)}", {})
+    for st in queue.rendered.require("schema"):
+        await db.execute(st, {})
+    payload, p = json.dumps({"n": 1}), db.dialect.placeholder("p")
+    cols = f"{q('payload')}, {q('customer')}" if keyed else q("payload")
+    if dialect == "postgres":
+        key = ", 'c' || (g / 5)" if keyed else ""
+        source = f"SELECT CAST({p} AS JSONB){key} FROM generate_series(1, {rows:d}) AS g"
+    elif dialect == "mariadb":
+        key = ", CONCAT('c', seq DIV 5)" if keyed else ""
+        source = f"SELECT {p}{key} FROM seq_1_to_{rows:d}"
+    else:
+        raise SystemExit(f"bench/limits.py runs on postgres and mariadb, not {dialect}")
+    await db.execute(f"INSERT INTO {q(table)} ({cols}) {source}", {"p": payload})
+    if dialect == "postgres":
+        await db.execute(f"VACUUM ANALYZE {q(table)}", {})
+    else:
+        await db.fetchall(f"ANALYZE TABLE {q(table)}")
+
+
 async def drive(url: str, queue: Queue, consumers: int, seconds: float, batch: int) -> float:
+    """Messages claimed and acked per second by ``consumers`` consumers, each on its own
+    connection (opened before the clock starts), for ``seconds``."""
     done = 0
+    conns = [await runtime.connect(url) for _ in range(consumers)]
     stop = time.monotonic() + seconds
 
-    async def worker() -> None:
+    async def worker(db: Connection) -> None:
         nonlocal done
         form = form_for(queue, keyspace=url)
-        async with await runtime.connect(url) as db:
-            while time.monotonic() < stop:
-                got = await form.claim_within_rate(db, batch, None)
-                for d in got:
-                    await form.settle(db, d, decide(queue, d, runtime.ack()))
-                done += len(got)
+        while time.monotonic() < stop:
+            got = await form.claim_within_rate(db, batch, None)
+            for d in got:
+                await form.settle(db, d, decide(queue, d, runtime.ack()))
+            done += len(got)
 
-    await asyncio.gather(*(worker() for _ in range(consumers)))
-    return done / seconds
+    began = time.monotonic()
+    try:
+        await asyncio.gather(*(worker(db) for db in conns))
+    finally:
+        for db in conns:
+            await db.close()
+    return done / (time.monotonic() - began)
 
 
 async def main() -> None:
@@ -65,7 +105,9 @@ async def main() -> None:
     args = ap.parse_args()
     async with await runtime.connect(args.url) as db:
         dialect = db.dialect.name
+    load = "/".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{dialect}, lease, {args.rows} pending rows, batch {args.batch}: messages/s")
+    print(f"load average at the start: {load}")
     counts = [int(c) for c in args.consumers.split(",")]
     print(f"| limit | {' | '.join(f'{c} consumers' for c in counts)} |")
     print(f"|---|{'---|' * len(counts)}")
@@ -75,22 +117,10 @@ async def main() -> None:
             table = "bench_limits"
             queue = make(dialect, table, limits)
             async with await runtime.connect(args.url) as db:
-                for t in (table, f"{table}_limits"):
-                    await db.execute(f"DROP TABLE IF EXISTS {t}", {})
-                for st in queue.rendered.require("schema"):
-                    await db.execute(st, {})
-                keyed = "concurrency_limit" in limits
-                for start in range(0, args.rows, 1000):
-                    n = min(1000, args.rows - start)
-                    if keyed:  # keys of 5 rows each: the limit never bites, its cost shows
-                        for k in range(n // 5):
-                            await queue.enqueue_many(
-                                db, [{"n": i} for i in range(5)], concurrency_key=f"c{start}-{k}"
-                            )
-                    else:
-                        await queue.enqueue_many(db, [{"n": i} for i in range(n)])
+                await setup(db, dialect, queue, table, args.rows, "concurrency_limit" in limits)
             cells.append(f"{await drive(args.url, queue, c, args.seconds, args.batch):,.0f}")
-        print(f"| {name} | {' | '.join(cells)} |")
+        print(f"| {name} | {' | '.join(cells)} |", flush=True)
+    print(f"load average at the end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

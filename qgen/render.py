@@ -143,6 +143,15 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
         if not dialect.partial_index and unit.has("processed_at"):
             key_columns.append(c["processed_at"])
         key_columns.append(c["id"])
+    # max_in_flight on a lease queue: the (group, [processed_at], locked_until) index its
+    # count of the leases held reads (without it, a scan of every pending row per claim)
+    flight = q(_short_name(f"{bare}_in_flight"))
+    flight_columns: list[str] = []
+    if limits.max_in_flight is not None and unit.has("locked_until"):
+        flight_columns = [c[k] for k in ("group",) if k in c]
+        if not dialect.partial_index and unit.has("processed_at"):
+            flight_columns.append(c["processed_at"])
+        flight_columns.append(c["locked_until"])
     limits_table = _short_name(f"{bare}_limits")
 
     def pending(alias: str = "") -> list[str]:
@@ -197,6 +206,9 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
         "key_index": keyed,
         "key_index_ref": f"{q(schema)}.{keyed}" if schema else keyed,
         "key_columns": key_columns,
+        "flight_index": flight,
+        "flight_index_ref": f"{q(schema)}.{flight}" if schema else flight,
+        "flight_columns": flight_columns,
         "lt": dialect.quote_table(f"{schema}.{limits_table}" if schema else limits_table),
         #: the bucket a queue's limits are counted in: its group, or its name
         "bucket": dialect.placeholder("group")

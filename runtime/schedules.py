@@ -166,15 +166,22 @@ async def fire(
     return decided.fire
 
 
-async def tick(conn: Connection, queues: Sequence[Queue]) -> tuple[dict[str, int], float]:
+async def tick(
+    conn: Connection, queues: Sequence[Queue], now: float | None = None
+) -> tuple[dict[str, int], float]:
     """One look at every schedule of ``queues``: fire what is due; returns the number of
-    slots fired per ``queue.schedule`` and the seconds until the next slot."""
+    slots fired per ``queue.schedule`` and the seconds until the next slot.
+
+    ``now`` pins the clock the slots are computed from (epoch seconds; tests drive the
+    schedules with it); None reads the database's (``schedule_now``). Either way it reaches
+    the statements only as bound values (the horizons)."""
     fired: dict[str, int] = {}
     wait = MAX_SLEEP_S
+    pinned = now
     for queue in queues:
         if not schedules_of(queue):
             continue
-        now = await db_now(conn, queue)
+        now = pinned if pinned is not None else await db_now(conn, queue)
         states = await _ready_states(conn, queue, now)
         for schedule in schedules_of(queue):
             slots = await fire(conn, queue, schedule, states[schedule.name], now)
@@ -304,23 +311,27 @@ async def status(db: Any, queue: Queue) -> list[ScheduleStatus]:
     return result
 
 
-async def pause(db: Any, queue: Queue, name: str) -> bool:
-    """Pause one schedule: no slot fires until ``resume``; True if it was not paused."""
-    return await _set_paused(db, queue, name, paused=True)
+async def pause(db: Any, queue: Queue, name: str, now: float | None = None) -> bool:
+    """Pause one schedule: no slot fires until ``resume``; True if it was not paused.
+    ``now``: a pinned clock, as for ``tick``."""
+    return await _set_paused(db, queue, name, paused=True, pinned=now)
 
 
-async def resume(db: Any, queue: Queue, name: str) -> bool:
+async def resume(db: Any, queue: Queue, name: str, now: float | None = None) -> bool:
     """Resume a paused schedule: the slots it was paused through never fire (its horizon
-    moves to the database's clock); True if it was paused."""
-    return await _set_paused(db, queue, name, paused=False)
+    moves to the database's clock, or ``now`` when pinned, as for ``tick``); True if it was
+    paused."""
+    return await _set_paused(db, queue, name, paused=False, pinned=now)
 
 
-async def _set_paused(db: Any, queue: Queue, name: str, paused: bool) -> bool:
+async def _set_paused(
+    db: Any, queue: Queue, name: str, paused: bool, pinned: float | None = None
+) -> bool:
     _named(queue, name)
 
     async def work(conn: Connection) -> bool:
         check_dialect(queue.rendered, conn)
-        now = await db_now(conn, queue)
+        now = pinned if pinned is not None else await db_now(conn, queue)
         was = (await _ready_states(conn, queue, now))[name]
         params = {
             "queue": queue.name,

@@ -187,7 +187,8 @@ def test_connection_defaults_and_their_overrides(engine: Engine) -> None:
             "current_setting('idle_in_transaction_session_timeout') AS idle, "
             # the server's side of the socket: it notices a client lost in a partition
             "current_setting('tcp_keepalives_idle') AS server_idle, "
-            "current_setting('tcp_user_timeout') AS server_unacked"
+            "current_setting('tcp_user_timeout') AS server_unacked, "
+            "current_setting('jit') AS jit"
         )
         defaults = {
             "lock_wait": "30s",
@@ -195,10 +196,11 @@ def test_connection_defaults_and_their_overrides(engine: Engine) -> None:
             "idle": "0",
             "server_idle": "30",
             "server_unacked": "60000",
+            "jit": "off",
         }
         override = (
             "options=-c%20lock_timeout%3D7s%20-c%20statement_timeout%3D0"
-            "%20-c%20tcp_keepalives_idle%3D11&keepalives=0"
+            "%20-c%20tcp_keepalives_idle%3D11%20-c%20jit%3Don&keepalives=0"
         )
         overridden = {
             "lock_wait": "7s",
@@ -206,6 +208,7 @@ def test_connection_defaults_and_their_overrides(engine: Engine) -> None:
             "idle": "0",
             "server_idle": "11",
             "server_unacked": "60000",
+            "jit": "on",
         }
     else:
         show = "SELECT @@session.innodb_lock_wait_timeout AS lock_wait"

@@ -17,6 +17,16 @@ The rules, as SPEC.md gives them:
 * Row lock counts in the statement that returns the row (retry, retry_after, dead-letter
   move: +1); lease counts at the claim (+1); advisory at the take (+1), which the claim
   runs for each row whose key it kept.
+* Row lock with max_attempts (and retry_after, which render asks for) counts at the claim
+  instead, in a statement of its own that commits before the batch's transaction opens
+  (+1, and retry_after set to a short "future" mark so no other claim counts the row
+  again); ``take`` then locks the counted rows in the batch. So the count survives the
+  batch's rollback, and the mark too: a row given back, or whose batch rolled back, returns
+  when the mark runs out (the test makes it due). The settlements count nothing more: a
+  retry clears the mark ("none"), a retry_after sets it, a move to the dead-letter group
+  clears it, a move to the dead-letter table keeps the row as it is (the mark with it), and
+  ack and drop leave it. A row returned unstarted (``unclaim``) has its count undone and
+  its mark cleared.
 * Advisory claim: the first ``scan`` claimable rows by id are candidates; it keeps the
   first ``limit`` whose keys no other delivery holds (the others' keys stay free).
 * ack and drop delete the row, or set processed_at when the column exists (and clear a lease).
@@ -125,6 +135,15 @@ class Shape:
         assert self.max_attempts is None or self.attempt, "max_attempts needs an attempt column"
         assert self.dead_letter != "group" or self.group, "a dead-letter group needs a group column"
         assert not (self.max_in_flight and self.form == "advisory"), "render refuses it"
+        if self.counts_at_claim:
+            assert not self.max_in_flight, "row lock refuses max_in_flight with max_attempts"
+
+    @property
+    def counts_at_claim(self) -> bool:
+        """Row lock with max_attempts: the claim counts each delivery, committed (``take``).
+        The mark needs retry_after, which render asks for; a table without it (the model's
+        own examples) counts in the settlements, as row lock does without a cap."""
+        return self.form == "row_lock" and self.max_attempts is not None and self.retry_after
 
     @property
     def lease(self) -> bool:
@@ -456,7 +475,11 @@ class OutcomeModel:
         rows = self._ready(limit, group, worker)
         if form == "row_lock":
             assert worker not in self._batches, "a worker holds one batch at a time"
-            out = [self._deliver(r, worker, counted=False) for r in rows]
+            counted = self.shape.counts_at_claim
+            out = [self._deliver(r, worker, counted=counted) for r in rows]
+            if counted:  # committed before the batch: its rollback keeps the count and mark
+                for r in rows:
+                    r.retry_after = "future"
             if out:  # an empty claim rolls its transaction back at once
                 before = {r.id: (copy.copy(r), _copy(self.dead.get(r.id))) for r in rows}
                 slots = limit if most is not None else 0
@@ -533,7 +556,13 @@ class OutcomeModel:
     def _apply(self, row: Row, label: str, delay: str) -> None:
         s = self.shape
         form = s.form
-        counts_here = form == "row_lock" and row.attempt is not None
+        counts_here = form == "row_lock" and row.attempt is not None and not s.counts_at_claim
+        # row lock's count at the claim: a retry and a move to the dead-letter group clear
+        # the claim's mark (a move to the table keeps the row as it is)
+        if s.counts_at_claim and (
+            label == "retry" or (label, s.dead_letter) == ("dead_letter", "group")
+        ):
+            row.retry_after = "none"
         if label in ("ack", "drop"):
             if s.processed_at:
                 row.processed = True
@@ -579,16 +608,21 @@ class OutcomeModel:
 
     def return_unstarted(self, d: Delivery) -> None:
         """A delivery whose handler never started (a stopping consumer): returned as by
-        give_back, and the count its claim (lease, while it still holds the row) or its take
-        (advisory, under its key) made is undone; row lock never counted it."""
+        give_back, and the count its claim (lease, while it still holds the row; row lock
+        with max_attempts, in the batch, its mark cleared too) or its take (advisory, under
+        its key) made is undone; row lock without max_attempts never counted it."""
         form = self.shape.form
         row = self.rows.get(d.id)
         undo = row is not None and (
-            (form == "lease" and row.holder == d.number) or form == "advisory"
+            (form == "lease" and row.holder == d.number)
+            or form == "advisory"
+            or self.shape.counts_at_claim
         )
         self.give_back(d)
         if undo and row is not None and row.attempt is not None:
             row.attempt -= 1
+            if self.shape.counts_at_claim:
+                row.retry_after = "none"
 
     def extend(self, d: Delivery) -> bool:
         """Lease: move a held lease forward (a new token); False once the row holds another."""

@@ -81,15 +81,56 @@ def test_a_stale_lease_settles_nothing() -> None:
 
 
 def test_a_row_lock_rollback_undoes_the_whole_batch() -> None:
-    m = OutcomeModel(Shape("row_lock", attempt=True, dead_letter="table", max_attempts=1))
+    m = OutcomeModel(Shape("row_lock", attempt=True, fifo_key=True))
     m.enqueue({})
     m.enqueue({})
     a, b = m.claim(0, 2)
     m.settle(a, "ack")
     m.settle(b, "retry", handler_wrote=True)
-    assert m.committed()[0].keys() == {1, 2} and not m.committed()[1]
+    assert m.committed()[0].keys() == {1, 2}
     m.abort_batch(0)
-    assert [r.attempt for r in m.rows.values()] == [1, 1] and not m.dead
+    assert [r.attempt for r in m.rows.values()] == [1, 1] and not m.writes
+
+
+def test_row_lock_with_max_attempts_counts_at_the_claim_and_keeps_it() -> None:
+    """The claim's count commits before the batch: a rollback keeps it and the row's mark
+    (it returns when the mark runs out); a retry clears the mark and counts nothing more;
+    the cap moves the row with the count the claims made."""
+    shape = Shape("row_lock", attempt=True, retry_after=True, dead_letter="table", max_attempts=2)
+    m = OutcomeModel(shape)
+    m.enqueue({})
+    (d,) = m.claim(0, 1)
+    assert d.attempt == 1 and (m.rows[1].attempt, m.rows[1].retry_after) == (2, "future")
+    assert m.committed()[0][1].attempt == 2  # another connection sees the count at once
+    m.settle(d, "retry")
+    m.abort_batch(0)  # the batch dies: the retry is undone, the count and the mark are not
+    assert (m.rows[1].attempt, m.rows[1].retry_after) == (2, "future")
+    assert m.claim(1, 1) == []
+    m.make_due(1)
+    (d,) = m.claim(1, 1)
+    assert d.attempt == 2 and m.rows[1].attempt == 3
+    assert m.settle(d, "retry").label == "dead_letter"
+    m.end_batch(1)
+    assert not m.rows and (m.dead[1].attempt, m.dead[1].retry_after) == (3, "future")
+    group = OutcomeModel(
+        Shape(
+            "row_lock",
+            attempt=True,
+            retry_after=True,
+            group=True,
+            dead_letter="group",
+            max_attempts=1,
+        )
+    )
+    group.enqueue({})
+    (d,) = group.claim(0, 1)
+    assert group.settle(d, "retry_after", "future").label == "dead_letter"
+    assert (group.rows[1].group, group.rows[1].retry_after) == (DEAD_GROUP, "none")
+    group.enqueue({})
+    group.end_batch(0)
+    (d,) = group.claim(0, 1)
+    group.return_unstarted(d)  # never started: the count undone, the mark cleared
+    assert (group.rows[2].attempt, group.rows[2].retry_after) == (1, "none")
 
 
 def test_the_handler_write_commits_with_an_ack_only() -> None:
@@ -112,14 +153,15 @@ def test_a_handler_returning_none_settles_as_an_ack(form: str) -> None:
     if form == "row_lock":
         m.end_batch(0)
     assert m.rows[d.id].processed and m.writes == [d.number]
-    shape = Shape(form, attempt=True, dead_letter="table", max_attempts=2)
+    shape = Shape(form, attempt=True, retry_after=True, dead_letter="table", max_attempts=2)
     assert lifecycle(shape, ["retry", "none"]) == ("finished", 2)
 
 
 def test_lifecycle_predicts_where_a_message_ends() -> None:
-    shape = Shape("advisory", attempt=True, dead_letter="table", max_attempts=3)
-    assert lifecycle(shape, ["retry", "ack"]) == ("finished", 2)
-    assert lifecycle(shape, ["retry", "retry_after", "retry"]) == ("dead_letter", 3)
+    for form in FORMS:
+        shape = Shape(form, attempt=True, retry_after=True, dead_letter="table", max_attempts=3)
+        assert lifecycle(shape, ["retry", "ack"]) == ("finished", 2)
+        assert lifecycle(shape, ["retry", "retry_after", "retry"]) == ("dead_letter", 3)
 
 
 def test_an_advisory_claim_keeps_the_first_free_keys_of_its_candidates() -> None:
@@ -147,7 +189,15 @@ def test_priority_orders_the_claim_then_id(form: str) -> None:
 @pytest.mark.parametrize("form", FORMS)
 def test_fifo_key_only_a_keys_head_is_claimable_until_it_finishes(form: str) -> None:
     m = OutcomeModel(
-        Shape(form, attempt=True, group=True, dead_letter="group", max_attempts=1, fifo_key=True)
+        Shape(
+            form,
+            attempt=True,
+            retry_after=True,
+            group=True,
+            dead_letter="group",
+            max_attempts=1,
+            fifo_key=True,
+        )
     )
     for key in ("a", "a", None, "b", "a"):
         m.enqueue({}, fifo_key=key)

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:b92ddf5e5e96d04cf1106943f4bbea1d107c9bdc4af924966621288f23efaea2
+-- seal: sha256:163cf25cd7d66460f32fdce3e331888d62acfe2f9e3add4114dfb8aa17671965
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table `webhooks_queue_limits` of its token bucket and in-flight gate.
@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS `webhooks_queue` (
   `processed_at` DATETIME(6) NULL,
   `customer` VARCHAR(191) NULL,
   INDEX `webhooks_queue_claim` (`processed_at`, `id`),
-  INDEX `webhooks_queue_concurrency` (`customer`, `processed_at`, `id`)
+  INDEX `webhooks_queue_concurrency` (`customer`, `processed_at`, `id`),
+  INDEX `webhooks_queue_in_flight` (`processed_at`, `locked_until`)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `webhooks_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,

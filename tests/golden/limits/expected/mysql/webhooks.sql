@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:b1598599079b2f06408adc99a35832a563055ff3be728b5c917297af98032678
+-- seal: sha256:f3d634d034823103e737085e9887e115c863cb5dbb1e6f2c3e813b36a8fd4dae
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table `webhooks_queue_limits` of its token bucket and in-flight gate.
@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS `webhooks_queue` (
   `processed_at` DATETIME(6) NULL,
   `customer` VARCHAR(191) NULL,
   INDEX `webhooks_queue_claim` (`processed_at`, `id`),
-  INDEX `webhooks_queue_concurrency` (`customer`, `processed_at`, `id`)
+  INDEX `webhooks_queue_concurrency` (`customer`, `processed_at`, `id`),
+  INDEX `webhooks_queue_in_flight` (`processed_at`, `locked_until`)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `webhooks_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,

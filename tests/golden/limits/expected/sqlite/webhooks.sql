@@ -8,11 +8,11 @@
 -- dead_letter: null
 -- lease_s: 30
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:a69d166910017533cf263cbb159d0eebe39730cfcbf2b8ee112967327146e61c
+-- seal: sha256:9368fc40758b60dc9222d61ba54b2e98372c36e793b4e098d13151de35fbf215
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing; the table "webhooks_queue_limits" of its token bucket and in-flight gate.
--- kinds: writes writes writes writes writes writes
+-- kinds: writes writes writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "webhooks_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS "webhooks_queue" (
 CREATE INDEX IF NOT EXISTS "webhooks_queue_claim" ON "webhooks_queue" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "webhooks_queue_processed" ON "webhooks_queue" ("processed_at", "id") WHERE "processed_at" IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "webhooks_queue_concurrency" ON "webhooks_queue" ("customer", "id") WHERE "processed_at" IS NULL;
+CREATE INDEX IF NOT EXISTS "webhooks_queue_in_flight" ON "webhooks_queue" ("locked_until") WHERE "processed_at" IS NULL;
 CREATE TABLE IF NOT EXISTS "webhooks_queue_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,
