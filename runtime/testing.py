@@ -306,6 +306,10 @@ class Harness(Generic[P]):
                 )
             if not include_delayed:
                 break
+            if (await self.stats(group))["ready"]:
+                # a retry whose short backoff ran out while the drain was ending is ready
+                # now: deliver it before travelling on, or it would jump the due order
+                continue
             due = await self._next_due(group)
             if due is None:
                 break
