@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.dialects import DIALECTS, FORMS, Dialect
-from runtime.errors import RenderedFileError
+from runtime.errors import DialectMismatch, RenderedFileError
 from runtime.schedule_slots import Schedule, ScheduleError, parse_schedule
 
 TITLE = (
@@ -306,6 +306,16 @@ class RenderedFile:
     def columns(self) -> dict[str, str]:
         """Logical column → the table's real name, as declared."""
         return dict(self.header.columns)
+
+    def check_runs_on(self, dialect: Dialect) -> None:
+        """DialectMismatch unless a connection of ``dialect`` may run this file (a file
+        rendered for one dialect runs only on the engines that accept it)."""
+        if dialect.name not in self.dialect.runs_on:
+            raise DialectMismatch(
+                f"{self.path} was rendered for {self.dialect.name} but the connection reaches "
+                f"{dialect.name}; load sql/{dialect.name}/… instead "
+                f"(render it with `qgen render --dialect {dialect.name}`)"
+            )
 
     def get(self, name: str) -> Step | None:
         return self.statements.get(name)
