@@ -75,7 +75,6 @@ class StatementName(StrEnum):
     ENQUEUE_EXISTING = "enqueue_existing"
     ENQUEUE_UNLOCK = "enqueue_unlock"
     CLAIM = "claim"
-    LOCK = "lock"
     TAKE = "take"
     EXTEND = "extend"
     ACK = "ack"
@@ -295,8 +294,6 @@ class RenderedFile:
     path: str
     header: Header
     statements: Mapping[str, Step] = field(default_factory=dict)
-    #: each block's line saying what it does
-    docs: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def dialect(self) -> Dialect:
@@ -377,8 +374,7 @@ def parse_rendered(text: str | bytes, path: str = "<text>") -> RenderedFile:
                 raise _error(path, f"header line {i + 1} holds no JSON value") from None
         i += 1
     header = _header(values, path)
-    statements, docs = split_blocks(lines[i:], path)
-    return RenderedFile(path=path, header=header, statements=statements, docs=docs)
+    return RenderedFile(path=path, header=header, statements=split_blocks(lines[i:], path))
 
 
 def read_rendered(path: str | Path) -> RenderedFile:
@@ -407,14 +403,13 @@ def _check_seal(lines: list[str], path: str) -> None:
         )
 
 
-def split_blocks(lines: list[str], path: str) -> tuple[dict[str, Step], dict[str, str]]:
+def split_blocks(lines: list[str], path: str) -> dict[str, Step]:
     """The named blocks after the header: the one splitter the generator and runtime share.
 
     Each block is `-- name: NAME`, one line saying what it does, `-- kinds: …`, then SQL
     lines until the next `-- name:` line; a statement ends at a line ending with ';'.
     """
     statements: dict[str, Step] = {}
-    docs: dict[str, str] = {}
     i = 0
     while i < len(lines):
         if not lines[i]:
@@ -430,7 +425,6 @@ def split_blocks(lines: list[str], path: str) -> tuple[dict[str, Step], dict[str
             raise _error(path, f"statement '{name}' has no line saying what it does")
         if not lines[i + 2].startswith(_KINDS_PREFIX):
             raise _error(path, f"statement '{name}' has no `-- kinds:` line")
-        docs[name] = lines[i + 1][3:]
         try:
             kinds = [Kind(k) for k in lines[i + 2][len(_KINDS_PREFIX) :].split(" ")]
         except ValueError:
@@ -448,7 +442,7 @@ def split_blocks(lines: list[str], path: str) -> tuple[dict[str, Step], dict[str
                 path, f"statement '{name}' has {len(sqls)} statements but {len(kinds)} kinds"
             )
         statements[name] = tuple(Statement(s, k) for s, k in zip(sqls, kinds, strict=True))
-    return statements, docs
+    return statements
 
 
 def split_statements(body: list[str]) -> list[str] | None:
