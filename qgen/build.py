@@ -70,7 +70,7 @@ def _split(text: str) -> dict[str, tuple[str, ...]] | None:
     """The blocks of a file's text, as the runtime's splitter cuts them (None: it refuses)."""
     lines = text.split("\n")[:-1]
     try:
-        found, _docs = split_blocks(lines[lines.index("") :], "<draft>")
+        found = split_blocks(lines[lines.index("") :], "<draft>")
     except RenderedFileError:
         return None
     return {name: tuple(str(s) for s in step) for name, step in found.items()}

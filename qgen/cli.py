@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from qgen.declaration import DeclarationError, GeneratorBug, load_declaration, one_line
+from qgen.targets import loaded_files
 from runtime.dialects import DIALECTS
 from runtime.errors import BrokerError
 from runtime.rendered import is_rendered
@@ -235,39 +236,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return run_worker(None, None, queues=targets, **common)
 
 
-def _loaded(
-    args: argparse.Namespace, names: list[str], outbox: bool = False
-) -> tuple[str, list[Any]]:
-    """The database URL and the rendered files of ``names`` (default: every queue, and with
-    ``outbox`` the outbox too, which ``names`` may then name) for the URL's dialect, under the
-    declaration's out folder."""
-    import runtime
-    from runtime.dialects import dialect_for_scheme
-    from runtime.worker import database_url
-
-    decl = load_declaration(args.config)
-    own = decl.outbox.name if outbox and decl.outbox is not None else None
-    names = names or [*decl.queues, *([own] if own else [])]
-    unknown = [n for n in names if n not in decl.queues and n != own]
-    if unknown:
-        raise runtime.ConfigurationError(
-            f"no queue {unknown[0]!r} in {args.config} "
-            f"(declared: {', '.join([*decl.queues, *([own] if own else [])]) or 'none'})"
-        )
-    read_db = getattr(args, "read_db", None)
-    try:
-        url = database_url(args.db)
-    except runtime.ConfigurationError:
-        if not read_db:
-            raise
-        url = read_db  # only reads to do: the replica's URL says the dialect
-    dialect = dialect_for_scheme(url.split("://", 1)[0])
-    if dialect is None:
-        raise runtime.ConfigurationError(f"cannot tell the dialect of {url.split('://', 1)[0]}://")
-    out = Path(args.config).resolve().parent / decl.out / dialect.name
-    return url, [runtime.load(out / f"{n}.sql") for n in names]
-
-
 def _on_db(url: str, work: Callable[[Any], Awaitable[T]], read_only: bool = False) -> T:
     import asyncio
 
@@ -283,7 +251,7 @@ def _on_db(url: str, work: Callable[[Any], Awaitable[T]], read_only: bool = Fals
 def cmd_verify(args: argparse.Namespace) -> int:
     from runtime.verify import verify
 
-    url, queues = _loaded(args, args.queues)
+    url, queues = loaded_files(args, args.queues)
     decl = load_declaration(args.config)
     tables: dict[str, Any] = {}  # one queue per table with a group column reads its groups
     for q in queues:
@@ -315,7 +283,7 @@ def _label(target: Any) -> str:
 def cmd_apply(args: argparse.Namespace) -> int:
     from runtime.apply import SchemaDiffers, apply, plain_sql, plan
 
-    url, targets = _loaded(args, args.queues, outbox=True)
+    url, targets = loaded_files(args, args.queues, outbox=True)
     differs: list[str] = []
 
     def report(target: Any, label: str, result: Any) -> None:
@@ -427,7 +395,7 @@ def _cell(value: Any, at_least: bool = False) -> str:
 def cmd_stats(args: argparse.Namespace) -> int:
     from runtime.operate import STATS_KEYS
 
-    url, queues = _loaded(args, args.queues)
+    url, queues = loaded_files(args, args.queues)
 
     async def work(conn: Any) -> list[tuple[str, dict[str, Any]]]:
         found = []
@@ -477,7 +445,7 @@ def _scopes(scopes: list[str | None]) -> str:
 
 def cmd_pause(args: argparse.Namespace) -> int:
     """qgen pause / qgen resume: one scope of one queue, then what is paused now."""
-    url, (queue,) = _loaded(args, [args.queue])
+    url, (queue,) = loaded_files(args, [args.queue])
     resume = args.fn is cmd_resume
 
     async def work(conn: Any) -> tuple[bool, list[str | None]]:
@@ -511,7 +479,7 @@ def _dead_line(row: dict[str, Any]) -> str:
 
 
 def cmd_dead(args: argparse.Namespace) -> int:
-    url, (queue,) = _loaded(args, [args.queue])
+    url, (queue,) = loaded_files(args, [args.queue])
     action = args.action
     if action in ("redrive", "purge") and bool(args.ids) == bool(args.all):
         print(f"qgen dead {action}: give the message ids, or --all", file=sys.stderr)
@@ -560,7 +528,7 @@ def cmd_dead(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    url, queues = _loaded(args, args.queues)
+    url, queues = loaded_files(args, args.queues)
     if not args.queues:  # every queue that keeps processed rows
         queues = [q for q in queues if "processed_at" in q.columns]
 
@@ -573,7 +541,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_regroup(args: argparse.Namespace) -> int:
-    url, (queue,) = _loaded(args, [args.queue])
+    url, (queue,) = loaded_files(args, [args.queue])
     decl = load_declaration(args.config)
     for other in decl.queues.values():
         dead = other.dead_letter.group if other.dead_letter else None
@@ -606,7 +574,7 @@ def cmd_regroup(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    url, (queue,) = _loaded(args, [args.queue])
+    url, (queue,) = loaded_files(args, [args.queue])
 
     async def work(conn: Any) -> bool:
         cancelled: bool = await queue.cancel(conn, args.id)
@@ -636,7 +604,7 @@ def _status_line(status: Any) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    url, (queue,) = _loaded(args, [args.queue])
+    url, (queue,) = loaded_files(args, [args.queue])
 
     async def work(conn: Any) -> Any:
         return await queue.status(conn, args.id)
@@ -1027,7 +995,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
                 f"schedules {args.action} takes one schedule: NAME or QUEUE.NAME"
             )
         queue_name, dot, name = args.names[0].rpartition(".")
-        url, queues = _loaded(args, [queue_name] if dot else [])
+        url, queues = loaded_files(args, [queue_name] if dot else [])
         owners = [q for q in queues if any(s.name == name for s in sched.schedules_of(q))]
         if len(owners) != 1:
             found = "several queues have it: write QUEUE.NAME" if owners else "no queue has it"
@@ -1037,7 +1005,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
         state = "paused" if args.action == "pause" else "resumed"
         print(f"{owners[0].name}.{name}: {state}" + ("" if changed else " already"))
         return 0
-    url, queues = _loaded(args, args.names)
+    url, queues = loaded_files(args, args.names)
     queues = [q for q in queues if sched.schedules_of(q)]
     if args.action == "list":
 

@@ -156,9 +156,6 @@ class DeadLetter:
     group: str | None = None
     table: str | None = None
 
-    def describe(self) -> str:
-        return f"group {self.group}" if self.group is not None else f"table {self.table}"
-
 
 @dataclass(frozen=True)
 class Limits:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qgen.declaration import load_declaration
+from qgen.targets import loaded_files
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -55,11 +56,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def build(args: argparse.Namespace) -> Starlette:
     """The console app for ``args`` (what ``qgen serve`` runs), without serving it."""
     import runtime
-    from qgen.cli import _loaded
     from runtime.console import create_app, read_token
     from runtime.dialects import dialect_for_scheme
 
-    url, queues = _loaded(args, [])
+    url, queues = loaded_files(args, [])
     dialect = dialect_for_scheme(url.split("://", 1)[0])
     if args.read_db:
         other = (

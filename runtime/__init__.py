@@ -12,8 +12,7 @@ __distribution__ = "qgen-sql"
 import importlib
 import sys
 import types
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from runtime.apply import SchemaDiffers, SchemaObject, apply, apply_sync
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
         ServerTooOld,
         UnknownCustomEvent,
     )
+    from runtime.loading import load
     from runtime.metrics import Metrics
     from runtime.outcomes import (
         LAST_ERROR_MAX,
@@ -50,7 +50,8 @@ if TYPE_CHECKING:
         retry,
         retry_after,
     )
-    from runtime.payloads import Decoder, Encoder
+    from runtime.payloads import Decoder as Decoder
+    from runtime.payloads import Encoder as Encoder
     from runtime.queue import Enqueued, Queue
     from runtime.status import Status
 
@@ -79,6 +80,7 @@ _LAZY: dict[str, str] = {
     "RenderedFileError": "runtime.errors",
     "ServerTooOld": "runtime.errors",
     "UnknownCustomEvent": "runtime.errors",
+    "load": "runtime.loading",
     "Metrics": "runtime.metrics",
     "LAST_ERROR_MAX": "runtime.outcomes",
     "MAX_DELAY_S": "runtime.outcomes",
@@ -127,61 +129,6 @@ class _Package(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Package
-
-
-_M = TypeVar("_M")
-
-
-@overload
-def load(
-    path: str | Path,
-    encoder: Encoder | None = None,
-    decoder: Decoder | None = None,
-    *,
-    payload: type[_M],
-) -> Queue[_M]: ...
-
-
-@overload
-def load(
-    path: str | Path,
-    encoder: Encoder | None = None,
-    decoder: Decoder | None = None,
-    *,
-    payload: None = None,
-) -> Queue[Any]: ...
-
-
-def load(
-    path: str | Path,
-    encoder: Encoder | None = None,
-    decoder: Decoder | None = None,
-    *,
-    payload: type[Any] | None = None,
-) -> Queue[Any]:
-    """Load a rendered file: ``queue = runtime.load("sql/postgres/orders.sql")``.
-
-    An outbox file gives an Outbox (``put``, ``relay``) instead of a Queue. Payloads are JSON
-    values; ``encoder`` turns any other value into one (called for each value JSON cannot
-    carry, e.g. ``lambda v: {"$dt": v.isoformat()}``) and ``decoder`` is called with every
-    decoded JSON object (dict) and returns what stands for it, on enqueue and delivery alike.
-
-    ``payload=Order`` (a dataclass, a pydantic v2 model or a msgspec Struct) types the queue
-    (``Queue[Order]``): enqueue takes an ``Order`` or a dict that validates as one and raises
-    PayloadError naming the field otherwise, nothing written; handlers get ``message.payload``
-    as an ``Order`` (runtime.models). It does not combine with ``encoder``/``decoder``
-    (ConfigurationError).
-    """
-    from runtime.queue import Queue
-    from runtime.rendered import read_rendered
-
-    rendered = read_rendered(path)
-    if rendered.header.kind == "outbox":
-        from runtime.outbox import Outbox
-
-        # load() is typed as returning a Queue (its public signature, what most callers load)
-        return Outbox(rendered, encoder=encoder, decoder=decoder, model=payload)  # type: ignore[return-value]
-    return Queue(rendered, encoder=encoder, decoder=decoder, model=payload)
 
 
 __all__ = [

@@ -25,22 +25,19 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtime.adapters import Adapted, adapt, adapted, run_sync
 from runtime.connect import connect
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
 from runtime.errors import ConfigurationError, DatabaseError
-from runtime.queue import Queue, check_dialect
+from runtime.loaded import Loaded
 from runtime.rendered import Statement
 from runtime.rendered import StatementName as S
 from runtime.sqltext import to_named
 from runtime.steps import run_step
 from runtime.verify import Finding, describe, verify
-
-if TYPE_CHECKING:
-    from runtime.outbox import Outbox
 
 log = logging.getLogger("runtime")
 
@@ -177,7 +174,7 @@ def _explained(finding: Finding, missing: list[SchemaObject]) -> bool:
     )
 
 
-async def plan(db: Any, target: Queue | Outbox) -> Plan:
+async def plan(db: Any, target: Loaded) -> Plan:
     """What ``apply`` would create on ``db`` (a URL or a connection, as apply takes),
     changing nothing: ``plan.missing``, ``plan.statements``, and ``plan.findings`` when a live
     table differs from the file (then apply refuses)."""
@@ -185,11 +182,11 @@ async def plan(db: Any, target: Queue | Outbox) -> Plan:
         async with await connect(db) as opened:
             return await plan(opened, target)
     conn = await adapted(db)
-    check_dialect(target.rendered, conn)
+    target.rendered.check_runs_on(conn.dialect)
     return await _plan(conn, target)
 
 
-async def _plan(conn: Connection | Adapted, target: Queue | Outbox) -> Plan:
+async def _plan(conn: Connection | Adapted, target: Loaded) -> Plan:
     dialect = target.rendered.dialect
     out = Plan(target.name)
     declared = [(st, declared_objects(st, dialect)) for st in target.rendered.require(S.SCHEMA)]
@@ -202,7 +199,7 @@ async def _plan(conn: Connection | Adapted, target: Queue | Outbox) -> Plan:
         if new:
             out.missing += new
             out.statements.append(st)
-    if isinstance(target, Queue) and any(o.kind == "table" for o in existing):
+    if target.rendered.header.kind == "queue" and any(o.kind == "table" for o in existing):
         # an Adapted connection is always in a transaction: run_step never needs its begin()
         found = await verify(conn, target)  # type: ignore[arg-type]
         # a note (what the service must do with a table that matches) stops nothing
@@ -210,7 +207,7 @@ async def _plan(conn: Connection | Adapted, target: Queue | Outbox) -> Plan:
     return out
 
 
-async def apply(db: Any, target: Queue | Outbox) -> list[SchemaObject]:
+async def apply(db: Any, target: Loaded) -> list[SchemaObject]:
     """Create the tables and indexes ``target``'s schema block declares that ``db`` lacks;
     returns them (``[]``: all were there). ``await runtime.apply(db, queue)``
 
@@ -225,7 +222,7 @@ async def apply(db: Any, target: Queue | Outbox) -> list[SchemaObject]:
         async with await connect(db) as opened:
             return await apply(opened, target)
     conn = await adapted(db)
-    check_dialect(target.rendered, conn)
+    target.rendered.check_runs_on(conn.dialect)
     dialect = conn.dialect
     if conn.in_transaction and not dialect.transactional_ddl:
         raise ConfigurationError(
@@ -250,7 +247,7 @@ async def apply(db: Any, target: Queue | Outbox) -> list[SchemaObject]:
     return created
 
 
-async def _in_own_transaction(conn: Any, target: Queue | Outbox) -> list[SchemaObject]:
+async def _in_own_transaction(conn: Any, target: Loaded) -> list[SchemaObject]:
     """One transaction (SQLite: BEGIN IMMEDIATE, one writer from the first read on)."""
     await conn.begin(immediate=True)
     try:
@@ -263,7 +260,7 @@ async def _in_own_transaction(conn: Any, target: Queue | Outbox) -> list[SchemaO
         raise
 
 
-async def _apply_once(conn: Connection | Adapted, target: Queue | Outbox) -> list[SchemaObject]:
+async def _apply_once(conn: Connection | Adapted, target: Loaded) -> list[SchemaObject]:
     found = await _plan(conn, target)
     if found.findings:
         raise SchemaDiffers(target.name, found.findings)
@@ -272,7 +269,7 @@ async def _apply_once(conn: Connection | Adapted, target: Queue | Outbox) -> lis
     rotate = target.rendered.get(S.ROTATE)
     for st in rotate or ():  # a partitioned layout: the partitions for the days ahead
         await conn.execute(st, {"age_s": None, "group": None})
-    if found.statements and isinstance(target, Queue):
+    if found.statements and target.rendered.header.kind == "queue":
         found_after = await verify(conn, target)  # type: ignore[arg-type]  # Adapted: as in _plan
         left = [f for f in found_after if not f.note]
         if left:  # the file's DDL and verify disagree (a bug): say so; DDL rolls back where it can
@@ -280,7 +277,7 @@ async def _apply_once(conn: Connection | Adapted, target: Queue | Outbox) -> lis
     return found.missing
 
 
-def apply_sync(db: Any, target: Queue | Outbox) -> list[SchemaObject]:
+def apply_sync(db: Any, target: Loaded) -> list[SchemaObject]:
     """``apply`` for blocking code: ``db`` is a database URL (apply opens its own connection
     on a fresh event loop) or a blocking connection (psycopg, sqlite3, SQLAlchemy Connection
     or Session; PostgreSQL and SQLite: in its transaction, the caller commits).

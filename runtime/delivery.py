@@ -5,13 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic
+from typing import Any, Generic
 
 from runtime.drivers.base import Connection
 from runtime.payloads import P
-
-if TYPE_CHECKING:
-    from runtime.settle import Decision
 
 
 @dataclass(frozen=True)
@@ -56,6 +53,19 @@ class Ctx:
                 "that a Consumer runs"
             )
         await self._report(value)
+
+
+@dataclass(slots=True)
+class Decision:
+    """How a delivery settles, once decided (runtime.settle): the step to run (None: no
+    statement, e.g. a row-lock retry without an attempt column) and the label the counts
+    report."""
+
+    label: str
+    #: a statement name, or ``custom.<name>``
+    step: str | None
+    params: dict[str, Any]
+    commits_handler_writes: bool
 
 
 @dataclass(eq=False, slots=True)

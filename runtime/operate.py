@@ -14,17 +14,16 @@ import logging
 from collections.abc import Iterable
 from datetime import timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtime.adapters import adapted
 from runtime.errors import ConfigurationError, InvalidArgument, RedriveRefused
+from runtime.loaded import Loaded, LoadedQueue
 from runtime.outcomes import delay_seconds
 from runtime.payloads import shown_payload
+from runtime.process_keys import key_held
 from runtime.rendered import StatementName as S
 from runtime.steps import run_step
-
-if TYPE_CHECKING:
-    from runtime.queue import Queue
 
 log = logging.getLogger("runtime")
 
@@ -38,7 +37,7 @@ ERROR_KEYS = ("last_error", "dead_last_error")
 _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
 
 
-def _params(queue: Queue, group: str | None = None) -> dict[str, Any]:
+def _params(queue: Loaded, group: str | None = None) -> dict[str, Any]:
     # an outbox (stats, per_minute) has neither
     return {
         "group": group if group is not None else getattr(queue, "default_group", None),
@@ -46,16 +45,14 @@ def _params(queue: Queue, group: str | None = None) -> dict[str, Any]:
     }
 
 
-async def _run(queue: Queue, db: Any, name: str, params: dict[str, Any]) -> Any:
-    from runtime.queue import check_dialect
-
+async def _run(queue: Loaded, db: Any, name: str, params: dict[str, Any]) -> Any:
     conn = await adapted(db)
-    check_dialect(queue.rendered, conn)
+    queue.rendered.check_runs_on(conn.dialect)
     # an Adapted connection is always in a transaction: run_step never needs its begin()
     return await run_step(conn, queue.rendered.require(name), params)  # type: ignore[arg-type]
 
 
-def _need_dead_letter(queue: Queue) -> None:
+def _need_dead_letter(queue: LoadedQueue) -> None:
     if queue.rendered.header.dead_group is None and queue.rendered.header.dead_table is None:
         raise ConfigurationError(
             f"queue '{queue.name}' declares no dead letter: declare max_attempts and "
@@ -72,7 +69,7 @@ def _number(value: Any) -> float | int | None:
 
 
 async def stats(
-    queue: Queue, db: Any, group: str | None = None, processed_cap: int | None = PROCESSED_CAP
+    queue: LoadedQueue, db: Any, group: str | None = None, processed_cap: int | None = PROCESSED_CAP
 ) -> dict[str, Any]:
     """The queue's counts by the database's clock (see ``Queue.stats``); an outbox's too
     (ready: unmarked, processed: marked)."""
@@ -97,7 +94,7 @@ async def stats(
     return out
 
 
-def _shown_row(queue: Queue, row: dict[str, Any]) -> dict[str, Any]:
+def _shown_row(queue: LoadedQueue, row: dict[str, Any]) -> dict[str, Any]:
     """A dead (or pending) row as shown: its payload decoded and, with an attempt column, ``deliveries``,
     how many times it was delivered (the column holds the number the next delivery would
     read: the move to the dead letter counts the last one)."""
@@ -113,7 +110,7 @@ def _shown_row(queue: Queue, row: dict[str, Any]) -> dict[str, Any]:
 
 
 async def dead_list(
-    queue: Queue,
+    queue: LoadedQueue,
     db: Any,
     limit: int = 100,
     after_id: int | None = None,
@@ -131,7 +128,7 @@ async def dead_list(
     return [_shown_row(queue, r) for r in result.rows]
 
 
-async def dead_show(queue: Queue, db: Any, id: int) -> dict[str, Any] | None:
+async def dead_show(queue: LoadedQueue, db: Any, id: int) -> dict[str, Any] | None:
     """One dead message, or None (see ``Queue.dead_show``)."""
     _need_dead_letter(queue)
     result = await _run(queue, db, S.DEAD_SHOW, {**_params(queue), "id": int(id)})
@@ -146,7 +143,7 @@ def _ids(ids: Iterable[int]) -> list[int]:
 
 
 async def redrive(
-    queue: Queue, db: Any, ids: Iterable[int] | None = None, group: str | None = None
+    queue: LoadedQueue, db: Any, ids: Iterable[int] | None = None, group: str | None = None
 ) -> int:
     """Send dead messages back as first deliveries (see ``Queue.redrive``)."""
     _need_dead_letter(queue)
@@ -168,7 +165,7 @@ async def redrive(
     return result.rowcount or 0
 
 
-async def _refuse_taken_keys(queue: Queue, db: Any, params: dict[str, Any]) -> None:
+async def _refuse_taken_keys(queue: LoadedQueue, db: Any, params: dict[str, Any]) -> None:
     """A dead message goes back only if its dedupe_key is free: refuse the whole redrive
     otherwise (a key taken in between still fails on the unique index, nothing moved)."""
     name = S.REDRIVE_BLOCKED if "ids" in params else S.REDRIVE_BLOCKED_ALL
@@ -183,7 +180,7 @@ async def _refuse_taken_keys(queue: Queue, db: Any, params: dict[str, Any]) -> N
         )
 
 
-async def purge_dead(queue: Queue, db: Any, ids: Iterable[int] | None = None) -> int:
+async def purge_dead(queue: LoadedQueue, db: Any, ids: Iterable[int] | None = None) -> int:
     """Delete dead messages for good (see ``Queue.purge_dead``)."""
     _need_dead_letter(queue)
     if ids is None:
@@ -197,7 +194,7 @@ async def purge_dead(queue: Queue, db: Any, ids: Iterable[int] | None = None) ->
 
 
 async def prune(
-    queue: Queue, db: Any, older_than_s: float, batch: int = 1000, group: str | None = None
+    queue: LoadedQueue, db: Any, older_than_s: float, batch: int = 1000, group: str | None = None
 ) -> int:
     """Delete processed rows older than ``older_than_s`` in batches (see ``Queue.prune``)."""
     if "processed_at" not in queue.columns:
@@ -229,14 +226,14 @@ async def prune(
             return total
 
 
-async def groups(queue: Queue, db: Any) -> dict[str, int]:
+async def groups(queue: LoadedQueue, db: Any) -> dict[str, int]:
     """The unfinished rows of each group of the queue's table: ``{"orders": 12}``."""
     _need_group(queue)
     result = await _run(queue, db, S.GROUPS, {})
     return {str(r["group"]): int(r["pending"]) for r in result.rows}
 
 
-async def regroup(queue: Queue, db: Any, from_group: str, group: str | None = None) -> int:
+async def regroup(queue: LoadedQueue, db: Any, from_group: str, group: str | None = None) -> int:
     """Move the unfinished rows of ``from_group`` to ``group`` (default: the queue's own),
     e.g. the rows a renamed queue left in its old group; how many moved. Refuses the queue's
     own group and its dead-letter group (a redrive sends dead messages back)."""
@@ -257,7 +254,7 @@ async def regroup(queue: Queue, db: Any, from_group: str, group: str | None = No
     return (await _run(queue, db, S.REGROUP, params)).rowcount or 0
 
 
-def _need_group(queue: Queue) -> None:
+def _need_group(queue: LoadedQueue) -> None:
     if not queue.rendered.get(S.GROUPS):
         raise ConfigurationError(
             f"queue '{queue.name}' has no group column (or its file predates `groups`): "
@@ -265,19 +262,16 @@ def _need_group(queue: Queue) -> None:
         )
 
 
-async def cancel(queue: Queue, db: Any, id: int) -> bool:
+async def cancel(queue: LoadedQueue, db: Any, id: int) -> bool:
     """Finish a message that is not in flight, as ack would (see ``Queue.cancel``)."""
-    from runtime.forms.advisory import AdvisoryForm
-
     try:
         message = int(id)
     except (TypeError, ValueError):
         raise InvalidArgument(f"id must be a message id (a whole number), not {id!r}") from None
-    if queue.form == "advisory" and not queue.dialect.server_advisory:
-        # the keys live in the consumers' process: those of this one are known
-        held = {(table, row) for _, table, row in AdvisoryForm._process_keys}
-        if (queue.table, message) in held:
-            return False
+    # SQLite's advisory keys live in the consumers' process: those of this one are known
+    advisory_here = queue.form == "advisory" and not queue.dialect.server_advisory
+    if advisory_here and key_held(queue.table, message):
+        return False
     params = {"id": message, "dead_group": queue.dead_group}
     try:
         result = await _run(queue, db, S.CANCEL, params)
@@ -287,7 +281,7 @@ async def cancel(queue: Queue, db: Any, id: int) -> bool:
     return (result.rowcount or 0) > 0
 
 
-async def _unlock_quietly(queue: Queue, db: Any, message: int) -> None:
+async def _unlock_quietly(queue: LoadedQueue, db: Any, message: int) -> None:
     """A cancel that failed between taking a session-wide key (GET_LOCK) and releasing it
     gives the key back, as best it can (the connection may be gone)."""
     if len(queue.rendered.require(S.CANCEL)) < 2 or not queue.rendered.get(S.UNLOCK):
@@ -299,7 +293,7 @@ async def _unlock_quietly(queue: Queue, db: Any, message: int) -> None:
 
 
 async def pending_list(
-    queue: Queue,
+    queue: LoadedQueue,
     db: Any,
     limit: int = 100,
     after_id: int | None = None,
@@ -322,7 +316,7 @@ async def pending_list(
 
 
 async def advance(
-    queue: Queue, db: Any, seconds: float | timedelta, group: str | None = None
+    queue: LoadedQueue, db: Any, seconds: float | timedelta, group: str | None = None
 ) -> int:
     """Bring the delayed messages ``seconds`` nearer (see ``Queue.advance``); how many moved."""
     if "retry_after" not in queue.columns:
@@ -334,7 +328,7 @@ async def advance(
     return (await _run(queue, db, _need(queue, S.ADVANCE), params)).rowcount or 0
 
 
-def _need(queue: Queue, name: str) -> str:
+def _need(queue: LoadedQueue, name: str) -> str:
     """A statement files rendered before it existed lack: say how to get it."""
     if not queue.rendered.get(name):
         raise ConfigurationError(
@@ -349,7 +343,7 @@ WINDOW_S = 3600
 
 
 async def per_minute(
-    queue: Queue, db: Any, window_s: int = WINDOW_S, group: str | None = None
+    queue: LoadedQueue, db: Any, window_s: int = WINDOW_S, group: str | None = None
 ) -> dict[str, list[int] | None]:
     """Messages finished (``processed_at``) and enqueued (``enqueued_at``; an outbox's
     ``created_at``) in each minute of the last ``window_s`` seconds, by the database's clock:
@@ -371,7 +365,7 @@ async def per_minute(
 
 
 async def ready_by_priority(
-    queue: Queue, db: Any, group: str | None = None
+    queue: LoadedQueue, db: Any, group: str | None = None
 ) -> list[dict[str, int]]:
     """The ready messages of each priority, highest first: ``[{"priority": 5, "ready": 3}]``;
     empty for a queue without a priority column."""
@@ -382,7 +376,7 @@ async def ready_by_priority(
 
 
 async def fifo_waiting(
-    queue: Queue, db: Any, limit: int = 20, group: str | None = None
+    queue: LoadedQueue, db: Any, limit: int = 20, group: str | None = None
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` fifo keys with messages waiting behind the key's head, most waiting
     first: ``[{"fifo_key": "acct-1", "head_id": 12, "waiting": 4}]``; empty for a queue
@@ -397,7 +391,7 @@ async def fifo_waiting(
     ]
 
 
-def _need_pause(queue: Queue) -> None:
+def _need_pause(queue: LoadedQueue) -> None:
     if queue.rendered.header.pause_table is None or not queue.rendered.get(S.PAUSE):
         raise ConfigurationError(
             f"queue '{queue.name}' cannot be paused: its file has no pause table (declared "
@@ -406,7 +400,7 @@ def _need_pause(queue: Queue) -> None:
         )
 
 
-def _scope(queue: Queue, group: str | None) -> str:
+def _scope(queue: LoadedQueue, group: str | None) -> str:
     """The pause row's group: '' for the whole queue (its table), else the group named."""
     if group is None:
         return ""
@@ -421,7 +415,7 @@ def _scope(queue: Queue, group: str | None) -> str:
     return group
 
 
-async def pause(queue: Queue, db: Any, group: str | None = None) -> bool:
+async def pause(queue: LoadedQueue, db: Any, group: str | None = None) -> bool:
     """Pause the queue, or one group of it (see ``Queue.pause``); False: it was paused."""
     _need_pause(queue)
     result = await _run(queue, db, S.PAUSE, {"group": _scope(queue, group)})
@@ -431,7 +425,7 @@ async def pause(queue: Queue, db: Any, group: str | None = None) -> bool:
     return done
 
 
-async def resume(queue: Queue, db: Any, group: str | None = None) -> bool:
+async def resume(queue: LoadedQueue, db: Any, group: str | None = None) -> bool:
     """Lift the queue's pause, or one group's (see ``Queue.resume``); False: none held."""
     _need_pause(queue)
     result = await _run(queue, db, S.RESUME, {"group": _scope(queue, group)})
@@ -441,7 +435,7 @@ async def resume(queue: Queue, db: Any, group: str | None = None) -> bool:
     return done
 
 
-async def paused(queue: Queue, db: Any) -> list[str | None]:
+async def paused(queue: LoadedQueue, db: Any) -> list[str | None]:
     """The paused scopes of the queue's table: None for the whole queue, then group names
     (see ``Queue.paused``)."""
     _need_pause(queue)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.errors import PayloadError
 
@@ -29,8 +29,6 @@ from runtime.errors import PayloadError
 #: ``Message`` mean ``…[Any]``
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
-
-    from runtime.models import PayloadModel
 
     P = TypeVar("P", default=Any)
 else:
@@ -46,6 +44,16 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 Encoder = Callable[[Any], Any]
 #: called with every decoded JSON object (dict); returns what stands for it
 Decoder = Callable[[dict[str, Any]], Any]
+
+
+class Codec(Protocol):
+    """A payload model's codec (runtime.models.PayloadModel): a model's instance as JSON text
+    and back, PayloadError when a value is not one."""
+
+    def encode(self, value: Any) -> str: ...
+
+    def decode(self, text: str) -> Any: ...
+
 
 _HINT = "pass encoder=/decoder= to runtime.load() to carry other types"
 
@@ -152,9 +160,7 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def encode_payload(
-    payload: Any, encoder: Encoder | None = None, model: PayloadModel[Any] | None = None
-) -> str:
+def encode_payload(payload: Any, encoder: Encoder | None = None, model: Codec | None = None) -> str:
     """The JSON text stored for a payload; PayloadError when an engine could not keep it, or
     (a ``model``: runtime.models) when it is not a valid instance of the model.
 
@@ -168,9 +174,7 @@ def encode_payload(
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def decode_payload(
-    value: Any, decoder: Decoder | None = None, model: PayloadModel[Any] | None = None
-) -> Any:
+def decode_payload(value: Any, decoder: Decoder | None = None, model: Codec | None = None) -> Any:
     """A stored payload back as Python: every engine's driver hands it over as text; with a
     ``model`` (runtime.models), an instance of it.
 

@@ -7,16 +7,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Generic
+from typing import Any, Generic
 
-from runtime import wake
+import runtime.operate as operate
+import runtime.wake as wake
 from runtime.adapters import Adapted, adapt, adapted, run_sync
 from runtime.dialects import Dialect, Server
 from runtime.drivers.base import Connection, atomic
 from runtime.errors import (
     ConfigurationError,
     DatabaseError,
-    DialectMismatch,
     InvalidArgument,
     PayloadError,
 )
@@ -25,10 +25,8 @@ from runtime.outcomes import delay_seconds
 from runtime.payloads import Decoder, Encoder, P, decode_payload, encode_payload
 from runtime.rendered import Kind, RenderedFile
 from runtime.rendered import StatementName as S
+from runtime.status import Status, status
 from runtime.steps import run_step
-
-if TYPE_CHECKING:
-    from runtime.status import Status
 
 __all__ = [
     "Enqueued",
@@ -65,13 +63,7 @@ class Enqueued(int):
 
 def check_dialect(rendered: RenderedFile, conn: Connection | Adapted) -> None:
     """A file rendered for one dialect runs only on the engines that accept it."""
-    d = rendered.dialect
-    if conn.dialect.name not in d.runs_on:
-        raise DialectMismatch(
-            f"{rendered.path} was rendered for {d.name} but the connection reaches "
-            f"{conn.dialect.name}; load sql/{conn.dialect.name}/… instead "
-            f"(render it with `qgen render --dialect {conn.dialect.name}`)"
-        )
+    rendered.check_runs_on(conn.dialect)
 
 
 def check_server(queue: Queue, server: Server | None) -> str | None:
@@ -443,8 +435,6 @@ class Queue(Generic[P]):
         without an enqueued_at column); paused (with a pause table): whether a pause holds the
         queue or the group, its ready messages waiting. ``group`` defaults to the queue's
         default_group."""
-        from runtime import operate
-
         return await operate.stats(self, db, group, processed_cap)
 
     async def dead_list(
@@ -453,14 +443,10 @@ class Queue(Generic[P]):
         """A page of dead messages (id, payload, attempt, …), oldest first or newest first;
         pass the last id of a page as ``after_id`` for the next.
         ``page = await queue.dead_list(db, limit=50)``"""
-        from runtime import operate
-
         return await operate.dead_list(self, db, limit, after_id, newest_first)
 
     async def dead_show(self, db: Any, id: int) -> dict[str, Any] | None:
         """One dead message by id, or None. ``await queue.dead_show(db, 42)``"""
-        from runtime import operate
-
         return await operate.dead_show(self, db, id)
 
     async def redrive(
@@ -470,30 +456,22 @@ class Queue(Generic[P]):
         (attempt 1, no delay, no lease), in one transaction; returns how many. A dead-letter
         group sends them to ``group`` (default: the queue's default_group); a dead-letter
         table moves them back, ids kept. ``await queue.redrive(db, [42, 43])``"""
-        from runtime import operate
-
         return await operate.redrive(self, db, ids, group)
 
     async def purge_dead(self, db: Any, ids: Iterable[int] | None = None) -> int:
         """Delete dead messages (``ids``, or all of them) for good; returns how many.
         ``await queue.purge_dead(db, [42])``"""
-        from runtime import operate
-
         return await operate.purge_dead(self, db, ids)
 
     async def groups(self, db: Any) -> dict[str, int]:
         """The unfinished rows of each group of the queue's table (a table with a group
         column): ``await queue.groups(db)`` → ``{"orders": 12, "orders_dead": 1}``."""
-        from runtime import operate
-
         return await operate.groups(self, db)
 
     async def regroup(self, db: Any, from_group: str, group: str | None = None) -> int:
         """Move the unfinished rows of ``from_group`` into ``group`` (default: this queue's
         default_group), e.g. what a renamed queue left behind; returns how many moved.
         ``await queue.regroup(db, "orders")``"""
-        from runtime import operate
-
         return await operate.regroup(self, db, from_group, group)
 
     async def prune(
@@ -502,8 +480,6 @@ class Queue(Generic[P]):
         """Delete rows marked processed more than ``older_than_s`` seconds ago (the database's
         clock), ``batch`` rows per statement, each committed on its own, until a batch comes
         back short; unprocessed rows stay. Returns how many. ``await queue.prune(db, 86400)``"""
-        from runtime import operate
-
         return await operate.prune(self, db, older_than_s, batch, group)
 
     async def status(self, db: Any, id: int) -> Status | None:
@@ -512,8 +488,6 @@ class Queue(Generic[P]):
         ``s = await queue.status(db, 42)`` → ``Status(id=42, state="done", attempts=1,
         result={"rows": 3}, …)``. See runtime.Status for the fields and what each form can
         tell (a row lock's hold reads pending; a cancelled row reads done)."""
-        from runtime.status import status
-
         return await status(self, db, id)
 
     async def cancel(self, db: Any, id: int) -> bool:
@@ -521,8 +495,6 @@ class Queue(Generic[P]):
         pending (ready or delayed) and not in flight; True if it did. False: a consumer holds
         it now (a lease in the future, a claim's row lock, an advisory key), or it is already
         finished, dead, or unknown. It never goes to the dead letter. ``await queue.cancel(db, 42)``"""
-        from runtime import operate
-
         return await operate.cancel(self, db, id)
 
     async def pending_list(
@@ -532,16 +504,12 @@ class Queue(Generic[P]):
         oldest first: id, payload, attempt, … and ``due_s``, the seconds until a delayed one
         is claimable (0 when it is, None without a retry_after column); pass the last id of a
         page as ``after_id`` for the next. ``rows = await queue.pending_list(db)``"""
-        from runtime import operate
-
         return await operate.pending_list(self, db, limit, after_id, group)
 
     async def advance(self, db: Any, seconds: float | timedelta, group: str | None = None) -> int:
         """Bring every delayed message (a delayed enqueue, a retry_after) ``seconds`` nearer, as
         if that much time had passed; returns how many it moved. Tests travel in time with it
         instead of sleeping (``runtime.testing``). ``await queue.advance(db, 60)``"""
-        from runtime import operate
-
         return await operate.advance(self, db, seconds, group)
 
     async def pause(self, db: Any, group: str | None = None) -> bool:
@@ -550,8 +518,6 @@ class Queue(Generic[P]):
         delivery already claimed runs and settles as usual, and enqueue goes on. The pause
         is a row of the pause table, so it outlives restarts. True if it paused, False if it
         was paused already. ``await queue.pause(db)``, ``await queue.pause(db, group="eu")``"""
-        from runtime import operate
-
         return await operate.pause(self, db, group)
 
     async def resume(self, db: Any, group: str | None = None) -> bool:
@@ -559,15 +525,11 @@ class Queue(Generic[P]):
         its messages again (an idle consumer, at its next poll). Each scope is resumed on its
         own: resuming the queue leaves a group paused on its own paused. True if a pause was
         lifted. ``await queue.resume(db)``"""
-        from runtime import operate
-
         return await operate.resume(self, db, group)
 
     async def paused(self, db: Any) -> list[str | None]:
         """The paused scopes of the queue's table: ``None`` for the whole queue, then each
         paused group. ``await queue.paused(db)`` → ``[None, "eu"]`` (``[]``: none)."""
-        from runtime import operate
-
         return await operate.paused(self, db)
 
     @property

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.dialects import DIALECTS, FORMS, Dialect
-from runtime.errors import RenderedFileError
+from runtime.errors import DialectMismatch, RenderedFileError
 from runtime.schedule_slots import Schedule, ScheduleError, parse_schedule
 
 TITLE = (
@@ -75,7 +75,6 @@ class StatementName(StrEnum):
     ENQUEUE_EXISTING = "enqueue_existing"
     ENQUEUE_UNLOCK = "enqueue_unlock"
     CLAIM = "claim"
-    LOCK = "lock"
     TAKE = "take"
     EXTEND = "extend"
     ACK = "ack"
@@ -302,8 +301,6 @@ class RenderedFile:
     path: str
     header: Header
     statements: Mapping[str, Step] = field(default_factory=dict)
-    #: each block's line saying what it does
-    docs: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def dialect(self) -> Dialect:
@@ -313,6 +310,16 @@ class RenderedFile:
     def columns(self) -> dict[str, str]:
         """Logical column → the table's real name, as declared."""
         return dict(self.header.columns)
+
+    def check_runs_on(self, dialect: Dialect) -> None:
+        """DialectMismatch unless a connection of ``dialect`` may run this file (a file
+        rendered for one dialect runs only on the engines that accept it)."""
+        if dialect.name not in self.dialect.runs_on:
+            raise DialectMismatch(
+                f"{self.path} was rendered for {self.dialect.name} but the connection reaches "
+                f"{dialect.name}; load sql/{dialect.name}/… instead "
+                f"(render it with `qgen render --dialect {dialect.name}`)"
+            )
 
     def get(self, name: str) -> Step | None:
         return self.statements.get(name)
@@ -374,8 +381,7 @@ def parse_rendered(text: str | bytes, path: str = "<text>") -> RenderedFile:
                 raise _error(path, f"header line {i + 1} holds no JSON value") from None
         i += 1
     header = _header(values, path)
-    statements, docs = split_blocks(lines[i:], path)
-    return RenderedFile(path=path, header=header, statements=statements, docs=docs)
+    return RenderedFile(path=path, header=header, statements=split_blocks(lines[i:], path))
 
 
 def read_rendered(path: str | Path) -> RenderedFile:
@@ -404,14 +410,13 @@ def _check_seal(lines: list[str], path: str) -> None:
         )
 
 
-def split_blocks(lines: list[str], path: str) -> tuple[dict[str, Step], dict[str, str]]:
+def split_blocks(lines: list[str], path: str) -> dict[str, Step]:
     """The named blocks after the header: the one splitter the generator and runtime share.
 
     Each block is `-- name: NAME`, one line saying what it does, `-- kinds: …`, then SQL
     lines until the next `-- name:` line; a statement ends at a line ending with ';'.
     """
     statements: dict[str, Step] = {}
-    docs: dict[str, str] = {}
     i = 0
     while i < len(lines):
         if not lines[i]:
@@ -427,7 +432,6 @@ def split_blocks(lines: list[str], path: str) -> tuple[dict[str, Step], dict[str
             raise _error(path, f"statement '{name}' has no line saying what it does")
         if not lines[i + 2].startswith(_KINDS_PREFIX):
             raise _error(path, f"statement '{name}' has no `-- kinds:` line")
-        docs[name] = lines[i + 1][3:]
         try:
             kinds = [Kind(k) for k in lines[i + 2][len(_KINDS_PREFIX) :].split(" ")]
         except ValueError:
@@ -445,7 +449,7 @@ def split_blocks(lines: list[str], path: str) -> tuple[dict[str, Step], dict[str
                 path, f"statement '{name}' has {len(sqls)} statements but {len(kinds)} kinds"
             )
         statements[name] = tuple(Statement(s, k) for s, k in zip(sqls, kinds, strict=True))
-    return statements, docs
+    return statements
 
 
 def split_statements(body: list[str]) -> list[str] | None:

@@ -3,33 +3,22 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
+# Decision is defined with the Delivery that carries it; the forms import it from here
+from runtime.delivery import Decision as Decision
 from runtime.delivery import Delivery
 from runtime.errors import PayloadError, UnknownCustomEvent
+from runtime.loaded import LoadedQueue
 from runtime.metrics import fields
 from runtime.outcomes import PLAIN_RETRY, Outcome, OutcomeKind
 from runtime.payloads import encode_payload
-from runtime.queue import Queue
 from runtime.rendered import StatementName as S
 
 log = logging.getLogger("runtime")
 
 
-@dataclass(slots=True)
-class Decision:
-    """The step to run (None: no statement, e.g. a row-lock retry without an attempt column)
-    and the label the counts report."""
-
-    label: str
-    #: a statement name, or ``custom.<name>``
-    step: str | None
-    params: dict[str, Any]
-    commits_handler_writes: bool
-
-
-def _error(queue: Queue, outcome: Outcome | None, reason: str | None) -> str | None:
+def _error(queue: LoadedQueue, outcome: Outcome | None, reason: str | None) -> str | None:
     """What ``:error`` binds: with a last_error column, the reason (or what the handler
     returned); without one, only a custom event's reason (its own SQL may use it), so that
     deliveries of one outcome still settle together whatever their reason."""
@@ -46,7 +35,7 @@ def _error(queue: Queue, outcome: Outcome | None, reason: str | None) -> str | N
 
 
 def _params(
-    queue: Queue, delivery: Delivery, outcome: Outcome | None, reason: str | None = None
+    queue: LoadedQueue, delivery: Delivery, outcome: Outcome | None, reason: str | None = None
 ) -> dict[str, Any]:
     return {
         "id": delivery.message.id,
@@ -60,7 +49,7 @@ def _params(
     }
 
 
-def dead_letter_now(queue: Queue, delivery: Delivery, reason: str) -> Decision | None:
+def dead_letter_now(queue: LoadedQueue, delivery: Delivery, reason: str) -> Decision | None:
     """Move the row to its dead letter whatever its attempt (a payload that cannot be
     decoded will never be handled), ``reason`` for last_error; None when the queue declares
     no dead letter."""
@@ -74,7 +63,7 @@ def dead_letter_now(queue: Queue, delivery: Delivery, reason: str) -> Decision |
     )
 
 
-def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
+def decide(queue: LoadedQueue, delivery: Delivery, outcome: Outcome) -> Decision:
     """Turn a handler's outcome into the statement that settles it."""
     r = queue.rendered
     kind = outcome.kind
@@ -129,7 +118,11 @@ def decide(queue: Queue, delivery: Delivery, outcome: Outcome) -> Decision:
 
 
 def _with_result(
-    queue: Queue, delivery: Delivery, outcome: Outcome, params: dict[str, Any], step: str | None
+    queue: LoadedQueue,
+    delivery: Delivery,
+    outcome: Outcome,
+    params: dict[str, Any],
+    step: str | None,
 ) -> str | None:
     """An ack with a result: ``ack_result``, its ``result`` parameter the encoded value.
     PayloadError when the value cannot be stored (the consumer settles it as a retry); a

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from runtime.errors import InvalidArgument, PayloadError
+from runtime.loaded import LoadedQueue
+from runtime.operate import _run
 from runtime.payloads import decode_payload, shown_payload
+from runtime.process_keys import key_held
 from runtime.rendered import StatementName as S
-
-if TYPE_CHECKING:
-    from runtime.queue import Queue
 
 State = Literal["pending", "running", "done", "dead", "cancelled"]
 #: every state a Status may be in
@@ -72,23 +72,19 @@ def _when(value: Any) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _json(queue: Queue, value: Any) -> Any:
+def _json(queue: LoadedQueue, value: Any) -> Any:
     return None if value is None else decode_payload(value, queue.decoder)
 
 
-def _held_here(queue: Queue, message: int) -> bool:
+def _held_here(queue: LoadedQueue, message: int) -> bool:
     """SQLite's advisory keys live in the consumers' process: this one's are known."""
     if queue.form != "advisory" or queue.dialect.server_advisory:
         return False
-    from runtime.forms.advisory import AdvisoryForm
-
-    return any(t == queue.table and i == message for _, t, i in AdvisoryForm._process_keys)
+    return key_held(queue.table, message)
 
 
-async def status(queue: Queue, db: Any, id: int) -> Status | None:
+async def status(queue: LoadedQueue, db: Any, id: int) -> Status | None:
     """Message ``id``'s Status, or None when no row has it (see ``Queue.status``)."""
-    from runtime.operate import _run
-
     if isinstance(id, bool) or not isinstance(id, int):
         raise InvalidArgument(f"id must be a message id (a whole number), not {id!r}")
     result = await _run(queue, db, S.STATUS, {"id": id, "dead_group": queue.dead_group})

@@ -42,6 +42,7 @@ from runtime.counts import Counts
 from runtime.delivery import Ctx, Delivery, Message
 from runtime.drivers.base import Connection
 from runtime.errors import ConfigurationError, PayloadError
+from runtime.loading import load
 from runtime.outcomes import RetryPolicy
 from runtime.payloads import P, encode_payload
 from runtime.queue import Enqueued, Queue
@@ -211,8 +212,6 @@ class Harness(Generic[P]):
         self, queue: Queue[P] | str | Path, url: str, payload: type[P] | None = None
     ) -> None:
         if not isinstance(queue, Queue):
-            from runtime import load
-
             queue = load(queue, payload=payload)
         elif payload is not None and queue.model is not payload:
             raise ConfigurationError(

@@ -16,7 +16,7 @@ from typing import Any
 from runtime.dialects import PENDING_KEY
 from runtime.drivers.base import Connection
 from runtime.errors import ConfigurationError
-from runtime.queue import Queue
+from runtime.loaded import Loaded
 from runtime.steps import run_step
 
 #: the column types that keep each role exact, per engine (the type as the database names it)
@@ -107,7 +107,7 @@ def _split(table: str) -> dict[str, Any]:
     return {"table_schema": schema or None, "table_name": name}
 
 
-async def describe(conn: Connection, queue: Queue, table: str) -> dict[str, dict[str, Any]]:
+async def describe(conn: Connection, queue: Loaded, table: str) -> dict[str, dict[str, Any]]:
     """The table's columns as the database describes them, by name."""
     rows = (await run_step(conn, queue.rendered.require("columns"), _split(table))).rows
     return {str(r["name"]): r for r in rows}
@@ -120,7 +120,7 @@ def _default(row: dict[str, Any]) -> str | None:
     return str(value).strip("'").split("::", 1)[0]
 
 
-def attempt_problem(queue: Queue, columns: dict[str, dict[str, Any]]) -> Finding | None:
+def attempt_problem(queue: Loaded, columns: dict[str, dict[str, Any]]) -> Finding | None:
     """The attempt column must default to 1: the number the first delivery reads."""
     name = queue.columns.get("attempt")
     row = columns.get(name) if name else None
@@ -138,7 +138,7 @@ def attempt_problem(queue: Queue, columns: dict[str, dict[str, Any]]) -> Finding
     )
 
 
-async def check_attempt_default(conn: Connection, queue: Queue) -> None:
+async def check_attempt_default(conn: Connection, queue: Loaded) -> None:
     """Raise ConfigurationError (one line, with the fix) when the attempt default is wrong."""
     if "attempt" not in queue.columns or not queue.rendered.get("columns"):
         return
@@ -149,7 +149,7 @@ async def check_attempt_default(conn: Connection, queue: Queue) -> None:
         )
 
 
-async def verify(conn: Connection, queue: Queue) -> list[Finding]:
+async def verify(conn: Connection, queue: Loaded) -> list[Finding]:
     """Everything about the queue's live tables that differs from its file."""
     types = ROLE_TYPES[queue.dialect.name if queue.dialect.name != "mariadb" else "mysql"]
     cols = await describe(conn, queue, queue.table)
@@ -254,7 +254,7 @@ async def verify(conn: Connection, queue: Queue) -> list[Finding]:
 
 
 def _dead_table_findings(
-    queue: Queue, cols: dict[str, dict[str, Any]], dead_cols: dict[str, dict[str, Any]]
+    queue: Loaded, cols: dict[str, dict[str, Any]], dead_cols: dict[str, dict[str, Any]]
 ) -> list[Finding]:
     """The dead-letter table holds each row of the queue table as it is, and a redrive moves
     it back: each column must be of the same type family on both sides, and nullable there
@@ -289,7 +289,7 @@ def _dead_table_findings(
     return found
 
 
-async def _index_findings(conn: Connection, queue: Queue) -> list[Finding]:
+async def _index_findings(conn: Connection, queue: Loaded) -> list[Finding]:
     """The claim reads an index led by (group, [processed_at where no partial index],
     [priority], id); a fifo_key's check one led by (fifo_key, [processed_at], id)."""
     c = queue.columns
@@ -324,7 +324,7 @@ async def _index_findings(conn: Connection, queue: Queue) -> list[Finding]:
     return found
 
 
-async def _dedupe_index_findings(conn: Connection, queue: Queue) -> list[Finding]:
+async def _dedupe_index_findings(conn: Connection, queue: Loaded) -> list[Finding]:
     """dedupe_key holds only under the schema's unique index over (group, key): partial over
     the pending rows where the engine has partial indexes, else over the generated column
     (the ``indexes`` statement lists columns, not uniqueness: its name and columns are read)."""

@@ -29,7 +29,9 @@ from runtime.connect import check_url
 from runtime.consumer import Consumer
 from runtime.counts import Counts
 from runtime.errors import BrokerError, ConfigurationError
+from runtime.loading import load
 from runtime.outcomes import Immediate, RetryPolicy, default_retry_policy
+from runtime.queue import Queue
 
 log = logging.getLogger("runtime")
 
@@ -240,8 +242,6 @@ def run_worker(
     more. ``options`` go to each Consumer (``group``, ``handler_timeout``,
     ``poll_interval``, ``max_poll_interval``, ``settle_window``).
     """
-    import runtime
-
     targets = [*([(file, handler)] if file is not None else []), *queues]
     try:
         setup_logging(_level(log_level))
@@ -250,8 +250,8 @@ def run_worker(
         for path, spec in targets:
             if spec is None:
                 raise ConfigurationError("give the queue's handler: --handler module:function")
-            queue = runtime.load(path)
-            if not isinstance(queue, runtime.Queue):
+            queue = load(path)
+            if not isinstance(queue, Queue):
                 raise ConfigurationError(f"{path} is an outbox file; a worker consumes a queue")
             loaded.append((queue, import_handler(spec)))
         url = database_url(db)

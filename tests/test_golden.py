@@ -104,7 +104,7 @@ STEPS = {
         "pending_list advance cancel"
     ),
     ("advisory_minimal", "hooks"): (
-        "schema enqueue listen claim lock take ack drop ack_many drop_many unlock columns indexes stats status "
+        "schema enqueue listen claim take ack drop ack_many drop_many unlock columns indexes stats status "
         "pending_list cancel"
     ),
     (
@@ -134,7 +134,7 @@ STEPS = {
     # last_error: every form writes it, so row lock and advisory render a retry (and
     # retry_many) where they have none without it
     ("last_error_typed_others", "ping"): (
-        "schema enqueue listen claim lock take ack drop retry ack_many drop_many retry_many "
+        "schema enqueue listen claim take ack drop retry ack_many drop_many retry_many "
         "unlock columns indexes stats status pending_list cancel"
     ),
 }
@@ -147,7 +147,7 @@ def test_golden_steps(case: str, queue: str) -> None:
         names = list(f.statements)
         want = STEPS[(case, queue)].split()
         if f.header.form == "advisory" and dialect == "sqlite":
-            want = [n for n in want if n not in ("lock", "unlock")]  # keys held in-process
+            want = [n for n in want if n != "unlock"]  # keys held in-process
         if dialect != "postgres":
             want = [n for n in want if n != "listen"]  # LISTEN/NOTIFY on PostgreSQL only
         if dialect in ("mysql", "mariadb") and "enqueue_existing" in want:

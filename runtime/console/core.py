@@ -21,7 +21,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from runtime import operate
+import runtime.operate as operate
 from runtime.connect import connect
 from runtime.errors import (
     BrokerError,

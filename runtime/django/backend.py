@@ -15,7 +15,6 @@ from typing import Any
 from django.db import connections
 from django.utils import timezone
 
-import runtime
 from runtime.adapters import Adapted, adapt, run_sync
 from runtime.django.compat import (
     BaseTaskBackend,
@@ -32,6 +31,7 @@ from runtime.django.results import (
     result_id,
     task_result,
 )
+from runtime.loading import load
 from runtime.queue import Queue
 
 #: what OPTIONS may hold
@@ -105,7 +105,7 @@ class QgenBackend(BaseTaskBackend):
 
     def _load(self, path: Path) -> Queue:
         if path not in self._loaded:
-            loaded = runtime.load(path)
+            loaded = load(path)
             if not isinstance(loaded, Queue):
                 raise InvalidTaskBackend(f"{path} is an outbox file; tasks go to a queue's file")
             self._loaded[path] = loaded

@@ -17,7 +17,6 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
-import runtime
 from runtime.delivery import Ctx, Message
 from runtime.django.backend import QgenBackend, dialect_of
 from runtime.django.compat import (
@@ -29,7 +28,7 @@ from runtime.django.compat import (
 )
 from runtime.django.results import error_of, task_error, task_of, task_result
 from runtime.errors import ConfigurationError, PayloadError
-from runtime.outcomes import Outcome
+from runtime.outcomes import Outcome, ack, retry
 from runtime.payloads import encode_payload
 from runtime.worker import run_worker
 
@@ -78,12 +77,12 @@ async def handle(message: Message, ctx: Ctx) -> Outcome:
         object.__setattr__(result, "finished_at", timezone.now())
         object.__setattr__(result, "errors", [task_error(error)])
         task_finished.send(type(backend), task_result=result)
-        return runtime.retry(reason=error)
+        return retry(reason=error)
     object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
     object.__setattr__(result, "finished_at", timezone.now())
     object.__setattr__(result, "_return_value", value)
     task_finished.send(type(backend), task_result=result)
-    return runtime.ack(result=value)
+    return ack(result=value)
 
 
 def _call(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:

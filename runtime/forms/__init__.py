@@ -6,7 +6,7 @@ from runtime.forms.advisory import AdvisoryForm
 from runtime.forms.base import Form, Upkeep
 from runtime.forms.lease import LeaseForm
 from runtime.forms.row_lock import RowLockForm
-from runtime.queue import Queue
+from runtime.loaded import LoadedQueue
 
 FORMS: dict[str, type[Form]] = {
     "row_lock": RowLockForm,
@@ -16,7 +16,7 @@ FORMS: dict[str, type[Form]] = {
 
 
 def form_for(
-    queue: Queue, transactional: bool = False, keyspace: str = "", spread: int = 4
+    queue: LoadedQueue, transactional: bool = False, keyspace: str = "", spread: int = 4
 ) -> Form:
     """The form object that claims and settles this queue's rows (``spread``: the workers)."""
     return FORMS[queue.form](queue, transactional=transactional, keyspace=keyspace, spread=spread)

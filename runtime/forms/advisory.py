@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any
 
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
 from runtime.errors import LeaseLost
 from runtime.forms.base import Form
+from runtime.process_keys import release_key, take_key
 from runtime.rendered import StatementName as S
 from runtime.settle import Decision
 
@@ -28,9 +29,6 @@ class AdvisoryForm(Form):
 
     can_group = True
     session_holds = True
-
-    #: SQLite's keys: (database, table, id) held by a consumer of this process
-    _process_keys: ClassVar[set[tuple[str, str, int]]] = set()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -66,9 +64,7 @@ class AdvisoryForm(Form):
     def _lock_in_process(self, ids: list[int], limit: int) -> list[int]:
         held: list[int] = []
         for row_id in ids:
-            key = (self.keyspace, self.queue.table, row_id)
-            if key not in self._process_keys:
-                self._process_keys.add(key)
+            if take_key(self.keyspace, self.queue.table, row_id):
                 held.append(row_id)
                 if len(held) == limit:
                     break
@@ -84,7 +80,7 @@ class AdvisoryForm(Form):
                 del self._held[conn]
         if not self.queue.dialect.server_advisory:
             for row_id in ids:
-                self._process_keys.discard((self.keyspace, self.queue.table, row_id))
+                release_key(self.keyspace, self.queue.table, row_id)
             return
         if ids and conn is not None and not conn.closed:
             await self.run(conn, S.UNLOCK, {"ids": json.dumps(ids)})

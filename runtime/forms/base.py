@@ -17,7 +17,7 @@ from runtime.counts import Counts
 from runtime.delivery import Batch, Delivery, Message
 from runtime.drivers.base import Connection
 from runtime.errors import LeaseLost
-from runtime.queue import Queue
+from runtime.loaded import LoadedQueue
 from runtime.rendered import StatementName
 from runtime.rendered import StatementName as S
 from runtime.settle import Decision
@@ -40,7 +40,7 @@ class Form:
     """Claims rows and settles deliveries on one worker connection; subclasses per form."""
 
     def __init__(
-        self, queue: Queue, transactional: bool = False, keyspace: str = "", spread: int = 4
+        self, queue: LoadedQueue, transactional: bool = False, keyspace: str = "", spread: int = 4
     ) -> None:
         self.queue = queue
         self.transactional = transactional

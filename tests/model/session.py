@@ -22,7 +22,7 @@ from model.tables import render_queue
 from runtime.connect import connect
 from runtime.dialects import DIALECTS
 from runtime.drivers.base import Connection
-from runtime.forms import AdvisoryForm
+from runtime.process_keys import forget_keys
 from runtime.queue import Queue
 
 T = TypeVar("T")
@@ -132,9 +132,7 @@ class Session:
             if name != "db" and self.dialect in _UNLOCK_ALL:
                 await c.execute(_UNLOCK_ALL[self.dialect])
         # SQLite's keys live in this process, per (database, table, id)
-        AdvisoryForm._process_keys.difference_update(
-            [k for k in AdvisoryForm._process_keys if k[0] == self.engine.url]
-        )
+        forget_keys(self.engine.url)
 
     def close(self) -> None:
         async def _close() -> None:

@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:7e86e4742fde9b0c8cd48a05344e090e97efb8cb4ff029001ef2216133fbf623
+-- seal: sha256:c551e73b76be412bd6d2847a8a9b1e5c4c2db394789c021df19025b562aa0b46
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -99,11 +99,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', id)) = 1 THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's named lock without waiting (the claim takes its rows' locks itself); 1: held until unlock.
--- kinds: reads
-SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.webhooks_queue'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
 -- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it), then counts their attempt.

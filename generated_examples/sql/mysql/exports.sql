@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- pause_table: "exports_queue_pause"
--- seal: sha256:a8fa0ca104d7bedfbfacd6806445b3d9cec42a9d924208bfdb683d4a845ff86c
+-- seal: sha256:07f3afc8a7823378f22b0b38388ce0dd9164b1cc3a772e32ddd0b37c10dcbd72
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -70,11 +70,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', id)) = 1 THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's named lock without waiting (the claim takes its rows' locks itself); 1: held until unlock.
--- kinds: reads
-SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.exports_queue'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
 -- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it), then counts their attempt.

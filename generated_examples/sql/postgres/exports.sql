@@ -9,7 +9,7 @@
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
 -- pause_table: "exports_queue_pause"
--- seal: sha256:85cdc5e0ec9b19f325885af37c6a7334adcc24dd3d4e5f676b0ed4262cec4281
+-- seal: sha256:3b410e87fe6af502149024a13771530362bfd62e32522d1d722d9f55a366b328
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -80,11 +80,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:exports_queue:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's advisory key without waiting (the claim takes its rows' keys itself); true: held until unlock.
--- kinds: reads
-SELECT pg_try_advisory_lock(hashtextextended('qgen:exports_queue:' || CAST(%(id)s AS TEXT), 0)) AS locked;
 
 -- name: take
 -- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- pause_table: "hooks_pause"
--- seal: sha256:0371a7908b79c0c952a7bc0036ae7496418e0c2336dd33d633797127ab1b6157
+-- seal: sha256:127319f5eebd881c16f7bfa1a01d98ab1b8fb8ef02e9045202f6863aecd76ef9
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -55,11 +55,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', id)) = 1 THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's named lock without waiting (the claim takes its rows' locks itself); 1: held until unlock.
--- kinds: reads
-SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
 -- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it).

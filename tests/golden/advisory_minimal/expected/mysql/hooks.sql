@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- pause_table: "hooks_pause"
--- seal: sha256:284635b912d5b64da316ad93ea45f5cdd9e134e913020d962cc2784200986996
+-- seal: sha256:f2a7c0afb5332a8055340d585064d047c98cd8e921418d14e2764e482ba28184
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -55,11 +55,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', id)) = 1 THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's named lock without waiting (the claim takes its rows' locks itself); 1: held until unlock.
--- kinds: reads
-SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.hooks'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
 -- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it).

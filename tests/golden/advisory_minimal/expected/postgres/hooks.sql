@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.hooks"
 -- pause_table: "hooks_pause"
--- seal: sha256:058d4118793fd0824c5291912efc4bfff8ecc0b4952ea6edf3a14280cb1a12d2
+-- seal: sha256:b715087abe1248d68c9745a4c9732c52b9b1929cdeec387e01e2bc72cb82ce9f
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -65,11 +65,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:hooks:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's advisory key without waiting (the claim takes its rows' keys itself); true: held until unlock.
--- kinds: reads
-SELECT pg_try_advisory_lock(hashtextextended('qgen:hooks:' || CAST(%(id)s AS TEXT), 0)) AS locked;
 
 -- name: take
 -- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable; a row not returned was settled since the claim (unlock it).

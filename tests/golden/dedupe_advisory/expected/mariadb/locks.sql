@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- pause_table: "locks_pause"
--- seal: sha256:873a7b9d2ddcf821a7e5d959abd0e3f67a6d19dc1f26dd61fa3ff34027bd2449
+-- seal: sha256:ea043160e5a082c441bd7f606c115bc6c8138d2772e3f7b3e1442a3ea390b029
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -76,11 +76,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.locks'), 256), 24), ':', id)) = 1 THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's named lock without waiting (the claim takes its rows' locks itself); 1: held until unlock.
--- kinds: reads
-SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.locks'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
 -- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it).

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.locks"
 -- pause_table: "locks_pause"
--- seal: sha256:a797bda7a660f8972e620f09f61362c652b545cbd1e564f7920ba9e971290dea
+-- seal: sha256:7962e6f3da77666180111e087d2565f66b89501dcb9c9abd04c63e16af55ea5b
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -80,11 +80,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:locks:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's advisory key without waiting (the claim takes its rows' keys itself); true: held until unlock.
--- kinds: reads
-SELECT pg_try_advisory_lock(hashtextextended('qgen:locks:' || CAST(%(id)s AS TEXT), 0)) AS locked;
 
 -- name: take
 -- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable; a row not returned was settled since the claim (unlock it).

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.ping_queue"
 -- pause_table: "ping_queue_pause"
--- seal: sha256:3921d4904579f6bdd3830cf77d3b4aad98125b19d3cb4dad58b8a9b0cb6ad319
+-- seal: sha256:dd0fc54588519ff9695820f1ddaa8ea6d31332e789392ddaa355f20250b84d87
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -66,11 +66,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:ping_queue:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's advisory key without waiting (the claim takes its rows' keys itself); true: held until unlock.
--- kinds: reads
-SELECT pg_try_advisory_lock(hashtextextended('qgen:ping_queue:' || CAST(%(id)s AS TEXT), 0)) AS locked;
 
 -- name: take
 -- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable; a row not returned was settled since the claim (unlock it).

@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "sessions_dead"}
 -- channel: "qgen.sessions"
 -- pause_table: "sessions_pause"
--- seal: sha256:7dfce4b057277ab33d2ece058dd4d66fa3c040a45b15b3977f1cb74f1498240d
+-- seal: sha256:6b6f45dac67338e16ec9f695d5f3ac30d1c06d38b023e78a132309c362d0aea1
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
@@ -90,11 +90,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:sessions:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's advisory key without waiting (the claim takes its rows' keys itself); true: held until unlock.
--- kinds: reads
-SELECT pg_try_advisory_lock(hashtextextended('qgen:sessions:' || CAST(%(id)s AS TEXT), 0)) AS locked;
 
 -- name: take
 -- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- pause_table: "keyed_pause"
--- seal: sha256:48f5df89cf6f473c115bc61ca61ab05aa2357903f18febe894ac8fd6c790407d
+-- seal: sha256:6dbc5b627e1298b49f575005d5d3df396bfff9514f2640325fc7ee634ac9704d
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -58,11 +58,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN RELEASE_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.keyed'), 256), 24), ':', id)) = 1 THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's named lock without waiting (the claim takes its rows' locks itself); 1: held until unlock.
--- kinds: reads
-SELECT GET_LOCK(CONCAT('qgen:', LEFT(SHA2(CONCAT(DATABASE(), '.keyed'), 256), 24), ':', %(id)s), 0) AS locked;
 
 -- name: take
 -- Under their keys: reads which of the rows ids (a JSON array) are still claimable (a row not returned was settled since the claim: unlock it), then counts their attempt.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.keyed"
 -- pause_table: "keyed_pause"
--- seal: sha256:be285d3e948fc2a6fff4765ab24ceec56a8a7d84e1e9203eae0f42929dc1c494
+-- seal: sha256:d71a4d9ab3431d6281ee60ce68824cc9b7ce0a2464411c024d2d406974c8e87c
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -68,11 +68,6 @@ WITH candidates AS (
 )
 SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:keyed:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
 FROM counted;
-
--- name: lock
--- Tries one row's advisory key without waiting (the claim takes its rows' keys itself); true: held until unlock.
--- kinds: reads
-SELECT pg_try_advisory_lock(hashtextextended('qgen:keyed:' || CAST(%(id)s AS TEXT), 0)) AS locked;
 
 -- name: take
 -- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
