@@ -168,10 +168,31 @@ async def redrive(
     return result.rowcount or 0
 
 
-async def _refuse_taken_keys(queue: Queue, db: Any, params: dict[str, Any]) -> None:
+async def redrive_group(queue: Queue, db: Any, group: str) -> int:
+    """Send every dead message of ``group`` back (see ``Queue.redrive_group``): a dead-letter
+    table several queues (or groups) share keeps the others' messages."""
+    _need_dead_letter(queue)
+    if not queue.rendered.get(S.REDRIVE_GROUP):
+        raise ConfigurationError(
+            f"queue '{queue.name}' cannot redrive one group's dead messages: that needs a "
+            "dead-letter table and a group column (a dead-letter group holds only this "
+            "queue's messages: redrive them all)"
+        )
+    if not isinstance(group, str) or not group:
+        raise InvalidArgument(f"group must be a non-empty string (got {group!r})")
+    params = {**_params(queue, group), "group": group}
+    if "dedupe_key" in queue.columns:
+        await _refuse_taken_keys(queue, db, params, S.REDRIVE_BLOCKED_GROUP)
+    result = await _run(queue, db, S.REDRIVE_GROUP, params)
+    return result.rowcount or 0
+
+
+async def _refuse_taken_keys(
+    queue: Queue, db: Any, params: dict[str, Any], name: str | None = None
+) -> None:
     """A dead message goes back only if its dedupe_key is free: refuse the whole redrive
     otherwise (a key taken in between still fails on the unique index, nothing moved)."""
-    name = S.REDRIVE_BLOCKED if "ids" in params else S.REDRIVE_BLOCKED_ALL
+    name = name or (S.REDRIVE_BLOCKED if "ids" in params else S.REDRIVE_BLOCKED_ALL)
     blocked = [int(r["id"]) for r in (await _run(queue, db, name, params)).rows]
     if blocked:
         shown = ", ".join(map(str, blocked[:20])) + (" …" if len(blocked) > 20 else "")
