@@ -164,6 +164,7 @@ class Console:
     _minutes: dict[str, tuple[float, dict[str, list[int] | None]]] = field(
         default_factory=dict, repr=False
     )
+    _groups: dict[str, tuple[float, list[str]]] = field(default_factory=dict, repr=False)
     #: read connections kept open between requests (opening one costs more than the
     #: overview's statements: tens of ms on PostgreSQL, hundreds on a loaded MariaDB)
     _idle: list[tuple[Any, float, Any]] = field(default_factory=list, repr=False)
@@ -322,10 +323,18 @@ class Console:
                 tables.setdefault(q.table, []).append(q)
         out: dict[str, list[str]] = {}
         for qs in tables.values():
-            try:
-                present = await operate.groups(qs[0], conn)
-            except BrokerError:  # the table missing: its queues' stats say so
-                continue
+            # a scan of every unfinished row of the table: kept for minutes_s, as the
+            # per-minute counts are (a group appears or goes rarely)
+            key, now = f"groups:{qs[0].table}", time.time()
+            kept = self._groups.get(key)
+            if kept is not None and now - kept[0] < self.minutes_s:
+                present = kept[1]
+            else:
+                try:
+                    present = list(await operate.groups(qs[0], conn))
+                except BrokerError:  # the table missing: its queues' stats say so
+                    continue
+                self._groups[key] = (now, present)
             claimed = {g for q in qs for g in (q.default_group, q.dead_group) if g is not None}
             owner = next((q for q in qs if q.default_group is None), qs[0])
             out[owner.name] = [g for g in present if g not in claimed][:MAX_GROUPS]

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- pause_table: "hooks_pause"
--- seal: sha256:0371a7908b79c0c952a7bc0036ae7496418e0c2336dd33d633797127ab1b6157
+-- seal: sha256:6314c053dc91ff9d4bf6dd40af34fadb6b08af246a83a086f8f6b9ec32ec5bd1
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -120,16 +120,16 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `hooks`
-
-) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
   FROM `hooks_pause`
   WHERE queue_table = 'hooks'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COUNT(*) AS qgen_ready
+  FROM `hooks`
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).
