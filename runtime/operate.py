@@ -82,7 +82,11 @@ async def stats(
     limit = _MAX_ID if processed_cap is None else processed_cap + 1
     result = await _run(queue, db, S.STATS, {**_params(queue, group), "processed_limit": limit})
     row = result.rows[0]
-    out: dict[str, Any] = {k: _number(row[k]) for k in STATS_KEYS}
+    # counts are whole numbers (MySQL's and MariaDB's SUM answers a DECIMAL); the age is not
+    out: dict[str, Any] = {
+        k: _number(row[k]) if k == "oldest_ready_s" or row[k] is None else int(row[k])
+        for k in STATS_KEYS
+    }
     capped = processed_cap is not None and (out["processed"] or 0) > processed_cap
     if capped:
         out["processed"] = processed_cap
