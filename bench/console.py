@@ -1,7 +1,8 @@
-"""The operator console's server time over a 1,000,000-row table on PostgreSQL.
+"""The operator console's server time over a 1,000,000-row table on PostgreSQL and MariaDB.
 
 Ten queues share one table (a group column, a dead-letter group each, processed rows kept,
-enqueued_at), filled with one set-based INSERT … SELECT FROM generate_series, in two mixes:
+enqueued_at), filled with one set-based INSERT … SELECT (PostgreSQL's generate_series,
+MariaDB's sequence engine), in two mixes:
 
 * ``history``: per 1,000 rows 980 processed (their processed_at spread over the last two
   days, so about 2% of them in the last hour), 10 ready (enqueued over the last hour),
@@ -9,23 +10,25 @@ enqueued_at), filled with one set-based INSERT … SELECT FROM generate_series, 
 * ``backlog``: 900 processed, 80 ready, 10 delayed, 5 in flight, 5 dead: 100,000 unfinished
   rows, a deep backlog.
 
-then VACUUM ANALYZE, as autovacuum would. It times, in this process through the ASGI app (no
+then VACUUM ANALYZE (ANALYZE TABLE on MariaDB), as autovacuum would. It times, in this process through the ASGI app (no
 network): ``GET /`` cold (the stats cache and the per-minute cache off: every request reads
 every count) and steady (the per-minute counts kept for their 30 s, the stats read every
 time), ``GET /api/queues``, ``GET /metrics`` and one queue's page (cold), and, apart, the
 statements the overview runs for the ten queues (``groups`` once for the table, then
-``stats``, ``finished_per_minute`` and ``enqueued_per_minute`` per queue), and what
-PostgreSQL itself spends on them (EXPLAIN ANALYZE's execution time, timing off). The
-overview reads its queues over four connections at once. The table is dropped at the end.
+``stats``, ``finished_per_minute`` and ``enqueued_per_minute`` per queue), and what the
+server itself spends on them (PostgreSQL: EXPLAIN ANALYZE's execution time, timing off;
+MariaDB: ANALYZE FORMAT=JSON's r_total_time_ms). The overview reads its queues over four
+connections at once. The table is dropped at the end.
 
-    python bench/console.py                      # 1M rows, 20 timed runs of each page
-    python bench/console.py --rows 100000 --runs 5
+    python bench/console.py                      # 1M rows, 20 timed runs, both engines
+    python bench/console.py --rows 100000 --runs 5 --engines mariadb
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -52,8 +55,8 @@ MIXES = {
 }
 
 
-def declare(table: str, queues: int, out: Path) -> list[Queue]:
-    """Ten (``queues``) lease queues on one table, rendered for PostgreSQL and loaded."""
+def declare(table: str, queues: int, out: Path, engine: str = "postgres") -> list[Queue]:
+    """Ten (``queues``) lease queues on one table, rendered for ``engine`` and loaded."""
     columns = {
         "id": "id",
         "payload": "payload",
@@ -75,16 +78,16 @@ def declare(table: str, queues: int, out: Path) -> list[Queue]:
         for i in range(queues)
     }
     path = out / "qgen.toml"
-    decl = parse_declaration({"dialects": ["postgres"], "out": "sql", "queues": spec}, path)
+    decl = parse_declaration({"dialects": [engine], "out": "sql", "queues": spec}, path)
     loaded = []
     for name, q in decl.queues.items():
         file = out / f"{name}.sql"
-        file.write_text(build_unit(q, "postgres", path), encoding="utf-8")
+        file.write_text(build_unit(q, engine, path), encoding="utf-8")
         loaded.append(runtime.load(file))
     return loaded
 
 
-FILL = """
+FILL_POSTGRES = """
 INSERT INTO {t} (payload, grp, attempt, retry_after, locked_until, processed_at, enqueued_at)
 SELECT
   '{{"order": 12345, "note": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}'::jsonb,
@@ -99,25 +102,51 @@ FROM generate_series(1, {rows}) AS g,
   LATERAL (SELECT (g / {queues}) %% 1000 AS s) AS state
 """
 
+FILL_MARIADB = """
+INSERT INTO {t} (payload, grp, attempt, retry_after, locked_until, processed_at, enqueued_at)
+SELECT
+  '{{"order": 12345, "note": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}',
+  CONCAT('q', g %% {queues}, CASE WHEN s >= {f} THEN '_dead' ELSE '' END),
+  1,
+  CASE WHEN s >= {r} AND s < {d} THEN UTC_TIMESTAMP(6) + INTERVAL 10 MINUTE END,
+  CASE WHEN s >= {d} AND s < {f} THEN UTC_TIMESTAMP(6) + INTERVAL 30 SECOND END,
+  CASE WHEN s < {p} THEN UTC_TIMESTAMP(6) - INTERVAL (g %% 172800) SECOND END,
+  CASE WHEN s < {p} THEN UTC_TIMESTAMP(6) - INTERVAL (g %% 172800 + 5) SECOND
+       ELSE UTC_TIMESTAMP(6) - INTERVAL (g %% 3600) SECOND END
+FROM (SELECT seq AS g, (seq DIV {queues}) %% 1000 AS s FROM seq_1_to_{rows}) AS state
+"""
+FILL = {"postgres": FILL_POSTGRES, "mariadb": FILL_MARIADB}
 
-async def fill(url: str, queues: list[Queue], rows: int, mix: str = "backlog") -> float:
+
+def quoted(engine: str, name: str) -> str:
+    return f"`{name}`" if engine == "mariadb" else f'"{name}"'
+
+
+async def fill(
+    url: str, queues: list[Queue], rows: int, mix: str = "backlog", engine: str = "postgres"
+) -> float:
     started = time.perf_counter()
+    t = quoted(engine, queues[0].rendered.header.table)
     async with await runtime.connect(url) as db:
         for sql in queues[0].rendered.require("schema"):
             await db.execute(sql, {})
-        t = queues[0].rendered.header.table
-        await db.execute(FILL.format(t=f'"{t}"', queues=len(queues), rows=rows, **MIXES[mix]), {})
-    # VACUUM cannot run in a transaction block: its own autocommit connection
-    import psycopg
+        sql = FILL[engine].format(t=t, queues=len(queues), rows=rows, **MIXES[mix])
+        await db.execute(sql, {})
+        if engine == "mariadb":
+            await db.execute(f"ANALYZE TABLE {t}", {})
+    if engine == "postgres":
+        # VACUUM cannot run in a transaction block: its own autocommit connection
+        import psycopg
 
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'VACUUM ANALYZE "{queues[0].rendered.header.table}"')
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"VACUUM ANALYZE {t}")
     return time.perf_counter() - started
 
 
-async def drop(url: str, table: str) -> None:
+async def drop(url: str, table: str, engine: str = "postgres") -> None:
     async with await runtime.connect(url) as db:
-        await db.execute(f'DROP TABLE IF EXISTS "{table}"', {})
+        for name in (table, f"{table}_pause"):
+            await db.execute(f"DROP TABLE IF EXISTS {quoted(engine, name)}", {})
 
 
 def timed(fn: Callable[[], Any], runs: int, warmup: int = 2) -> list[float]:
@@ -156,29 +185,71 @@ async def statement_times(
     ]
 
 
-def server_times(url: str, queues: list[Queue], runs: int) -> list[tuple[str, list[float]]]:
-    """What PostgreSQL itself spends on the overview's statements for the ten queues (the
-    Execution Time of EXPLAIN (ANALYZE, TIMING OFF), summed): the database's share of the
-    overview, apart from round trips, Python and the machine's load on the client."""
-    import psycopg
+#: how each engine reports the time it spent running one statement
+EXPLAINS = {
+    "postgres": "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ",
+    "mariadb": "ANALYZE FORMAT=JSON ",
+}
 
-    names = ("stats", "finished_per_minute", "enqueued_per_minute")
-    out: list[float] = []
-    with psycopg.connect(url, autocommit=True) as conn:
+
+def spent_ms(engine: str, plan: Any) -> float:
+    """The server's own time from one EXPLAIN ANALYZE (PostgreSQL) or ANALYZE (MariaDB)."""
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    if engine == "postgres":
+        return float(plan[0]["Execution Time"])
+    return float(plan.get("query_optimization", {}).get("r_total_time_ms", 0.0)) + _block_ms(
+        plan["query_block"]
+    )
+
+
+def _block_ms(node: Any) -> float:
+    """A MariaDB query block's r_total_time_ms, or (a block with no table of its own, as a
+    SELECT of scalar subqueries) the sum of the blocks under it."""
+    if isinstance(node, dict):
+        if "r_total_time_ms" in node and "r_loops" in node:
+            return float(node["r_total_time_ms"])
+        return sum(_block_ms(v) for v in node.values())
+    if isinstance(node, list):
+        return sum(_block_ms(v) for v in node)
+    return 0.0
+
+
+async def server_times(
+    url: str, queues: list[Queue], runs: int, engine: str = "postgres"
+) -> list[tuple[str, list[float]]]:
+    """What the server itself spends on the overview's statements for the ten queues,
+    summed, and per statement: the database's share of the overview, apart from round trips,
+    Python and the machine's load on the client."""
+    names = ("groups", "stats", "finished_per_minute", "enqueued_per_minute")
+    out: dict[str, list[float]] = {n: [] for n in names}
+    totals: list[float] = []
+    async with await runtime.connect(url) as db:
         for i in range(runs + 2):
-            total = 0.0
-            for q in queues:
-                params = {"group": q.default_group, "dead_group": q.dead_group, "window_s": 3600}
+            spent = dict.fromkeys(names, 0.0)
+            for n, q in enumerate(queues):
+                params = {
+                    "group": q.default_group,
+                    "dead_group": q.dead_group,
+                    "window_s": 3600,
+                    "processed_limit": operate.PROCESSED_CAP + 1,
+                }
                 for name in names:
-                    sql = (
-                        "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + q.rendered.require(name)[0]
-                    )
-                    plan = conn.execute(sql, params).fetchone()
-                    assert plan is not None
-                    total += float(plan[0][0]["Execution Time"])
+                    if name == "groups" and n:
+                        continue  # once for the table
+                    sql = EXPLAINS[engine] + q.rendered.require(name)[0]
+                    row = await db.fetchone(sql, params)
+                    assert row is not None
+                    spent[name] += spent_ms(engine, next(iter(row.values())))
             if i >= 2:
-                out.append(total)
-    return [(f"PostgreSQL's execution time of those, {len(queues)} queues", out)]
+                for name in names:
+                    out[name].append(spent[name])
+                totals.append(sum(spent.values()))
+    who = "PostgreSQL" if engine == "postgres" else "MariaDB"
+    return [
+        (f"{who}'s time on those, {len(queues)} queues", totals),
+        *((f"  of which {name}", v) for name, v in out.items()),
+    ]
 
 
 def line(name: str, samples: list[float]) -> str:
@@ -187,7 +258,9 @@ def line(name: str, samples: list[float]) -> str:
     return f"| {name} | {statistics.median(s):.1f} | {p95:.1f} | {s[-1]:.1f} |"
 
 
-def measure(url: str, queues: list[Queue], runs: int) -> list[tuple[str, list[float]]]:
+def measure(
+    url: str, queues: list[Queue], runs: int, engine: str = "postgres"
+) -> list[tuple[str, list[float]]]:
     from starlette.testclient import TestClient
 
     from runtime.console import create_app
@@ -215,13 +288,17 @@ def measure(url: str, queues: list[Queue], runs: int) -> list[tuple[str, list[fl
         console.minutes_s = 3600  # the per-minute counts kept, as between their 30 s reads
         results.insert(1, ("GET / (overview), steady", timed(getter("/"), runs)))
     results += asyncio.run(statement_times(url, queues, runs))
-    results += server_times(url, queues, runs)
+    results += asyncio.run(server_times(url, queues, runs, engine))
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--postgres-url", default=DEFAULT_URLS["postgres"])
+    ap.add_argument("--mariadb-url", default=DEFAULT_URLS["mariadb"])
+    ap.add_argument(
+        "--engines", default="postgres,mariadb", help="comma-separated: postgres, mariadb"
+    )
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--queues", type=int, default=10)
     ap.add_argument("--runs", type=int, default=20)
@@ -230,17 +307,22 @@ def main(argv: list[str] | None = None) -> int:
 
     table = f"{table_prefix()}_console"
     verdict = 0
-    for mix in MIXES if args.mix == "both" else [args.mix]:
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    for engine in engines:
+        if engine not in FILL:
+            ap.error(f"--engines: {engine!r} is not one of postgres, mariadb")
+    for engine, mix in ((e, m) for e in engines for m in MIXES if args.mix in ("both", m)):
+        url = args.postgres_url if engine == "postgres" else args.mariadb_url
         with tempfile.TemporaryDirectory() as tmp:
-            queues = declare(table, args.queues, Path(tmp))
+            queues = declare(table, args.queues, Path(tmp), engine)
             try:
-                fill_s = asyncio.run(fill(args.postgres_url, queues, args.rows, mix))
-                results = measure(args.postgres_url, queues, args.runs)
+                fill_s = asyncio.run(fill(url, queues, args.rows, mix, engine))
+                results = measure(url, queues, args.runs, engine)
             finally:
-                asyncio.run(drop(args.postgres_url, table))
+                asyncio.run(drop(url, table, engine))
         print(
-            f"\n{mix}: {args.rows:,} rows, {args.queues} queues on one table (filled in "
-            f"{fill_s:.1f} s); {args.runs} runs each, milliseconds\n"
+            f"\n{engine}, {mix}: {args.rows:,} rows, {args.queues} queues on one table "
+            f"(filled in {fill_s:.1f} s); {args.runs} runs each, milliseconds\n"
         )
         print("| request | median | p95 | max |\n|---|---|---|---|")
         for name, samples in results:
@@ -249,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = overview < TARGET_MS
         verdict |= not ok
         print(
-            f"\n{mix}: overview (steady) {overview:.1f} ms: "
+            f"\n{engine}, {mix}: overview (steady) {overview:.1f} ms: "
             f"{'within' if ok else 'over'} the {TARGET_MS:g} ms target"
         )
     return verdict

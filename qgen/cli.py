@@ -493,6 +493,20 @@ def cmd_dead(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.of_group is not None and (action != "redrive" or not args.all):
+        print(
+            "qgen dead: --of-group goes with redrive --all: "
+            f"qgen dead redrive {queue.name} --all --of-group GROUP",
+            file=sys.stderr,
+        )
+        return 2
+    if args.of_group is not None and args.group is not None:
+        print(
+            "qgen dead redrive: --of-group sends that group's messages back to their own group: "
+            "drop --group",
+            file=sys.stderr,
+        )
+        return 2
     ids = None if getattr(args, "all", False) else args.ids
 
     async def work(conn: Any) -> Any:
@@ -502,6 +516,8 @@ def cmd_dead(args: argparse.Namespace) -> int:
             )
         if action == "show":
             return await queue.dead_show(conn, args.ids[0])
+        if action == "redrive" and args.of_group is not None:
+            return await queue.redrive_group(conn, args.of_group)
         if action == "redrive":
             return await queue.redrive(conn, ids, group=args.group)
         return await queue.purge_dead(conn, ids)
@@ -873,6 +889,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--after-id", type=int, help="list: the page after this id")
     p.add_argument("--newest", action="store_true", help="list: newest first")
     p.add_argument("--group", help="redrive to this group (default: the queue's default_group)")
+    p.add_argument(
+        "--of-group",
+        metavar="GROUP",
+        help="redrive --all: only the dead messages of this group (a dead-letter table with a "
+        "group column, shared by several queues or groups: the others stay)",
+    )
     p.add_argument("--json", action="store_true", help="list, show: print JSON")
     p.set_defaults(fn=cmd_dead)
 

@@ -79,7 +79,11 @@ async def stats(
     limit = _MAX_ID if processed_cap is None else processed_cap + 1
     result = await _run(queue, db, S.STATS, {**_params(queue, group), "processed_limit": limit})
     row = result.rows[0]
-    out: dict[str, Any] = {k: _number(row[k]) for k in STATS_KEYS}
+    # counts are whole numbers (MySQL's and MariaDB's SUM answers a DECIMAL); the age is not
+    out: dict[str, Any] = {
+        k: _number(row[k]) if k == "oldest_ready_s" or row[k] is None else int(row[k])
+        for k in STATS_KEYS
+    }
     capped = processed_cap is not None and (out["processed"] or 0) > processed_cap
     if capped:
         out["processed"] = processed_cap
@@ -165,10 +169,31 @@ async def redrive(
     return result.rowcount or 0
 
 
-async def _refuse_taken_keys(queue: LoadedQueue, db: Any, params: dict[str, Any]) -> None:
+async def redrive_group(queue: LoadedQueue, db: Any, group: str) -> int:
+    """Send every dead message of ``group`` back (see ``Queue.redrive_group``): a dead-letter
+    table several queues (or groups) share keeps the others' messages."""
+    _need_dead_letter(queue)
+    if not queue.rendered.get(S.REDRIVE_GROUP):
+        raise ConfigurationError(
+            f"queue '{queue.name}' cannot redrive one group's dead messages: that needs a "
+            "dead-letter table and a group column (a dead-letter group holds only this "
+            "queue's messages: redrive them all)"
+        )
+    if not isinstance(group, str) or not group:
+        raise InvalidArgument(f"group must be a non-empty string (got {group!r})")
+    params = {**_params(queue, group), "group": group}
+    if "dedupe_key" in queue.columns:
+        await _refuse_taken_keys(queue, db, params, S.REDRIVE_BLOCKED_GROUP)
+    result = await _run(queue, db, S.REDRIVE_GROUP, params)
+    return result.rowcount or 0
+
+
+async def _refuse_taken_keys(
+    queue: LoadedQueue, db: Any, params: dict[str, Any], name: str | None = None
+) -> None:
     """A dead message goes back only if its dedupe_key is free: refuse the whole redrive
     otherwise (a key taken in between still fails on the unique index, nothing moved)."""
-    name = S.REDRIVE_BLOCKED if "ids" in params else S.REDRIVE_BLOCKED_ALL
+    name = name or (S.REDRIVE_BLOCKED if "ids" in params else S.REDRIVE_BLOCKED_ALL)
     blocked = [int(r["id"]) for r in (await _run(queue, db, name, params)).rows]
     if blocked:
         shown = ", ".join(map(str, blocked[:20])) + (" …" if len(blocked) > 20 else "")

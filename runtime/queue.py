@@ -458,6 +458,15 @@ class Queue(Generic[P]):
         table moves them back, ids kept. ``await queue.redrive(db, [42, 43])``"""
         return await operate.redrive(self, db, ids, group)
 
+    async def redrive_group(self, db: Any, group: str) -> int:
+        """Send every dead message of ``group`` (the group it was claimed from) back as
+        redrive does, in one transaction; returns how many. For a dead-letter table with a
+        group column, which several queues or groups may share: the others' dead messages
+        stay. ``await queue.redrive_group(db, "emails")``"""
+        from runtime import operate
+
+        return await operate.redrive_group(self, db, group)
+
     async def purge_dead(self, db: Any, ids: Iterable[int] | None = None) -> int:
         """Delete dead messages (``ids``, or all of them) for good; returns how many.
         ``await queue.purge_dead(db, [42])``"""

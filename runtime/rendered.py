@@ -111,6 +111,9 @@ class StatementName(StrEnum):
     REDRIVE_ALL = "redrive_all"
     REDRIVE_BLOCKED = "redrive_blocked"
     REDRIVE_BLOCKED_ALL = "redrive_blocked_all"
+    #: a dead-letter table with a group column: every dead message of one group
+    REDRIVE_GROUP = "redrive_group"
+    REDRIVE_BLOCKED_GROUP = "redrive_blocked_group"
     PURGE_DEAD = "purge_dead"
     PURGE_DEAD_ALL = "purge_dead_all"
     # the unfinished rows of each group, and moving a group's rows to another (qgen verify)

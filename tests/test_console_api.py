@@ -110,9 +110,18 @@ def test_bad_input_is_a_one_line_4xx(project):
                 ("/api/queues/jobs/messages/1.5/cancel", 400),
                 ("/api/queues/nope/dead/purge", 404),
                 ("/api/queues/pings/dead/redrive", 404),
+                # one group's dead messages: only a dead-letter table with a group column
+                ("/api/queues/jobs/dead/redrive?of_group=x", 409),
+                ("/api/queues/tasks/dead/redrive?of_group=tasks", 409),
             ]:
                 r = w.post(path, headers=AUTH)
                 assert r.status_code == status, (path, r.text)
+            r = w.post("/api/queues/tasks/dead/redrive?of_group=tasks", headers=AUTH)
+            assert "dead-letter table and a group column" in r.json()["error"]
+            r = w.post(
+                "/api/queues/jobs/dead/redrive", headers=AUTH, json={"of_group": "x", "ids": [1]}
+            )
+            assert r.status_code == 400 and "not both" in r.json()["error"]
             r = w.post("/api/queues/jobs/dead/redrive", headers=AUTH, content=b"[1]")
             assert r.status_code == 400 and "JSON object" in r.json()["error"]
             r = w.post("/api/queues/jobs/dead/redrive", headers=AUTH, content=b"x" * 20000)

@@ -115,13 +115,16 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pro
 
 
 def _shot(browser, tmp_path: Path, name: str) -> None:
-    """A PNG of the page under pytest's tmp dir, and in $QGEN_SCREENSHOTS when set."""
+    """A PNG of the page under pytest's tmp dir, and in $QGEN_SCREENSHOTS when set; the path
+    printed (shown with ``pytest -s`` or ``-rP``)."""
     browser.save_screenshot(str(tmp_path / name))
     assert (tmp_path / name).stat().st_size > 1000
+    print(f"screenshot: {tmp_path / name}")
     folder = os.environ.get("QGEN_SCREENSHOTS")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(tmp_path / name, Path(folder) / name)
+        print(f"screenshot: {Path(folder) / name}")
 
 
 def _cells(browser, queue: str) -> dict[str, str]:

@@ -222,3 +222,21 @@ def test_the_dead_list_form_redrives_the_ticked_ones_and_refuses_bad_ids(project
         )
         assert r.status_code == 303 and r.headers["location"].endswith("done=redriven&n=2")
     assert run(project.dead_ids()) == dead[2:]
+
+
+def test_the_overview_reuses_its_read_connections(project):
+    """Opening a connection costs more than the overview's statements: the console keeps its
+    read connections between requests (at most read_connections), and closes them when the
+    app shuts down."""
+    a = app(project)
+    console = a.state.console
+    with TestClient(a) as c:
+        assert c.get("/").status_code == 200
+        kept = [conn for _, _, conn in console._idle]
+        assert 1 <= len(kept) <= console.read_connections
+        assert c.get("/").status_code == 200
+        assert c.get("/api/queues").status_code == 200
+        again = [conn for _, _, conn in console._idle]
+        assert {id(x) for x in again} == {id(x) for x in kept}  # the same ones, none new
+    assert console._idle == []
+    assert all(conn.closed for conn in kept)

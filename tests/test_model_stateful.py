@@ -368,6 +368,25 @@ class QueueMachine(RuleBasedStateMachine):
         want = self.model.cancel(row)
         assert got is want, f"cancel(row {row}) returned {got}, the model says {want}"
 
+    def can_pause(self) -> bool:
+        return self.outside_writes_allowed() and self.queue.rendered.header.pause_table is not None
+
+    @precondition(lambda self: self.can_pause())
+    @rule(scope=st.sampled_from(["queue", "group", "other"]), on=st.booleans())
+    def pause_or_resume(self, scope: str, on: bool) -> None:
+        """Pause (or resume) the whole queue, its group or the other group: a paused queue or
+        group claims nothing, what is held still settles, resume restores. The pause table
+        says the same scopes as the model."""
+        group = None if scope == "queue" or not self.shape.group else DEFAULT_GROUP
+        if scope == "other" and self.shape.group:
+            group = OTHER_GROUP
+        changed = self.run((self.queue.pause if on else self.queue.resume)(self.db, group))
+        was = (group or "") in self.model.paused
+        (self.model.pause if on else self.model.resume)(group)
+        assert changed is (on is not was), f"{'pause' if on else 'resume'}({group}): {changed}"
+        got = {g or "" for g in self.run(self.queue.paused(self.db))}
+        assert got == self.model.paused, f"paused scopes: table {got}, model {self.model.paused}"
+
     async def _set_past(self, role: str, row: int) -> None:
         sql = (
             f"UPDATE {self.q(self.queue.table)} SET {self.col(role)} = {AN_HOUR_AGO[self.dialect]} "

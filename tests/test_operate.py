@@ -4,11 +4,15 @@ purge) and prune."""
 from __future__ import annotations
 
 import pytest
-from engines import run
+from engines import drop_tables, run, unique_table
 from queues import PAST, make_queue
 
 import runtime
+from qgen.build import build_unit
+from qgen.declaration import parse_declaration
 from runtime.forms import form_for
+from runtime.queue import Queue
+from runtime.rendered import parse_rendered
 
 FORMS = ["row_lock", "lease", "advisory"]
 COLUMNS = ("attempt", "retry_after", "processed_at", "enqueued_at")
@@ -208,6 +212,107 @@ def test_prune_deletes_old_processed_rows_in_batches_and_leaves_the_rest(engine,
             left = await qt.rows()
             assert [r["id"] for r in left] == [recent, *pending]
             assert [r["processed_at"] is None for r in left] == [False, True, True]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("dedupe", [False, True])
+def test_redrive_group_moves_only_that_groups_dead_messages(engine, dedupe):
+    """A queue serving two groups (a and b, no default_group) keeps their dead messages in
+    one dead-letter table: redrive_group sends back every dead message of its group, and
+    only those, each to its own group as a first delivery."""
+
+    async def go():
+        table = unique_table("q_shared_dead")
+        dead_table = table + "_dead"
+        cols = {
+            "id": "id",
+            "payload": "payload",
+            "group": "grp",
+            "attempt": "attempt",
+            "retry_after": "retry_after",
+            "locked_until": "locked_until",
+        }
+        if dedupe:
+            cols["dedupe_key"] = "dedupe_key"
+        decl = parse_declaration(
+            {
+                "dialects": [engine.dialect_name],
+                "queues": {
+                    "q": {
+                        "table": table,
+                        "form": "lease",
+                        "max_attempts": 1,
+                        "dead_letter": {"table": dead_table},
+                        "columns": cols,
+                    }
+                },
+            }
+        )
+        q = Queue(parse_rendered(build_unit(decl.queues["q"], engine.dialect_name), "q.sql"))
+        assert q.rendered.get("redrive_group")
+        assert bool(q.rendered.get("redrive_blocked_group")) == dedupe
+        tables = [table, dead_table, f"{table}_pause"]
+        await drop_tables(engine.url, *tables)
+        try:
+            async with await runtime.connect(engine.url) as db:
+                for st in q.rendered.require("schema"):
+                    await db.execute(st, {})
+                a_ids = [await q.enqueue(db, {"n": n}, group="a") for n in (1, 2)]
+                b_ids = [await q.enqueue(db, {"n": n}, group="b") for n in (3, 4)]
+            fail = _by_payload({n: runtime.retry() for n in (1, 2, 3, 4)})
+            for g in ("a", "b"):
+                await runtime.Consumer(engine.url, q, fail, concurrency=1, group=g).drain()
+            quote = runtime.dialects.DIALECTS[engine.dialect_name].quote_ident
+
+            async def where(t: str) -> dict[int, tuple[str, int]]:
+                async with await runtime.connect(engine.url) as db:
+                    rows = await db.fetchall(
+                        f"SELECT {quote('id')} AS id, {quote('grp')} AS g, "
+                        f"{quote('attempt')} AS a FROM {quote(t)}",
+                        {},
+                    )
+                return {int(r["id"]): (r["g"], int(r["a"])) for r in rows}
+
+            assert await where(table) == {}
+            dead_before = await where(dead_table)
+            assert sorted(dead_before) == sorted(a_ids + b_ids)
+            async with await runtime.connect(engine.url) as db:
+                assert await q.redrive_group(db, "a") == 2
+                assert await q.redrive_group(db, "a") == 0  # none of a's left
+                assert await q.redrive_group(db, "nobody") == 0
+            assert await where(table) == {i: ("a", 1) for i in a_ids}
+            assert await where(dead_table) == {i: dead_before[i] for i in b_ids}
+            # group a claims them again; b's stay dead until their own redrive
+            seen = []
+
+            async def ok(message, ctx):
+                seen.append(message.id)
+                return runtime.ack()
+
+            for g in ("a", "b"):
+                await runtime.Consumer(engine.url, q, ok, concurrency=1, group=g).drain()
+            assert sorted(seen) == a_ids
+            async with await runtime.connect(engine.url) as db:
+                assert await q.redrive_group(db, "b") == 2
+            assert await where(dead_table) == {}
+            assert await where(table) == {i: ("b", 1) for i in b_ids}
+        finally:
+            await drop_tables(engine.url, *tables)
+
+    run(go())
+
+
+def test_redrive_group_needs_a_dead_letter_table_with_groups(engine):
+    async def go():
+        qt = await make_queue(engine, "lease", columns=COLUMNS, dead="group", max_attempts=1)
+        try:
+            assert not qt.queue.rendered.get("redrive_group")
+            async with await runtime.connect(qt.url) as db:
+                with pytest.raises(runtime.ConfigurationError, match="dead-letter table"):
+                    await qt.queue.redrive_group(db, "dead")
         finally:
             await qt.drop()
 

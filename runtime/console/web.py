@@ -7,11 +7,12 @@ its own Starlette or FastAPI app (``app.mount("/queues-console", create_app(...)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -97,7 +98,14 @@ def create_app(
     by_name = dict(queues) if isinstance(queues, dict) else {q.name: q for q in queues}
     console = Console(queues=by_name, db=db, read_db=read_db, outbox=outbox, cache_s=cache_s)
     web = _Web(console, Guard(token), allow_writes)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await console.close()  # the read connections kept between requests
+
     app = Starlette(
+        lifespan=lifespan,
         routes=web.routes(),
         exception_handlers={HTTPException: web.http_error, Exception: web.crash},
     )
@@ -465,6 +473,8 @@ class _Web:
             "table": q.table,
             "dead_letter": dead,
             "grouped": "group" in q.columns,
+            # a dead-letter table with a group column: one group's dead messages go back
+            "redrive_group": bool(q.rendered.get("redrive_group")),
         }
 
     async def queue_page(self, request: Request) -> Response:
@@ -570,6 +580,10 @@ class _Web:
 
     async def act_redrive_all(self, request: Request, form: dict[str, str]) -> str:
         name = request.path_params["queue"]
+        of_group = self._group(form.get("of_group"))
+        if of_group is not None:  # every dead message of one group, the others stay
+            n = await self.console.redrive_group(name, of_group)
+            return f"/queues/{name}?done=redriven&n={n}"
         n = await self.console.redrive(name, None, self._group(form.get("group")))
         return f"/queues/{name}?done=redriven&n={n}"
 
@@ -668,6 +682,11 @@ class _Web:
                     400, f"ids must be a list of 1 to {MAX_IDS} message ids (whole numbers)"
                 )
             ids = [parse_id(i) for i in ids]
+        of_group = self._group(request.query_params.get("of_group", body.get("of_group")))
+        if of_group is not None:  # every dead message of one group (a shared dead table)
+            if ids is not None:
+                raise ConsoleError(400, "give ids or of_group, not both")
+            return {"redriven": await self.console.redrive_group(name, of_group)}
         group = self._group(body.get("group"))
         return {"redriven": await self.console.redrive(name, ids, group)}
 

@@ -245,6 +245,8 @@ class OutcomeModel:
         self.duplicate = False
         #: rate_limit: the tokens each bucket holds (a bucket not there yet is full)
         self.tokens: dict[str, int] = {}
+        #: the paused scopes: "" the whole queue (every group of its table), else a group
+        self.paused: set[str] = set()
 
     # ------------------------------------------------------------------ reading
 
@@ -330,7 +332,23 @@ class OutcomeModel:
             if r.lease == "held" and (not self.shape.group or r.group == bucket)
         )
 
+    def pause(self, group: str | None) -> None:
+        """Pause the whole queue (None) or one group: its claims find nothing ready."""
+        self.paused.add(group or "")
+
+    def resume(self, group: str | None) -> None:
+        """Lift the queue's pause (None) or one group's; the other pause stays."""
+        self.paused.discard(group or "")
+
+    def is_paused(self, group: str | None) -> bool:
+        """A claim of ``group`` (None: the queue's own) waits: the queue or that group is
+        paused. Deliveries already held settle as ever."""
+        scope = (group or DEFAULT_GROUP) if self.shape.group else ""
+        return "" in self.paused or scope in self.paused
+
     def _ready(self, limit: int, group: str | None, worker: int | None) -> list[Row]:
+        if self.is_paused(group):
+            return []
         ready = [r for r in self.claim_order() if self.claimable(r, group, worker)]
         return ready[:limit]
 

@@ -94,6 +94,8 @@ class Session:
                 found.limits_table = f"{table}_limits"
             self._created += [table] + ([dead] if found.dead_table else [])
             self._created += [found.limits_table] if found.limits_table else []
+            pause_table = queue.rendered.header.pause_table
+            self._created += [pause_table] if pause_table else []
             for sql in queue.rendered.require("schema"):
                 await db.execute(sql)
             if self.side not in self._created:
@@ -113,6 +115,8 @@ class Session:
         names = [t.table] + ([t.dead_table] if t.dead_table else [])
         if t.limits_table:  # the bucket full again; slot rows are made again by the claims
             names.append(t.limits_table)
+        if t.queue.rendered.header.pause_table:  # nothing paused
+            names.append(t.queue.rendered.header.pause_table)
         if self.dialect == "postgres":
             await db.execute(f"TRUNCATE {', '.join(q(n) for n in names)} RESTART IDENTITY")
             return

@@ -7,7 +7,7 @@
 -- max_attempts: 4
 -- dead_letter: {"table": "invoices_dead"}
 -- pause_table: "invoices_queue_pause"
--- seal: sha256:a3676db5b749c5d5413360fd557bbba4c84ed5c66dd1ef4f07c7293cddd0592b
+-- seal: sha256:428808cc0284ab603b59f0b679aa949d03ad0e326baa56cf8035fda8b9cff3b8
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -215,17 +215,7 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `invoices_queue`
-  WHERE `processed_at` IS NULL
-    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
-) AS `ready`, (
-  SELECT COUNT(*)
-  FROM `invoices_queue`
-  WHERE `processed_at` IS NULL
-    AND `retry_after` > UTC_TIMESTAMP(6)
-) AS `delayed`, NULL AS `in_flight`, (
+SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, NULL AS `in_flight`, (
   SELECT COUNT(*)
   FROM `invoices_dead`
 ) AS `dead`, (
@@ -241,7 +231,13 @@ SELECT (
   FROM `invoices_queue_pause`
   WHERE queue_table = 'invoices_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN `retry_after` > UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_delayed
+  FROM `invoices_queue`
+  WHERE `processed_at` IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "emails_dead"}
 -- lease_s: 60
 -- pause_table: "emails_queue_pause"
--- seal: sha256:05105e85ffdc5568ed251dfe47d2497e4e59f45cf07db36c37fb2c0340b7cbdb
+-- seal: sha256:3d016c4d3b174695e3408dc152f46b682ebb07233dd398e17bf94dbe4f4ac2ad
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -205,20 +205,7 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `emails_queue`
-  WHERE (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
-    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
-) AS `ready`, (
-  SELECT COUNT(*)
-  FROM `emails_queue`
-  WHERE `retry_after` > UTC_TIMESTAMP(6)
-) AS `delayed`, (
-  SELECT COUNT(*)
-  FROM `emails_queue`
-  WHERE `locked_until` >= UTC_TIMESTAMP(6)
-) AS `in_flight`, (
+SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, (
   SELECT COUNT(*)
   FROM `emails_dead`
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
@@ -226,7 +213,13 @@ SELECT (
   FROM `emails_queue_pause`
   WHERE queue_table = 'emails_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN `retry_after` > UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM `emails_queue`
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 10
 -- pause_table: "pings_pause"
--- seal: sha256:e46c49d93952c468f54ab1616dcaf602953b85aab9d646b4f76ec521a8c11cda
+-- seal: sha256:120b10bdb0dafafde9ae79461f6545938681a0824334c25011bddf852aa79ad0
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -150,20 +150,17 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `pings`
-  WHERE (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6))
-) AS `ready`, 0 AS `delayed`, (
-  SELECT COUNT(*)
-  FROM `pings`
-  WHERE `leased_until` >= UTC_TIMESTAMP(6)
-) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
   FROM `pings_pause`
   WHERE queue_table = 'pings'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN (`leased_until` IS NULL OR `leased_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN `leased_until` >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM `pings`
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

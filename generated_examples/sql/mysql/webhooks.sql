@@ -7,7 +7,7 @@
 -- max_attempts: 3
 -- dead_letter: {"table": "webhooks_dead"}
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:a288547532041db15eacdf8807c277091dbd6667160fe7c57d3e9402b735927e
+-- seal: sha256:95ae632dc5875cbdbfec55bf523fb0d4ebe60d9c6e5339475f5bec9e2c0ac8f3
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -211,17 +211,7 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `webhooks_queue`
-  WHERE `processed_at` IS NULL
-    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
-) AS `ready`, (
-  SELECT COUNT(*)
-  FROM `webhooks_queue`
-  WHERE `processed_at` IS NULL
-    AND `retry_after` > UTC_TIMESTAMP(6)
-) AS `delayed`, NULL AS `in_flight`, (
+SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, NULL AS `in_flight`, (
   SELECT COUNT(*)
   FROM `webhooks_dead`
 ) AS `dead`, (
@@ -237,7 +227,13 @@ SELECT (
   FROM `webhooks_queue_pause`
   WHERE queue_table = 'webhooks_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN `retry_after` > UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_delayed
+  FROM `webhooks_queue`
+  WHERE `processed_at` IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- channel: "qgen.emails_queue"
 -- pause_table: "emails_queue_pause"
--- seal: sha256:6715303e0f18be5f7a8a9e4fe7827122168c517fdc7798f7aa3391635a5a532e
+-- seal: sha256:56df2a4c51ca4e174f89b70d18bc20d4f3ac85e42a9c70ef8fb1ab633ab774ac
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -209,20 +209,7 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "emails_queue"
-  WHERE ("retry_after" IS NULL OR "retry_after" <= now())
-    AND ("locked_until" IS NULL OR "locked_until" < now())
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "emails_queue"
-  WHERE "retry_after" > now()
-) AS "delayed", (
-  SELECT COUNT(*)
-  FROM "emails_queue"
-  WHERE "locked_until" >= now()
-) AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
   SELECT COUNT(*)
   FROM "emails_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
@@ -230,7 +217,13 @@ SELECT (
   FROM "emails_queue_pause"
   WHERE queue_table = 'emails_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN "locked_until" >= now() THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "emails_queue"
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

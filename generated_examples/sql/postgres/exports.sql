@@ -9,7 +9,7 @@
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
 -- pause_table: "exports_queue_pause"
--- seal: sha256:3b410e87fe6af502149024a13771530362bfd62e32522d1d722d9f55a366b328
+-- seal: sha256:b83d6a3b1811a45042a4963a34ebe965c237d477bd8f4f1308897f2e0741b89f
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -173,33 +173,7 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "exports_queue"
-  WHERE "lane" = %(group)s
-    AND ("retry_after" IS NULL OR "retry_after" <= now())
-    AND NOT hashtextextended('qgen:exports_queue:' || CAST("id" AS TEXT), 0) IN (
-    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
-    FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-  )
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "exports_queue"
-  WHERE "lane" = %(group)s
-    AND "retry_after" > now()
-) AS "delayed", (
-  SELECT COUNT(*)
-  FROM "exports_queue"
-  WHERE "lane" = %(group)s
-    AND hashtextextended('qgen:exports_queue:' || CAST("id" AS TEXT), 0) IN (
-    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
-    FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-  )
-) AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
   SELECT COUNT(*)
   FROM "exports_queue"
   WHERE "lane" = %(dead_group)s
@@ -208,7 +182,24 @@ SELECT (
   FROM "exports_queue_pause"
   WHERE queue_table = 'exports_queue'
     AND queue_group IN ('', %(group)s)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND NOT hashtextextended('qgen:exports_queue:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN hashtextextended('qgen:exports_queue:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "exports_queue"
+  WHERE "lane" = %(group)s
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

@@ -9,7 +9,7 @@
 -- lease_s: 10
 -- channel: "qgen.pings"
 -- pause_table: "pings_pause"
--- seal: sha256:d375b30b30a74be7b73c447d7d751c609575a08ffda224dcfe6c39002ff3a5e4
+-- seal: sha256:af36f6fffbf2c688bb27df1590dcfcd14ec8f2a1b606ab47f907a72e09e0a68e
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -155,20 +155,17 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "pings"
-  WHERE ("leased_until" IS NULL OR "leased_until" < now())
-) AS "ready", 0 AS "delayed", (
-  SELECT COUNT(*)
-  FROM "pings"
-  WHERE "leased_until" >= now()
-) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "pings_pause"
   WHERE queue_table = 'pings'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("leased_until" IS NULL OR "leased_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "leased_until" >= now() THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "pings"
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "webhooks_dead"}
 -- channel: "qgen.webhooks_queue"
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:73ce3a9943de9efa37ef1f89658ad22eebce4cf8f6e69e9ce5f27411a9f9f2ac
+-- seal: sha256:30dd09d4156e20faf30e82f969499c38bff04bb1de2c47d7da10f85f0351a312
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -221,33 +221,7 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "webhooks_queue"
-  WHERE "processed_at" IS NULL
-    AND ("retry_after" IS NULL OR "retry_after" <= now())
-    AND NOT hashtextextended('qgen:webhooks_queue:' || CAST("id" AS TEXT), 0) IN (
-    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
-    FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-  )
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "webhooks_queue"
-  WHERE "processed_at" IS NULL
-    AND "retry_after" > now()
-) AS "delayed", (
-  SELECT COUNT(*)
-  FROM "webhooks_queue"
-  WHERE "processed_at" IS NULL
-    AND hashtextextended('qgen:webhooks_queue:' || CAST("id" AS TEXT), 0) IN (
-    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
-    FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-  )
-) AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
   SELECT COUNT(*)
   FROM "webhooks_dead"
 ) AS "dead", (
@@ -263,7 +237,24 @@ SELECT (
   FROM "webhooks_queue_pause"
   WHERE queue_table = 'webhooks_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND NOT hashtextextended('qgen:webhooks_queue:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN hashtextextended('qgen:webhooks_queue:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

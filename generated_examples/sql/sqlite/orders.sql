@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- pause_table: "orders_queue_pause"
--- seal: sha256:7f7f5dd93dbbc866a8e190e063b7921c598c14190be6b2bee61c6c7ab45ca620
+-- seal: sha256:ba6509874824bf95bc577a9e3f003d265c8c9757594dcaf3f4651dce83384255
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -207,26 +207,7 @@ ORDER BY l.name;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "orders_queue"
-  WHERE "queue" = :group
-    AND "processed_at" IS NULL
-    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "orders_queue"
-  WHERE "queue" = :group
-    AND "processed_at" IS NULL
-    AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "delayed", (
-  SELECT COUNT(*)
-  FROM "orders_queue"
-  WHERE "queue" = :group
-    AND "processed_at" IS NULL
-    AND "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
   SELECT COUNT(*)
   FROM "orders_queue"
   WHERE "queue" = :dead_group
@@ -254,7 +235,15 @@ SELECT (
   FROM "orders_queue_pause"
   WHERE queue_table = 'orders_queue'
     AND queue_group IN ('', :group)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now')) AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "orders_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 10
 -- pause_table: "pings_pause"
--- seal: sha256:c46f45ab2bbb429002b51db929c0f56a1f794fa7b7b527d7c82f3dbc13ac5cdc
+-- seal: sha256:80d7425f4db2abdd220bc20c9a3f837b127f6054a310c766b3729dba6c1ccbbf
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -134,20 +134,17 @@ ORDER BY l.name;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "pings"
-  WHERE ("leased_until" IS NULL OR "leased_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
-) AS "ready", 0 AS "delayed", (
-  SELECT COUNT(*)
-  FROM "pings"
-  WHERE "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "pings_pause"
   WHERE queue_table = 'pings'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("leased_until" IS NULL OR "leased_until" < strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "leased_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "pings"
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:bdc75badd7d7b5cd95f4718c9de7ea68f88e466b6baea6b6232af90f7812e4be
+-- seal: sha256:b0c73740a0d4d48f53b9ff0aae8ceab97546d0b962e7915eabec01053fcc264a
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -220,26 +220,7 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `shop_tasks`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NULL
-    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
-    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
-) AS `ready`, (
-  SELECT COUNT(*)
-  FROM `shop_tasks`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NULL
-    AND `retry_after` > UTC_TIMESTAMP(6)
-) AS `delayed`, (
-  SELECT COUNT(*)
-  FROM `shop_tasks`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NULL
-    AND `locked_until` >= UTC_TIMESTAMP(6)
-) AS `in_flight`, (
+SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, (
   SELECT COUNT(*)
   FROM `shop_tasks`
   WHERE `queue` = %(dead_group)s
@@ -283,7 +264,15 @@ SELECT (
   FROM `shop_tasks_pause`
   WHERE queue_table = 'shop_tasks'
     AND queue_group IN ('', %(group)s)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN `retry_after` > UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM `shop_tasks`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.shop_tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:2b74cc0c2f5d9b5c70b81d03f7153e2bda16d85345dcf3cf0b363a9af7365427
+-- seal: sha256:a284addd6baee5d4b47bee3b8945ec76f0bca06f89e8d43b86e0fea19964c2c6
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -221,26 +221,7 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "shop_tasks"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NULL
-    AND ("retry_after" IS NULL OR "retry_after" <= now())
-    AND ("locked_until" IS NULL OR "locked_until" < now())
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "shop_tasks"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NULL
-    AND "retry_after" > now()
-) AS "delayed", (
-  SELECT COUNT(*)
-  FROM "shop_tasks"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NULL
-    AND "locked_until" >= now()
-) AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
   SELECT COUNT(*)
   FROM "shop_tasks"
   WHERE "queue" = %(dead_group)s
@@ -284,7 +265,15 @@ SELECT (
   FROM "shop_tasks_pause"
   WHERE queue_table = 'shop_tasks'
     AND queue_group IN ('', %(group)s)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN "locked_until" >= now() THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "shop_tasks"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.locks"
 -- pause_table: "locks_pause"
--- seal: sha256:7962e6f3da77666180111e087d2565f66b89501dcb9c9abd04c63e16af55ea5b
+-- seal: sha256:967c8363512f573f3baa2b5bb630ece4f41d2219934893bf4eb4ea8236a58646
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -149,27 +149,7 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "locks"
-  WHERE "processed_at" IS NULL
-    AND NOT hashtextextended('qgen:locks:' || CAST("id" AS TEXT), 0) IN (
-    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
-    FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-  )
-) AS "ready", 0 AS "delayed", (
-  SELECT COUNT(*)
-  FROM "locks"
-  WHERE "processed_at" IS NULL
-    AND hashtextextended('qgen:locks:' || CAST("id" AS TEXT), 0) IN (
-    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
-    FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-  )
-) AS "in_flight", NULL AS "dead", (
+SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
   FROM (
     SELECT 1 AS kept
@@ -182,7 +162,23 @@ SELECT (
   FROM "locks_pause"
   WHERE queue_table = 'locks'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN NOT hashtextextended('qgen:locks:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN hashtextextended('qgen:locks:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "locks"
+  WHERE "processed_at" IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- pause_table: "locks_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:3261b36e5fb52f1750cd171dd4db39a41da92f0c5e247722ef19174aaa71dc2f
+-- seal: sha256:8d801a12c7816ae8e2ad6201e3f04ea8fe96badd146cb14dfccde049f6e4ddf3
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -115,11 +115,7 @@ ORDER BY l.name;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "locks"
-  WHERE "processed_at" IS NULL
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
+SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
   FROM (
     SELECT 1 AS kept
@@ -132,7 +128,12 @@ SELECT (
   FROM "locks_pause"
   WHERE queue_table = 'locks'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COUNT(*) AS qgen_ready
+  FROM "locks"
+  WHERE "processed_at" IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- pause_table: "ping_queue_pause"
--- seal: sha256:4d354e2438edd32610cf23c4a9bf2f87b180091083ccd4bdbc624cedf259b789
+-- seal: sha256:ea79ded70489a192aa685a2b9c70dc649a7d03ece0cea8a5f71619ef1255b081
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -130,11 +130,7 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `ping_queue`
-
-) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT `last_error`
   FROM `ping_queue`
   WHERE `last_error` IS NOT NULL
@@ -145,7 +141,11 @@ SELECT (
   FROM `ping_queue_pause`
   WHERE queue_table = 'ping_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COUNT(*) AS qgen_ready
+  FROM `ping_queue`
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

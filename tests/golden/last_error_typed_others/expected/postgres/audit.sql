@@ -10,7 +10,7 @@
 -- other_columns: ["source"]
 -- channel: "qgen.audit_queue"
 -- pause_table: "audit_queue_pause"
--- seal: sha256:f21541a3948aeb1529c4d7f181cb1a015799393dba560c500c3617ea6222f837
+-- seal: sha256:59e5c5dba5a84f844410e1858521188e287c315896b1c9d1bf8cf13d9d2330a6
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -196,19 +196,7 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "audit_queue"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NULL
-    AND ("retry_after" IS NULL OR "retry_after" <= now())
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "audit_queue"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NULL
-    AND "retry_after" > now()
-) AS "delayed", NULL AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", (
   SELECT COUNT(*)
   FROM "audit_queue"
   WHERE "queue" = %(dead_group)s
@@ -243,7 +231,14 @@ SELECT (
   FROM "audit_queue_pause"
   WHERE queue_table = 'audit_queue'
     AND queue_group IN ('', %(group)s)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed
+  FROM "audit_queue"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.ping_queue"
 -- pause_table: "ping_queue_pause"
--- seal: sha256:dd0fc54588519ff9695820f1ddaa8ea6d31332e789392ddaa355f20250b84d87
+-- seal: sha256:395238c3fd792bcb5768815bddd84163d160cbf4e81649916e316dab764ef313
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -144,25 +144,7 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "ping_queue"
-  WHERE NOT hashtextextended('qgen:ping_queue:' || CAST("id" AS TEXT), 0) IN (
-    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
-    FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-  )
-) AS "ready", 0 AS "delayed", (
-  SELECT COUNT(*)
-  FROM "ping_queue"
-  WHERE hashtextextended('qgen:ping_queue:' || CAST("id" AS TEXT), 0) IN (
-    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
-    FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-  )
-) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT "last_error"
   FROM "ping_queue"
   WHERE "last_error" IS NOT NULL
@@ -173,7 +155,22 @@ SELECT (
   FROM "ping_queue_pause"
   WHERE queue_table = 'ping_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN NOT hashtextextended('qgen:ping_queue:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN hashtextextended('qgen:ping_queue:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "ping_queue"
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

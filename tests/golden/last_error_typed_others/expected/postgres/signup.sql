@@ -10,7 +10,7 @@
 -- other_columns: ["user_id", "kind", "note"]
 -- channel: "qgen.signup_queue"
 -- pause_table: "signup_queue_pause"
--- seal: sha256:1d77da6e1fcf0254a8df060ec5fb0a9a695127f14209e781da38f148ed9f66f1
+-- seal: sha256:de7c556cb97f8d229c7d9554745158eafa7bfc6aa7574a8516048531d68c377a
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -209,20 +209,7 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "signup_queue"
-  WHERE ("retry_after" IS NULL OR "retry_after" <= now())
-    AND ("locked_until" IS NULL OR "locked_until" < now())
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "signup_queue"
-  WHERE "retry_after" > now()
-) AS "delayed", (
-  SELECT COUNT(*)
-  FROM "signup_queue"
-  WHERE "locked_until" >= now()
-) AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
   SELECT COUNT(*)
   FROM "signup_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
@@ -242,7 +229,13 @@ SELECT (
   FROM "signup_queue_pause"
   WHERE queue_table = 'signup_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN "locked_until" >= now() THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "signup_queue"
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

@@ -10,7 +10,7 @@
 -- other_columns: ["source"]
 -- pause_table: "audit_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:8a21ca21ce1f55c49b093fa5118c4750c518468889b88ef9e37620b0ab49cd49
+-- seal: sha256:b6a3edc8adcc3e788fbebb2215292e912e4f6d25ebe2e93fe6309ecbbaca73d5
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -178,19 +178,7 @@ ORDER BY l.name;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "audit_queue"
-  WHERE "queue" = :group
-    AND "processed_at" IS NULL
-    AND ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "audit_queue"
-  WHERE "queue" = :group
-    AND "processed_at" IS NULL
-    AND "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "delayed", NULL AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", (
   SELECT COUNT(*)
   FROM "audit_queue"
   WHERE "queue" = :dead_group
@@ -225,7 +213,14 @@ SELECT (
   FROM "audit_queue_pause"
   WHERE queue_table = 'audit_queue'
     AND queue_group IN ('', :group)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 1 ELSE 0 END), 0) AS qgen_delayed
+  FROM "audit_queue"
+  WHERE "queue" = :group
+    AND "processed_at" IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- pause_table: "ping_queue_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:05a9fdc0b5858edec060bfd1fac2bcdcbb39e94bce49448e38d3159d99c601fe
+-- seal: sha256:378cf1a83c1d157dedf8d8570cb7cf759f15650f70cf807dfd73c6f03ae3cb47
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -110,11 +110,7 @@ ORDER BY l.name;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "ping_queue"
-
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT "last_error"
   FROM "ping_queue"
   WHERE "last_error" IS NOT NULL
@@ -125,7 +121,11 @@ SELECT (
   FROM "ping_queue_pause"
   WHERE queue_table = 'ping_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COUNT(*) AS qgen_ready
+  FROM "ping_queue"
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- default_group: "reports"
 -- pause_table: "reports_queue_pause"
--- seal: sha256:e6240d05be4c299d7a822f703d27412cbc10bec22b0e04e36d6ea95150a82959
+-- seal: sha256:62ab917a2b0b89cd004cd4fc4376141a0d5fd57f76e86bd1459a1ffa1d041b28
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table `reports_queue_limits` of its in-flight slots.
@@ -152,16 +152,17 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `reports_queue`
-  WHERE `queue` = %(group)s
-) AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
   FROM `reports_queue_pause`
   WHERE queue_table = 'reports_queue'
     AND queue_group IN ('', %(group)s)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COUNT(*) AS qgen_ready
+  FROM `reports_queue`
+  WHERE `queue` = %(group)s
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

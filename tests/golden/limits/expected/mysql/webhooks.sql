@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:f3d634d034823103e737085e9887e115c863cb5dbb1e6f2c3e813b36a8fd4dae
+-- seal: sha256:05ed4c75821b40c93f85ef4cbe32ffff64ac6dc5a50f843d1a77b876a6b46ff3
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table `webhooks_queue_limits` of its token bucket and in-flight gate.
@@ -202,17 +202,7 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `webhooks_queue`
-  WHERE `processed_at` IS NULL
-    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
-) AS `ready`, 0 AS `delayed`, (
-  SELECT COUNT(*)
-  FROM `webhooks_queue`
-  WHERE `processed_at` IS NULL
-    AND `locked_until` >= UTC_TIMESTAMP(6)
-) AS `in_flight`, NULL AS `dead`, (
+SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, NULL AS `dead`, (
   SELECT COUNT(*)
   FROM (
     SELECT 1 AS kept
@@ -225,7 +215,13 @@ SELECT (
   FROM `webhooks_queue_pause`
   WHERE queue_table = 'webhooks_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM `webhooks_queue`
+  WHERE `processed_at` IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

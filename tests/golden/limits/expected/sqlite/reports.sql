@@ -9,7 +9,7 @@
 -- default_group: "reports"
 -- pause_table: "reports_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:c30f1d570adbe3da1f22f02b2a5ea7447d20e2c40ae29587d4908d93a811bbad
+-- seal: sha256:45fe6299708bc3d04689bc74faa44c9882485060573353a91f3584f50f5124d4
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -108,16 +108,17 @@ ORDER BY l.name;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "reports_queue"
-  WHERE "queue" = :group
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "reports_queue_pause"
   WHERE queue_table = 'reports_queue'
     AND queue_group IN ('', :group)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COUNT(*) AS qgen_ready
+  FROM "reports_queue"
+  WHERE "queue" = :group
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- pause_table: "leased_pause"
--- seal: sha256:b20ae73516af391f96cdfbed84f7529c6034c0becf9a101dbc58c2ac4c4e8190
+-- seal: sha256:cd1bfb4c3783090e8552ccfb428afcecba9a6eb9377c2ac50efed022d3eb3f6e
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -150,20 +150,17 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `leased`
-  WHERE (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
-) AS `ready`, 0 AS `delayed`, (
-  SELECT COUNT(*)
-  FROM `leased`
-  WHERE `locked_until` >= UTC_TIMESTAMP(6)
-) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
   FROM `leased_pause`
   WHERE queue_table = 'leased'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM `leased`
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

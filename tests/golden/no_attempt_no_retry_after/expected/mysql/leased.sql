@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- pause_table: "leased_pause"
--- seal: sha256:662070b424162b552dce93fdc3b89d598b63fa7cf210bb3af65272cd30959b5d
+-- seal: sha256:b311e90ef1f7b2b5b8e022d48cf84370ecec88535a136ec58219ebefcdd8dfbf
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -150,20 +150,17 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `leased`
-  WHERE (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
-) AS `ready`, 0 AS `delayed`, (
-  SELECT COUNT(*)
-  FROM `leased`
-  WHERE `locked_until` >= UTC_TIMESTAMP(6)
-) AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
   FROM `leased_pause`
   WHERE queue_table = 'leased'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM `leased`
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

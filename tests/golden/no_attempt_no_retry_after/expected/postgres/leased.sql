@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- channel: "qgen.leased"
 -- pause_table: "leased_pause"
--- seal: sha256:a419925270343da6d4db0a86e8d82e277477df6bc3f55826afd9078bebe30bc9
+-- seal: sha256:270c9beca077b5ac1bfa4b306eb20bf9ac43dfb9b9f240f5d357732bc98f042e
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -155,20 +155,17 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "leased"
-  WHERE ("locked_until" IS NULL OR "locked_until" < now())
-) AS "ready", 0 AS "delayed", (
-  SELECT COUNT(*)
-  FROM "leased"
-  WHERE "locked_until" >= now()
-) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "leased_pause"
   WHERE queue_table = 'leased'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "locked_until" >= now() THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "leased"
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- pause_table: "tasks_pause"
--- seal: sha256:95516428dab6b3614cdca94ce9bfd3fc564d431d808a5ac304aa0bc4157016d8
+-- seal: sha256:50a7064503df38de8ab74a7bb353987359c2c0cea3a59657d259055277397fa2
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -178,23 +178,7 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `tasks`
-  WHERE `lane` = %(group)s
-    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
-    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
-) AS `ready`, (
-  SELECT COUNT(*)
-  FROM `tasks`
-  WHERE `lane` = %(group)s
-    AND `retry_after` > UTC_TIMESTAMP(6)
-) AS `delayed`, (
-  SELECT COUNT(*)
-  FROM `tasks`
-  WHERE `lane` = %(group)s
-    AND `locked_until` >= UTC_TIMESTAMP(6)
-) AS `in_flight`, (
+SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, (
   SELECT COUNT(*)
   FROM `tasks`
   WHERE `lane` = %(dead_group)s
@@ -203,7 +187,14 @@ SELECT (
   FROM `tasks_pause`
   WHERE queue_table = 'tasks'
     AND queue_group IN ('', %(group)s)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN `retry_after` > UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM `tasks`
+  WHERE `lane` = %(group)s
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

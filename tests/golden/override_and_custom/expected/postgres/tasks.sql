@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
 -- pause_table: "tasks_pause"
--- seal: sha256:f78a05f577ae9c4934c6f6f59b2857387b74b14586d3bf4ea590c4e3409902fa
+-- seal: sha256:1484ba760cd9641384dc3259a28792902a9ac6583b436c64fb28428945d14685
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -182,23 +182,7 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "tasks"
-  WHERE "lane" = %(group)s
-    AND ("retry_after" IS NULL OR "retry_after" <= now())
-    AND ("locked_until" IS NULL OR "locked_until" < now())
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "tasks"
-  WHERE "lane" = %(group)s
-    AND "retry_after" > now()
-) AS "delayed", (
-  SELECT COUNT(*)
-  FROM "tasks"
-  WHERE "lane" = %(group)s
-    AND "locked_until" >= now()
-) AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
   SELECT COUNT(*)
   FROM "tasks"
   WHERE "lane" = %(dead_group)s
@@ -207,7 +191,14 @@ SELECT (
   FROM "tasks_pause"
   WHERE queue_table = 'tasks'
     AND queue_group IN ('', %(group)s)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN "locked_until" >= now() THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "tasks"
+  WHERE "lane" = %(group)s
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

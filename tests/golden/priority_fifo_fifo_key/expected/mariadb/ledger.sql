@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ledger"
 -- pause_table: "ledger_pause"
--- seal: sha256:56d0ee085b0c3996f4c0eabb9cf5bd767b648d0f136e531a11340b904dcb4c29
+-- seal: sha256:bf5dddd0d57b7c5909d8b3460b6cb12c6df66c23d495808275b17cd1e2a32962
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -220,26 +220,7 @@ ORDER BY INDEX_NAME;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM `ledger`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NULL
-    AND (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6))
-    AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6))
-) AS `ready`, (
-  SELECT COUNT(*)
-  FROM `ledger`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NULL
-    AND `retry_after` > UTC_TIMESTAMP(6)
-) AS `delayed`, (
-  SELECT COUNT(*)
-  FROM `ledger`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NULL
-    AND `locked_until` >= UTC_TIMESTAMP(6)
-) AS `in_flight`, (
+SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, (
   SELECT COUNT(*)
   FROM `ledger`
   WHERE `queue` = %(dead_group)s
@@ -258,7 +239,15 @@ SELECT (
   FROM `ledger_pause`
   WHERE queue_table = 'ledger'
     AND queue_group IN ('', %(group)s)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN `retry_after` > UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM `ledger`
+  WHERE `queue` = %(group)s
+    AND `processed_at` IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "sessions_dead"}
 -- pause_table: "sessions_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:abb82a7cfefc7b703cfc15f5c56cafe6f149bd12917e8e7387d053a57d2bdaab
+-- seal: sha256:aeea41aa6e45279c7bae87624793cd6eb2a7e8f5657183514cbd39e208ace51b
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
@@ -153,15 +153,7 @@ ORDER BY l.name;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "sessions"
-  WHERE ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "sessions"
-  WHERE "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "delayed", NULL AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", (
   SELECT COUNT(*)
   FROM "sessions_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
@@ -169,7 +161,12 @@ SELECT (
   FROM "sessions_pause"
   WHERE queue_table = 'sessions'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 1 ELSE 0 END), 0) AS qgen_delayed
+  FROM "sessions"
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: advisory holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.keyed"
 -- pause_table: "keyed_pause"
--- seal: sha256:d71a4d9ab3431d6281ee60ce68824cc9b7ce0a2464411c024d2d406974c8e87c
+-- seal: sha256:6020586fc3c5d801d8d785acde1e4d699fb1bc0606ec79a3e7faa50a93e5242e
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -140,30 +140,27 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (rows whose advisory key a session holds, from pg_locks), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "keyed"
-  WHERE NOT hashtextextended('qgen:keyed:' || CAST("id" AS TEXT), 0) IN (
-    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
-    FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-  )
-) AS "ready", 0 AS "delayed", (
-  SELECT COUNT(*)
-  FROM "keyed"
-  WHERE hashtextextended('qgen:keyed:' || CAST("id" AS TEXT), 0) IN (
-    SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
-    FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-      AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
-  )
-) AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "keyed_pause"
   WHERE queue_table = 'keyed'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN NOT hashtextextended('qgen:keyed:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN hashtextextended('qgen:keyed:' || CAST("id" AS TEXT), 0) IN (
+  SELECT (CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)
+  FROM pg_locks AS l
+  WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+    AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "keyed"
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (running: its advisory key held by a session; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

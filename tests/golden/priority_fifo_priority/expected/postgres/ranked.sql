@@ -10,7 +10,7 @@
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
 -- pause_table: "ranked_pause"
--- seal: sha256:7a062c65fb3d638b53d8581d43be24be1742b63ca5cb7728c43a04dda3370507
+-- seal: sha256:6a23697adb13305dbc2e11025641a8baf03e2420d85a33672804f5f1171d1842
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -211,26 +211,7 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "ranked"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NULL
-    AND ("retry_after" IS NULL OR "retry_after" <= now())
-    AND ("locked_until" IS NULL OR "locked_until" < now())
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "ranked"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NULL
-    AND "retry_after" > now()
-) AS "delayed", (
-  SELECT COUNT(*)
-  FROM "ranked"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NULL
-    AND "locked_until" >= now()
-) AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
   SELECT COUNT(*)
   FROM "ranked"
   WHERE "queue" = %(dead_group)s
@@ -249,7 +230,15 @@ SELECT (
   FROM "ranked_pause"
   WHERE queue_table = 'ranked'
     AND queue_group IN ('', %(group)s)
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed,
+    COALESCE(SUM(CASE WHEN "locked_until" >= now() THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "ranked"
+  WHERE "queue" = %(group)s
+    AND "processed_at" IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.

@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "mail_dead"}
 -- channel: "qgen.mail_queue"
 -- pause_table: "mail_queue_pause"
--- seal: sha256:6439b2916da402dc26996befde7a6991cc30618ada59f8b0a1070ab875950200
+-- seal: sha256:6d96017f070e083636b851d8eadc90c18849e533237e6fa4e4fd7dd3dec98d76
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -182,15 +182,7 @@ ORDER BY i.relname;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "mail_queue"
-  WHERE ("not_before" IS NULL OR "not_before" <= now())
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "mail_queue"
-  WHERE "not_before" > now()
-) AS "delayed", NULL AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", (
   SELECT COUNT(*)
   FROM "mail_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
@@ -198,7 +190,12 @@ SELECT (
   FROM "mail_queue_pause"
   WHERE queue_table = 'mail_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("not_before" IS NULL OR "not_before" <= now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "not_before" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed
+  FROM "mail_queue"
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

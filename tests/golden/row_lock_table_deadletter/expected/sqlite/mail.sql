@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "mail_dead"}
 -- pause_table: "mail_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:681537193571b912c0cfc3812ec7b169e6fdedde56437d417b4ebfc0ce650164
+-- seal: sha256:5ee844ad7c337702df4964ab094db335369237a8080af869dd6f594ea50ff5da
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -162,15 +162,7 @@ ORDER BY l.name;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "mail_queue"
-  WHERE ("not_before" IS NULL OR "not_before" <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-) AS "ready", (
-  SELECT COUNT(*)
-  FROM "mail_queue"
-  WHERE "not_before" > strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "delayed", NULL AS "in_flight", (
+SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", (
   SELECT COUNT(*)
   FROM "mail_dead"
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
@@ -178,7 +170,12 @@ SELECT (
   FROM "mail_queue_pause"
   WHERE queue_table = 'mail_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("not_before" IS NULL OR "not_before" <= strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "not_before" > strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 1 ELSE 0 END), 0) AS qgen_delayed
+  FROM "mail_queue"
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (dead: in the dead letter; pending otherwise, also while a consumer holds it: row lock holds are invisible to SQL), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or finished (deleted).

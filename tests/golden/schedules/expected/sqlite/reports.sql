@@ -11,7 +11,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
 -- pause_table: "reports_queue_pause"
--- seal: sha256:276258a096360fdfca46d3b5ea5f3ca299ddf327d2060231181c75d7e2a7d583
+-- seal: sha256:01290d2e87e212d64819abfb26122ede6ed0ad59a1f0d85ac45d2364a927bb69
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
@@ -154,17 +154,7 @@ ORDER BY l.name;
 -- name: stats
 -- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "reports_queue"
-  WHERE "processed_at" IS NULL
-    AND ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now'))
-) AS "ready", 0 AS "delayed", (
-  SELECT COUNT(*)
-  FROM "reports_queue"
-  WHERE "processed_at" IS NULL
-    AND "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now')
-) AS "in_flight", NULL AS "dead", (
+SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
   FROM (
     SELECT 1 AS kept
@@ -177,7 +167,13 @@ SELECT (
   FROM "reports_queue_pause"
   WHERE queue_table = 'reports_queue'
     AND queue_group = ''
-) AS paused;
+) AS paused
+FROM (
+  SELECT COALESCE(SUM(CASE WHEN ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+    COALESCE(SUM(CASE WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 1 ELSE 0 END), 0) AS qgen_in_flight
+  FROM "reports_queue"
+  WHERE "processed_at" IS NULL
+) AS qgen_live;
 
 -- name: status
 -- Reads message id by the database's clock: its state (done: marked processed; running: a lease in the future; pending otherwise), how many deliveries it had, and its payload, result, progress, last_error, enqueued_at and processed_at (NULL where the table has no such column); no row: unknown or pruned.
