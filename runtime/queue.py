@@ -463,8 +463,6 @@ class Queue(Generic[P]):
         redrive does, in one transaction; returns how many. For a dead-letter table with a
         group column, which several queues or groups may share: the others' dead messages
         stay. ``await queue.redrive_group(db, "emails")``"""
-        from runtime import operate
-
         return await operate.redrive_group(self, db, group)
 
     async def purge_dead(self, db: Any, ids: Iterable[int] | None = None) -> int:
