@@ -77,13 +77,22 @@ class Draft:
         )
 
 
+_ENVIRONMENTS: dict[str, jinja2.Environment] = {}
+
+
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
+    """One Jinja environment per templates folder for the process: each template compiles
+    once, and Jinja reloads one whose file changed since (its loader checks the time)."""
+    folder = str(TEMPLATES)
+    env = _ENVIRONMENTS.get(folder)
+    if env is None:
+        env = _ENVIRONMENTS[folder] = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(folder),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            autoescape=False,
+        )
+    return env
 
 
 def _template_for(env: jinja2.Environment, dialect: str, name: str) -> str:
