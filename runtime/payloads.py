@@ -73,6 +73,66 @@ def _float_text(f: float) -> str:
     return text if "." in text else text + ".0"
 
 
+def _plain_int(value: int, path: str) -> tuple[Any, bool]:
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise _refuse(
+            f"the integer {value} does not fit in 64 bits",
+            path,
+            "send it as a string (MySQL's JSON type keeps no more)",
+        )
+    return value, False
+
+
+def _plain_float(value: float, path: str) -> tuple[Any, bool]:
+    if value != value or value in (float("inf"), float("-inf")):
+        raise _refuse(f"{value} is not a JSON number", path, "send a finite number or None")
+    if value == 0.0:
+        return 0.0, False
+    return value, "e" in repr(value)
+
+
+def _check_depth(depth: int, path: str) -> None:
+    if depth >= MAX_DEPTH:
+        raise _refuse(
+            f"lists and dicts nest deeper than {MAX_DEPTH}",
+            path,
+            "flatten the payload (MariaDB refuses deeper JSON)",
+        )
+
+
+def _plain_list(
+    value: list[Any], encoder: Encoder | None, depth: int, path: str
+) -> tuple[Any, bool]:
+    _check_depth(depth, path)
+    special = False
+    out_list = []
+    for i, item in enumerate(value):
+        v, s = _plain(item, encoder, depth + 1, f"{path}[{i}]")
+        out_list.append(v)
+        special |= s
+    return out_list, special
+
+
+def _plain_dict(
+    value: dict[Any, Any], encoder: Encoder | None, depth: int, path: str
+) -> tuple[Any, bool]:
+    _check_depth(depth, path)
+    special = False
+    out: dict[str, Any] = {}
+    for k, item in value.items():
+        if type(k) is not str:
+            raise _refuse(
+                f"the key {k!r} is a {type(k).__name__}, not a str",
+                path,
+                "JSON keys are strings: convert it before enqueueing",
+            )
+        _check_str(k, f"{path}[{k!r}]")
+        v, s = _plain(item, encoder, depth + 1, f"{path}[{k!r}]")
+        out[k] = v
+        special |= s
+    return out, special
+
+
 def _plain(value: Any, encoder: Encoder | None, depth: int, path: str) -> tuple[Any, bool]:
     """The value with the encoder applied and every rule checked; True when a float needs
     the positional spelling (json.dumps would write an exponent or -0.0)."""
@@ -83,47 +143,13 @@ def _plain(value: Any, encoder: Encoder | None, depth: int, path: str) -> tuple[
         _check_str(value, path)
         return value, False
     if t is int:
-        if not _INT_MIN <= value <= _INT_MAX:
-            raise _refuse(
-                f"the integer {value} does not fit in 64 bits",
-                path,
-                "send it as a string (MySQL's JSON type keeps no more)",
-            )
-        return value, False
+        return _plain_int(value, path)
     if t is float:
-        if value != value or value in (float("inf"), float("-inf")):
-            raise _refuse(f"{value} is not a JSON number", path, "send a finite number or None")
-        if value == 0.0:
-            return 0.0, False
-        return value, "e" in repr(value)
-    if t is list or t is dict:
-        if depth >= MAX_DEPTH:
-            raise _refuse(
-                f"lists and dicts nest deeper than {MAX_DEPTH}",
-                path,
-                "flatten the payload (MariaDB refuses deeper JSON)",
-            )
-        special = False
-        if t is list:
-            out_list = []
-            for i, item in enumerate(value):
-                v, s = _plain(item, encoder, depth + 1, f"{path}[{i}]")
-                out_list.append(v)
-                special |= s
-            return out_list, special
-        out: dict[str, Any] = {}
-        for k, item in value.items():
-            if type(k) is not str:
-                raise _refuse(
-                    f"the key {k!r} is a {type(k).__name__}, not a str",
-                    path,
-                    "JSON keys are strings: convert it before enqueueing",
-                )
-            _check_str(k, f"{path}[{k!r}]")
-            v, s = _plain(item, encoder, depth + 1, f"{path}[{k!r}]")
-            out[k] = v
-            special |= s
-        return out, special
+        return _plain_float(value, path)
+    if t is list:
+        return _plain_list(value, encoder, depth, path)
+    if t is dict:
+        return _plain_dict(value, encoder, depth, path)
     if encoder is not None:
         encoded = encoder(value)
         if type(encoded) is t:
