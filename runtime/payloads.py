@@ -73,37 +73,19 @@ def _float_text(f: float) -> str:
     return text if "." in text else text + ".0"
 
 
-def _plain_int(value: int, path: str) -> tuple[Any, bool]:
-    if not _INT_MIN <= value <= _INT_MAX:
-        raise _refuse(
-            f"the integer {value} does not fit in 64 bits",
-            path,
-            "send it as a string (MySQL's JSON type keeps no more)",
-        )
-    return value, False
-
-
-def _plain_float(value: float, path: str) -> tuple[Any, bool]:
-    if value != value or value in (float("inf"), float("-inf")):
-        raise _refuse(f"{value} is not a JSON number", path, "send a finite number or None")
-    if value == 0.0:
-        return 0.0, False
-    return value, "e" in repr(value)
-
-
-def _check_depth(depth: int, path: str) -> None:
-    if depth >= MAX_DEPTH:
-        raise _refuse(
-            f"lists and dicts nest deeper than {MAX_DEPTH}",
-            path,
-            "flatten the payload (MariaDB refuses deeper JSON)",
-        )
+def _too_deep(path: str) -> PayloadError:
+    return _refuse(
+        f"lists and dicts nest deeper than {MAX_DEPTH}",
+        path,
+        "flatten the payload (MariaDB refuses deeper JSON)",
+    )
 
 
 def _plain_list(
     value: list[Any], encoder: Encoder | None, depth: int, path: str
 ) -> tuple[Any, bool]:
-    _check_depth(depth, path)
+    if depth >= MAX_DEPTH:
+        raise _too_deep(path)
     special = False
     out_list = []
     for i, item in enumerate(value):
@@ -116,7 +98,8 @@ def _plain_list(
 def _plain_dict(
     value: dict[Any, Any], encoder: Encoder | None, depth: int, path: str
 ) -> tuple[Any, bool]:
-    _check_depth(depth, path)
+    if depth >= MAX_DEPTH:
+        raise _too_deep(path)
     special = False
     out: dict[str, Any] = {}
     for k, item in value.items():
@@ -143,9 +126,19 @@ def _plain(value: Any, encoder: Encoder | None, depth: int, path: str) -> tuple[
         _check_str(value, path)
         return value, False
     if t is int:
-        return _plain_int(value, path)
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _refuse(
+                f"the integer {value} does not fit in 64 bits",
+                path,
+                "send it as a string (MySQL's JSON type keeps no more)",
+            )
+        return value, False
     if t is float:
-        return _plain_float(value, path)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _refuse(f"{value} is not a JSON number", path, "send a finite number or None")
+        if value == 0.0:
+            return 0.0, False
+        return value, "e" in repr(value)
     if t is list:
         return _plain_list(value, encoder, depth, path)
     if t is dict:
