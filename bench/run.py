@@ -146,20 +146,24 @@ async def open_engines(
     return engines, unreachable
 
 
-async def main(args: argparse.Namespace) -> int:
+class _BadArgs(Exception):
+    """A command-line value the bench cannot run with (its message is the line to print)."""
+
+
+def _checked_args(
+    args: argparse.Namespace,
+) -> tuple[Settings, tuple[int, ...], tuple[str, ...], list[str], tuple[str, ...]]:
+    """The settings, batches, PgQueuer drivers, engines and forms; _BadArgs for a bad value."""
     try:
         batches = tuple(int(b) for b in str(args.batch).split(",") if b.strip())
     except ValueError:
-        print(f"--batch {args.batch!r}: expected whole numbers, e.g. 10,100", file=sys.stderr)
-        return 2
+        raise _BadArgs(f"--batch {args.batch!r}: expected whole numbers, e.g. 10,100") from None
     drivers = tuple(d.strip() for d in args.pgqueuer_drivers.split(",") if d.strip())
     if not batches or min(batches) < 1 or any(d not in pgq.DRIVERS for d in drivers):
-        print(
+        raise _BadArgs(
             f"--batch must list numbers of at least 1 and --pgqueuer-drivers names from "
-            f"{', '.join(pgq.DRIVERS)} (got {args.batch!r}, {args.pgqueuer_drivers!r})",
-            file=sys.stderr,
+            f"{', '.join(pgq.DRIVERS)} (got {args.batch!r}, {args.pgqueuer_drivers!r})"
         )
-        return 2
     s = Settings(
         messages=args.messages or (150 if args.quick else 2000),
         repeats=args.repeats or (3 if args.quick else 5),
@@ -185,17 +189,23 @@ async def main(args: argparse.Namespace) -> int:
         if getattr(args, k) is not None and getattr(args, k) < 1
     ]
     if small:
-        print(f"{', '.join(small)}: must be at least 1", file=sys.stderr)
-        return 2
+        raise _BadArgs(f"{', '.join(small)}: must be at least 1")
     names = [e.strip() for e in args.engines.split(",") if e.strip()]
     forms = tuple(f.strip() for f in args.forms.split(",") if f.strip())
     bad = [e for e in names if e not in ENGINES] + [f for f in forms if f not in FORMS]
     if bad:
-        print(
+        raise _BadArgs(
             f"unknown engine or form: {', '.join(bad)} (engines: {', '.join(ENGINES)}; "
-            f"forms: {', '.join(FORMS)})",
-            file=sys.stderr,
+            f"forms: {', '.join(FORMS)})"
         )
+    return s, batches, drivers, names, forms
+
+
+async def main(args: argparse.Namespace) -> int:
+    try:
+        s, batches, drivers, names, forms = _checked_args(args)
+    except _BadArgs as exc:
+        print(exc, file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # SIGTERM stops the run as Ctrl-C does: the main task is cancelled, and its cleanup drops

@@ -621,15 +621,8 @@ def _own_sql(
     return statements, custom
 
 
-def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueDeclaration:
-    where = f"queue {_show(name)}"
-    r.identifier(where, "name", name)
-    q = r.table(where, f"queues.{name}", raw)
-    r.keys(where, q, QUEUE_KEYS)
-    if "table" not in q:
-        raise r.fail(where, "table", "missing", f'write table = "{name}_queue"')
-    table = r.table_name(where, "table", q["table"])
-
+def _form(r: _Reader, where: str, q: Mapping[str, Any], dialects: tuple[str, ...]) -> str:
+    """The claim form, known and runnable on every declared dialect."""
     form = q.get("form", "lease")
     if form not in FORMS:
         raise r.fail(
@@ -646,35 +639,41 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
                 f"the {d} dialect cannot run the {form} form",
                 f"use one of {', '.join(DIALECTS[d].forms)} or drop {d} from dialects",
             )
+    return str(form)
 
-    dead_letter = None
-    if "dead_letter" in q:
-        dl = r.table(where, "dead_letter", q["dead_letter"])
-        r.keys(
+
+def _dead_letter(r: _Reader, where: str, q: Mapping[str, Any], table: str) -> DeadLetter | None:
+    """dead_letter = { group = "…" } or { table = "…" } (another table than the queue's)."""
+    if "dead_letter" not in q:
+        return None
+    dl = r.table(where, "dead_letter", q["dead_letter"])
+    r.keys(
+        where,
+        {f"dead_letter.{k}": v for k, v in dl.items()},
+        ("dead_letter.group", "dead_letter.table"),
+    )
+    if len(dl) != 1:
+        raise r.fail(
             where,
-            {f"dead_letter.{k}": v for k, v in dl.items()},
-            ("dead_letter.group", "dead_letter.table"),
+            "dead_letter",
+            "give exactly one of group or table",
+            'write dead_letter = { group = "NAME_dead" } or { table = "NAME_dead" }',
         )
-        if len(dl) != 1:
-            raise r.fail(
-                where,
-                "dead_letter",
-                "give exactly one of group or table",
-                'write dead_letter = { group = "NAME_dead" } or { table = "NAME_dead" }',
-            )
-        if "group" in dl:
-            dead_letter = DeadLetter(group=r.group(where, "dead_letter.group", dl["group"]))
-        else:
-            dead_table = r.table_name(where, "dead_letter.table", dl["table"])
-            dead_letter = DeadLetter(table=dead_table)
-            if dead_table.casefold() == table.casefold():
-                raise r.fail(
-                    where,
-                    "dead_letter.table",
-                    "the dead-letter table is the queue's own",
-                    f'name another table, e.g. "{table}_dead"',
-                )
+    if "group" in dl:
+        return DeadLetter(group=r.group(where, "dead_letter.group", dl["group"]))
+    dead_table = r.table_name(where, "dead_letter.table", dl["table"])
+    if dead_table.casefold() == table.casefold():
+        raise r.fail(
+            where,
+            "dead_letter.table",
+            "the dead-letter table is the queue's own",
+            f'name another table, e.g. "{table}_dead"',
+        )
+    return DeadLetter(table=dead_table)
 
+
+def _default_columns(form: str, dead_letter: DeadLetter | None) -> dict[str, str]:
+    """The column roles a queue has when it names none: its form and dead letter add theirs."""
     default_cols = {
         "id": "id",
         "payload": "payload",
@@ -685,75 +684,102 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
         default_cols["locked_until"] = "locked_until"
     if dead_letter and dead_letter.group is not None:
         default_cols["group"] = "queue"
-    columns = _columns(r, where, q.get("columns"), QUEUE_COLUMNS, default_cols)
+    return default_cols
 
-    lease_s = None
-    if form == "lease":
-        if "locked_until" not in columns:
-            raise r.fail(
-                where,
-                "columns.locked_until",
-                "the lease form needs a lease column",
-                'add locked_until = "locked_until" under columns, or use form = "row_lock"',
-            )
-        lease_s = q.get("lease_s", 30)
-        low, high = LEASE_RANGE
-        if (
-            isinstance(lease_s, bool)
-            or not isinstance(lease_s, int | float)
-            or not math.isfinite(lease_s)
-            or not low <= lease_s <= high
-        ):
+
+def _lease_s(
+    r: _Reader, where: str, q: Mapping[str, Any], form: str, columns: Mapping[str, str]
+) -> float | None:
+    """The lease form's lease in seconds (with its lease column); no other form takes one."""
+    if form != "lease":
+        if "lease_s" in q:
             raise r.fail(
                 where,
                 "lease_s",
-                f"{_show(lease_s)} is not a number of seconds from {low:g} to {high:g}",
-                "write lease_s = 30 (the runtime extends the lease while a handler runs)",
+                f"lease_s applies to the lease form only, not {form}",
+                'remove lease_s, or use form = "lease"',
             )
-        lease_s = float(lease_s)
-    elif "lease_s" in q:
+        return None
+    if "locked_until" not in columns:
+        raise r.fail(
+            where,
+            "columns.locked_until",
+            "the lease form needs a lease column",
+            'add locked_until = "locked_until" under columns, or use form = "row_lock"',
+        )
+    lease_s = q.get("lease_s", 30)
+    low, high = LEASE_RANGE
+    if (
+        isinstance(lease_s, bool)
+        or not isinstance(lease_s, int | float)
+        or not math.isfinite(lease_s)
+        or not low <= lease_s <= high
+    ):
         raise r.fail(
             where,
             "lease_s",
-            f"lease_s applies to the lease form only, not {form}",
-            'remove lease_s, or use form = "lease"',
+            f"{_show(lease_s)} is not a number of seconds from {low:g} to {high:g}",
+            "write lease_s = 30 (the runtime extends the lease while a handler runs)",
         )
+    return float(lease_s)
 
+
+def _max_attempts(
+    r: _Reader,
+    where: str,
+    q: Mapping[str, Any],
+    dead_letter: DeadLetter | None,
+    columns: Mapping[str, str],
+) -> int | None:
+    """max_attempts, which comes with a dead letter and an attempt column (and vice versa)."""
     max_attempts = q.get("max_attempts")
-    if max_attempts is not None:
-        low, high = MAX_ATTEMPTS_RANGE
-        if (
-            isinstance(max_attempts, bool)
-            or not isinstance(max_attempts, int)
-            or not low <= max_attempts <= high
-        ):
+    if max_attempts is None:
+        if dead_letter is not None:
             raise r.fail(
                 where,
-                "max_attempts",
-                f"{_show(max_attempts)} is not a whole number from {low} to {high}",
-                "write max_attempts = 5",
+                "dead_letter",
+                "dead_letter without max_attempts",
+                "add max_attempts = 5, or remove dead_letter",
             )
-        if dead_letter is None:
-            raise r.fail(
-                where,
-                "max_attempts",
-                "max_attempts without dead_letter",
-                'add dead_letter = { group = "…" } or { table = "…" }, or remove max_attempts',
-            )
-        if "attempt" not in columns:
-            raise r.fail(
-                where,
-                "max_attempts",
-                "max_attempts needs an attempt column",
-                'add attempt = "attempt" under columns, or remove max_attempts',
-            )
-    elif dead_letter is not None:
+        return None
+    low, high = MAX_ATTEMPTS_RANGE
+    if (
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, int)
+        or not low <= max_attempts <= high
+    ):
         raise r.fail(
             where,
-            "dead_letter",
-            "dead_letter without max_attempts",
-            "add max_attempts = 5, or remove dead_letter",
+            "max_attempts",
+            f"{_show(max_attempts)} is not a whole number from {low} to {high}",
+            "write max_attempts = 5",
         )
+    if dead_letter is None:
+        raise r.fail(
+            where,
+            "max_attempts",
+            "max_attempts without dead_letter",
+            'add dead_letter = { group = "…" } or { table = "…" }, or remove max_attempts',
+        )
+    if "attempt" not in columns:
+        raise r.fail(
+            where,
+            "max_attempts",
+            "max_attempts needs an attempt column",
+            'add attempt = "attempt" under columns, or remove max_attempts',
+        )
+    return max_attempts
+
+
+def _check_retry_columns(
+    r: _Reader,
+    where: str,
+    form: str,
+    columns: Mapping[str, str],
+    dead_letter: DeadLetter | None,
+    max_attempts: int | None,
+) -> None:
+    """A dead-letter group needs a group column; row lock's counted claim needs retry_after."""
     if dead_letter and dead_letter.group is not None and "group" not in columns:
         raise r.fail(
             where,
@@ -770,21 +796,27 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
             'add retry_after = "retry_after" under columns, or use form = "lease"',
         )
 
-    default_group = q.get("default_group", name if "group" in columns else None)
-    if "default_group" in q:
-        if "group" not in columns:
-            raise r.fail(
-                where,
-                "default_group",
-                "default_group needs a group column",
-                'add group = "queue" under columns, or remove default_group',
-            )
-        default_group = r.group(where, "default_group", default_group)
 
-    other_columns, other_types = _other_columns(r, where, q.get("other_columns", []), columns)
-    if "dedupe_key" in columns:
-        _check_pending_key(r, where, columns, other_columns)
-    limits = _limits(r, where, q, form, columns)
+def _default_group(
+    r: _Reader, where: str, q: Mapping[str, Any], name: str, columns: Mapping[str, str]
+) -> str | None:
+    """The group enqueue uses when none is given: the queue's name where it has a group column."""
+    if "default_group" not in q:
+        return name if "group" in columns else None
+    if "group" not in columns:
+        raise r.fail(
+            where,
+            "default_group",
+            "default_group needs a group column",
+            'add group = "queue" under columns, or remove default_group',
+        )
+    return r.group(where, "default_group", q["default_group"])
+
+
+def _check_in_flight(
+    r: _Reader, where: str, form: str, limits: Limits, max_attempts: int | None
+) -> None:
+    """Row lock cannot hold max_in_flight's slots across max_attempts' own commit."""
     if limits.max_in_flight is not None and form == "row_lock" and max_attempts is not None:
         # the claim that counts a delivery commits on its own, which would free the slot rows
         # max_in_flight's claim holds before the batch takes its rows
@@ -796,6 +828,31 @@ def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueD
             "slots that max_in_flight counts",
             'use form = "lease" (which enforces both), or remove one of the two',
         )
+
+
+def _queue(r: _Reader, name: str, raw: Any, dialects: tuple[str, ...]) -> QueueDeclaration:
+    where = f"queue {_show(name)}"
+    r.identifier(where, "name", name)
+    q = r.table(where, f"queues.{name}", raw)
+    r.keys(where, q, QUEUE_KEYS)
+    if "table" not in q:
+        raise r.fail(where, "table", "missing", f'write table = "{name}_queue"')
+    table = r.table_name(where, "table", q["table"])
+    form = _form(r, where, q, dialects)
+    dead_letter = _dead_letter(r, where, q, table)
+    columns = _columns(
+        r, where, q.get("columns"), QUEUE_COLUMNS, _default_columns(form, dead_letter)
+    )
+    lease_s = _lease_s(r, where, q, form, columns)
+    max_attempts = _max_attempts(r, where, q, dead_letter, columns)
+    _check_retry_columns(r, where, form, columns, dead_letter, max_attempts)
+    default_group = _default_group(r, where, q, name, columns)
+
+    other_columns, other_types = _other_columns(r, where, q.get("other_columns", []), columns)
+    if "dedupe_key" in columns:
+        _check_pending_key(r, where, columns, other_columns)
+    limits = _limits(r, where, q, form, columns)
+    _check_in_flight(r, where, form, limits, max_attempts)
     statements, custom = _own_sql(r, where, q, QUEUE_OUTCOMES, dialects)
     schedules = _schedules(r, where, q.get("schedules", {}), columns, other_columns)
     if "dead_letter" in statements and dead_letter is None:

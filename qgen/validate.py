@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import sqlglot
@@ -121,57 +122,99 @@ def parse(sql: str, dialect: Dialect) -> exp.Expression:
     return trees[0]
 
 
+def _returning_rule(node: exp.Expr, d: Dialect) -> str | None:
+    if not (
+        isinstance(node, exp.Returning)
+        or (isinstance(node, exp.Expression) and node.args.get("returning"))
+    ):
+        return None
+    parent = node.parent if isinstance(node, exp.Returning) else node
+    kinds = {
+        exp.Update: d.update_returning,
+        exp.Delete: d.delete_returning,
+        exp.Insert: d.insert_returning,
+    }
+    for kind, ok in kinds.items():
+        if isinstance(parent, kind) and not ok:
+            return f"{kind.__name__.upper()} … RETURNING is not accepted by {d.floor_text}"
+    return None
+
+
+def _lock_rule(node: exp.Expr, d: Dialect) -> str | None:
+    if not isinstance(node, exp.Lock):
+        return None
+    if not d.skip_locked:
+        return f"locking clauses (FOR UPDATE/SKIP LOCKED) are not accepted by {d.floor_text}"
+    if not node.args.get("update") and d.sqlglot == "mysql":
+        return "FOR SHARE is not accepted by MariaDB; use LOCK IN SHARE MODE or FOR UPDATE"
+    return None
+
+
+def _modifying_cte_rule(node: exp.Expr, d: Dialect) -> str | None:
+    modifying = isinstance(node, exp.CTE) and isinstance(
+        node.this, exp.Insert | exp.Update | exp.Delete
+    )
+    if modifying and not d.data_modifying_cte:
+        return f"a data-modifying WITH (… DELETE/UPDATE/INSERT …) is not accepted by {d.floor_text}"
+    return None
+
+
+def _lock_function_rule(node: exp.Expr, d: Dialect) -> str | None:
+    if not isinstance(node, exp.Func):
+        return None
+    name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+    if name in PG_LOCK_FUNCS and d.name != "postgres":
+        return f"{name}() exists only on PostgreSQL"
+    if name in MYSQL_LOCK_FUNCS and d.sqlglot != "mysql":
+        return f"{name}() exists only on MySQL and MariaDB"
+    return None
+
+
+def _change_limit_rule(node: exp.Expr, d: Dialect) -> str | None:
+    if (
+        isinstance(node, exp.Update | exp.Delete)
+        and node.args.get("limit")
+        and d.name in ("postgres", "sqlite")
+    ):
+        return f"{type(node).__name__.upper()} … LIMIT is not accepted by {d.floor_text}; use WHERE id IN (SELECT … LIMIT n)"
+    return None
+
+
+def _limit_subquery_rule(node: exp.Expr, d: Dialect) -> str | None:
+    if not (isinstance(node, exp.Update | exp.Delete) and d.sqlglot == "mysql"):
+        return None
+    target = node.this.name if isinstance(node.this, exp.Table) else None
+    for sub in node.find_all(exp.Select):
+        if (
+            sub.args.get("limit")
+            and target
+            and any(t.name == target for t in sub.find_all(exp.Table))
+        ):
+            return (
+                "MySQL rejects a LIMIT subquery on the table being changed; "
+                "select the ids first (FOR UPDATE SKIP LOCKED), then change them"
+            )
+    return None
+
+
+# each rule looks at one node of the tree; on a node, the first rule that objects wins
+_NODE_RULES: tuple[Callable[[exp.Expr, Dialect], str | None], ...] = (
+    _returning_rule,
+    _lock_rule,
+    _modifying_cte_rule,
+    _lock_function_rule,
+    _change_limit_rule,
+    _limit_subquery_rule,
+)
+
+
 def dialect_rules(tree: exp.Expression, d: Dialect) -> str | None:
     """Constructs sqlglot reads in every dialect but the engine rejects; the first problem, or None."""
     for node in tree.walk():
-        if isinstance(node, exp.Returning) or (
-            isinstance(node, exp.Expression) and node.args.get("returning")
-        ):
-            parent = node.parent if isinstance(node, exp.Returning) else node
-            kinds = {
-                exp.Update: d.update_returning,
-                exp.Delete: d.delete_returning,
-                exp.Insert: d.insert_returning,
-            }
-            for kind, ok in kinds.items():
-                if isinstance(parent, kind) and not ok:
-                    return f"{kind.__name__.upper()} … RETURNING is not accepted by {d.floor_text}"
-        if isinstance(node, exp.Lock):
-            if not d.skip_locked:
-                return (
-                    f"locking clauses (FOR UPDATE/SKIP LOCKED) are not accepted by {d.floor_text}"
-                )
-            if not node.args.get("update") and d.sqlglot == "mysql":
-                return "FOR SHARE is not accepted by MariaDB; use LOCK IN SHARE MODE or FOR UPDATE"
-        modifying = isinstance(node, exp.CTE) and isinstance(
-            node.this, exp.Insert | exp.Update | exp.Delete
-        )
-        if modifying and not d.data_modifying_cte:
-            return f"a data-modifying WITH (… DELETE/UPDATE/INSERT …) is not accepted by {d.floor_text}"
-        if isinstance(node, exp.Func):
-            name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
-            if name in PG_LOCK_FUNCS and d.name != "postgres":
-                return f"{name}() exists only on PostgreSQL"
-            if name in MYSQL_LOCK_FUNCS and d.sqlglot != "mysql":
-                return f"{name}() exists only on MySQL and MariaDB"
-        if (
-            isinstance(node, exp.Update | exp.Delete)
-            and node.args.get("limit")
-            and d.name in ("postgres", "sqlite")
-        ):
-            return f"{type(node).__name__.upper()} … LIMIT is not accepted by {d.floor_text}; use WHERE id IN (SELECT … LIMIT n)"
-        if isinstance(node, exp.Update | exp.Delete) and d.sqlglot == "mysql":
-            target = node.this.name if isinstance(node.this, exp.Table) else None
-            for sub in node.find_all(exp.Select):
-                if (
-                    sub.args.get("limit")
-                    and target
-                    and any(t.name == target for t in sub.find_all(exp.Table))
-                ):
-                    return (
-                        "MySQL rejects a LIMIT subquery on the table being changed; "
-                        "select the ids first (FOR UPDATE SKIP LOCKED), then change them"
-                    )
+        for rule in _NODE_RULES:
+            problem = rule(node, d)
+            if problem:
+                return problem
     return None
 
 
@@ -399,6 +442,82 @@ def _sources(scope: exp.Expression) -> list[exp.Expression]:
     return out
 
 
+def _names(unit: Unit) -> tuple[set[str], set[str]]:
+    """The unit's own tables (by their last part) and the columns its SQL may name."""
+    # sqlglot names a table by its last part (its schema apart)
+    tables = {unit.table.rpartition(".")[2]}
+    allowed_cols = set(unit.columns.values())
+    if isinstance(unit, QueueDeclaration):
+        if unit.dead_letter and unit.dead_letter.table:
+            tables.add(unit.dead_letter.table.rpartition(".")[2])
+        allowed_cols |= set(unit.other_columns)
+        if unit.has("dedupe_key"):
+            allowed_cols.add(PENDING_KEY)
+    return tables, allowed_cols
+
+
+def _name_problem(
+    fail: Callable[[str, str], Exception],
+    tree: exp.Expression,
+    d: Dialect,
+    tables: set[str],
+    allowed_cols: set[str],
+) -> None:
+    """Raise for a name the engine folds or reserves, or a column the declaration lacks."""
+    problem = case_problem(tree, d, tables | allowed_cols, tables)
+    if problem:
+        raise fail(problem, "quote the name as qgen creates it, or declare it in lower case")
+    problem = reserved_problem(tree, d, tables | allowed_cols)
+    if problem:
+        raise fail(problem, "quote the name as qgen creates it, or declare another name")
+    problem = column_problem(tree, allowed_cols, tables)
+    if problem:
+        raise fail(
+            problem,
+            f"use one of {', '.join(sorted(allowed_cols))}, or declare it under columns",
+        )
+
+
+def _check_sql(
+    fail: Callable[[str, str], Exception],
+    sql: str,
+    d: Dialect,
+    origin: str,
+    kind: str,
+    tables: set[str],
+    allowed_cols: set[str],
+) -> Kind:
+    """Check one statement of a block; return its kind."""
+    own = origin != "template"
+    if not own and d.listen_notify and _LISTEN.fullmatch(sql):
+        return Kind.WRITES  # changes no row; run for its effect
+    try:
+        tree = parse(sql, d)
+    except (ParseError, TokenError) as exc:
+        msg = str(exc).splitlines()[0][:200]
+        raise fail(
+            f"SQL does not parse ({msg})", f"write SQL that {d.floor_text} accepts"
+        ) from None
+    if own and not isinstance(tree, DATA_STATEMENTS):
+        raise fail(
+            f"{_statement_word(tree)} is not a statement on rows",
+            "a service's own SQL may only SELECT, INSERT, UPDATE or DELETE rows; "
+            "change the schema or rights outside qgen",
+        )
+    problem = quote_problem(sql, d) or dialect_rules(tree, d)
+    if problem:
+        raise fail(problem, f'give {d.name} its own SQL ({origin}.{d.name} = "…")')
+    _name_problem(fail, tree, d, tables, allowed_cols)
+    if own:
+        unknown = [n for n in driver_params(sql) if n not in PARAMS[kind]]
+        if unknown:
+            raise fail(
+                f"unknown parameter :{unknown[0]}",
+                f"the runtime binds only :{', :'.join(sorted(PARAMS[kind]))}",
+            )
+    return kind_of(tree)
+
+
 def validate_statements(
     unit: Unit,
     d: Dialect,
@@ -412,15 +531,7 @@ def validate_statements(
     Raises DeclarationError for the first problem.
     """
     kind = "queue" if isinstance(unit, QueueDeclaration) else "outbox"
-    # sqlglot names a table by its last part (its schema apart)
-    tables = {unit.table.rpartition(".")[2]}
-    allowed_cols = set(unit.columns.values())
-    if isinstance(unit, QueueDeclaration):
-        if unit.dead_letter and unit.dead_letter.table:
-            tables.add(unit.dead_letter.table.rpartition(".")[2])
-        allowed_cols |= set(unit.other_columns)
-        if unit.has("dedupe_key"):
-            allowed_cols.add(PENDING_KEY)
+    tables, allowed_cols = _names(unit)
     kinds: dict[str, tuple[Kind, ...]] = {}
     for name, sqls in statements.items():
         origin = origins.get(name, "template")
@@ -429,49 +540,7 @@ def validate_statements(
         def fail(problem: str, fix: str, name: str = name, origin: str = origin) -> Exception:
             return _fail(path, unit, d, name, origin, problem, fix)
 
-        found: list[Kind] = []
-        for sql in sqls:
-            if not own and d.listen_notify and _LISTEN.fullmatch(sql):
-                found.append(Kind.WRITES)  # changes no row; run for its effect
-                continue
-            try:
-                tree = parse(sql, d)
-            except (ParseError, TokenError) as exc:
-                msg = str(exc).splitlines()[0][:200]
-                raise fail(
-                    f"SQL does not parse ({msg})", f"write SQL that {d.floor_text} accepts"
-                ) from None
-            if own and not isinstance(tree, DATA_STATEMENTS):
-                raise fail(
-                    f"{_statement_word(tree)} is not a statement on rows",
-                    "a service's own SQL may only SELECT, INSERT, UPDATE or DELETE rows; "
-                    "change the schema or rights outside qgen",
-                )
-            problem = quote_problem(sql, d) or dialect_rules(tree, d)
-            if problem:
-                raise fail(problem, f'give {d.name} its own SQL ({origin}.{d.name} = "…")')
-            problem = case_problem(tree, d, tables | allowed_cols, tables)
-            if problem:
-                raise fail(
-                    problem, "quote the name as qgen creates it, or declare it in lower case"
-                )
-            problem = reserved_problem(tree, d, tables | allowed_cols)
-            if problem:
-                raise fail(problem, "quote the name as qgen creates it, or declare another name")
-            problem = column_problem(tree, allowed_cols, tables)
-            if problem:
-                raise fail(
-                    problem,
-                    f"use one of {', '.join(sorted(allowed_cols))}, or declare it under columns",
-                )
-            if own:
-                unknown = [n for n in driver_params(sql) if n not in PARAMS[kind]]
-                if unknown:
-                    raise fail(
-                        f"unknown parameter :{unknown[0]}",
-                        f"the runtime binds only :{', :'.join(sorted(PARAMS[kind]))}",
-                    )
-            found.append(kind_of(tree))
+        found = [_check_sql(fail, sql, d, origin, kind, tables, allowed_cols) for sql in sqls]
         lease = own and isinstance(unit, QueueDeclaration) and unit.form == "lease"
         if lease and sqls and "token" not in driver_params(sqls[0]):
             raise fail(

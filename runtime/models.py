@@ -24,7 +24,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from contextvars import ContextVar
 from datetime import date, datetime, time
 from decimal import Decimal, InvalidOperation
@@ -357,16 +357,18 @@ def _strict(load: Convert) -> Convert:
     return convert
 
 
-def _dataclass(cls: type, seen: dict[type, tuple[Convert, Convert]]) -> tuple[Convert, Convert]:
-    if cls in seen:  # a recursive model (a field of its own type): bound once built
-        return seen[cls]
-    fields: dict[str, tuple[Convert, Convert]] = {}
-
+def _dataclass_dump(cls: type, fields: Mapping[str, tuple[Convert, Convert]]) -> Convert:
     def dump(value: Any, where: str) -> Any:
         if not isinstance(value, cls):
             raise _Mismatch(where, f"expected {cls.__qualname__}, {_got(value)}")
         return {name: c[0](getattr(value, name), f"{where}.{name}") for name, c in fields.items()}
 
+    return dump
+
+
+def _dataclass_load(
+    cls: type, fields: Mapping[str, tuple[Convert, Convert]], required: Set[str]
+) -> Convert:
     def load(value: Any, where: str) -> Any:
         if isinstance(value, cls) and where:  # a nested instance inside a dict given to enqueue
             return value
@@ -384,6 +386,16 @@ def _dataclass(cls: type, seen: dict[type, tuple[Convert, Convert]]) -> tuple[Co
                 raise _Mismatch(f"{where}.{name}", "missing (it has no default)")
         return cls(**args)
 
+    return load
+
+
+def _dataclass(cls: type, seen: dict[type, tuple[Convert, Convert]]) -> tuple[Convert, Convert]:
+    if cls in seen:  # a recursive model (a field of its own type): bound once built
+        return seen[cls]
+    # filled below, after seen holds the pair: a field of the class's own type finds it there
+    fields: dict[str, tuple[Convert, Convert]] = {}
+    required: set[str] = set()
+    dump, load = _dataclass_dump(cls, fields), _dataclass_load(cls, fields, required)
     seen[cls] = (dump, load)
     try:
         hints = typing.get_type_hints(cls, include_extras=True)
@@ -392,7 +404,6 @@ def _dataclass(cls: type, seen: dict[type, tuple[Convert, Convert]]) -> tuple[Co
             f"payload={cls.__qualname__}: its annotations cannot be resolved ({exc}): define "
             "the classes its fields name at module level"
         ) from None
-    required: set[str] = set()
     for f in dataclasses.fields(cls):
         if not f.init:
             continue

@@ -81,6 +81,49 @@ def _float_text(f: float) -> str:
     return text if "." in text else text + ".0"
 
 
+def _too_deep(path: str) -> PayloadError:
+    return _refuse(
+        f"lists and dicts nest deeper than {MAX_DEPTH}",
+        path,
+        "flatten the payload (MariaDB refuses deeper JSON)",
+    )
+
+
+def _plain_list(
+    value: list[Any], encoder: Encoder | None, depth: int, path: str
+) -> tuple[Any, bool]:
+    if depth >= MAX_DEPTH:
+        raise _too_deep(path)
+    special = False
+    out_list = []
+    for i, item in enumerate(value):
+        v, s = _plain(item, encoder, depth + 1, f"{path}[{i}]")
+        out_list.append(v)
+        special |= s
+    return out_list, special
+
+
+def _plain_dict(
+    value: dict[Any, Any], encoder: Encoder | None, depth: int, path: str
+) -> tuple[Any, bool]:
+    if depth >= MAX_DEPTH:
+        raise _too_deep(path)
+    special = False
+    out: dict[str, Any] = {}
+    for k, item in value.items():
+        if type(k) is not str:
+            raise _refuse(
+                f"the key {k!r} is a {type(k).__name__}, not a str",
+                path,
+                "JSON keys are strings: convert it before enqueueing",
+            )
+        _check_str(k, f"{path}[{k!r}]")
+        v, s = _plain(item, encoder, depth + 1, f"{path}[{k!r}]")
+        out[k] = v
+        special |= s
+    return out, special
+
+
 def _plain(value: Any, encoder: Encoder | None, depth: int, path: str) -> tuple[Any, bool]:
     """The value with the encoder applied and every rule checked; True when a float needs
     the positional spelling (json.dumps would write an exponent or -0.0)."""
@@ -104,34 +147,10 @@ def _plain(value: Any, encoder: Encoder | None, depth: int, path: str) -> tuple[
         if value == 0.0:
             return 0.0, False
         return value, "e" in repr(value)
-    if t is list or t is dict:
-        if depth >= MAX_DEPTH:
-            raise _refuse(
-                f"lists and dicts nest deeper than {MAX_DEPTH}",
-                path,
-                "flatten the payload (MariaDB refuses deeper JSON)",
-            )
-        special = False
-        if t is list:
-            out_list = []
-            for i, item in enumerate(value):
-                v, s = _plain(item, encoder, depth + 1, f"{path}[{i}]")
-                out_list.append(v)
-                special |= s
-            return out_list, special
-        out: dict[str, Any] = {}
-        for k, item in value.items():
-            if type(k) is not str:
-                raise _refuse(
-                    f"the key {k!r} is a {type(k).__name__}, not a str",
-                    path,
-                    "JSON keys are strings: convert it before enqueueing",
-                )
-            _check_str(k, f"{path}[{k!r}]")
-            v, s = _plain(item, encoder, depth + 1, f"{path}[{k!r}]")
-            out[k] = v
-            special |= s
-        return out, special
+    if t is list:
+        return _plain_list(value, encoder, depth, path)
+    if t is dict:
+        return _plain_dict(value, encoder, depth, path)
     if encoder is not None:
         encoded = encoder(value)
         if type(encoded) is t:

@@ -7,17 +7,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, Generic
+from typing import Any, Generic, Unpack
 
 import runtime.operate as operate
 import runtime.wake as wake
 from runtime.adapters import Adapted, adapt, adapted, run_sync
 from runtime.dialects import Dialect, Server
 from runtime.drivers.base import Connection, atomic
+from runtime.enqueue import (
+    BATCH_OPTION_NAMES,
+    BatchOptions,
+    EnqueueOptions,
+    Options,
+    check_dedupe_keys,
+)
 from runtime.errors import (
     ConfigurationError,
     DatabaseError,
-    InvalidArgument,
     PayloadError,
 )
 from runtime.models import PayloadModel, codec
@@ -39,8 +45,6 @@ __all__ = [
 
 #: a duplicate enqueue whose pending message finishes before its id is read tries again
 _DEDUPE_TRIES = 5
-#: the longest group and dedupe_key (MySQL's indexed VARCHAR(191))
-_GROUP_MAX = 191
 
 
 class Enqueued(int):
@@ -82,38 +86,6 @@ def check_server(queue: Queue, server: Server | None) -> str | None:
     return (
         None if cost is None else f"queue '{queue.name}': {queue.form} on a {server.name}: {cost}"
     )
-
-
-#: a priority fits the column every engine stores it in (a 32-bit INTEGER)
-PRIORITY_RANGE = (-(2**31), 2**31 - 1)
-
-
-def _priority(queue: str, priority: Any) -> int | None:
-    """A priority as the enqueue binds it: a whole number in PRIORITY_RANGE, or None (0)."""
-    if priority is None:
-        return None
-    low, high = PRIORITY_RANGE
-    if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
-        raise InvalidArgument(
-            f"queue '{queue}': priority {priority!r} is not a whole number from {low} to {high}"
-        )
-    return priority
-
-
-#: a fifo_key fits the column every engine stores it in (MySQL's indexed VARCHAR(191))
-FIFO_KEY_MAX = 191
-
-
-def _fifo_key(queue: str, key: Any, role: str = "fifo_key") -> str | None:
-    """A fifo_key (or concurrency_key) as the enqueue binds it: 1 to FIFO_KEY_MAX characters,
-    or None."""
-    if key is None:
-        return None
-    if not isinstance(key, str) or not 1 <= len(key) <= FIFO_KEY_MAX:
-        raise InvalidArgument(
-            f"queue '{queue}': {role} {key!r} is not a string of 1 to {FIFO_KEY_MAX} characters"
-        )
-    return key
 
 
 @dataclass
@@ -174,98 +146,11 @@ class Queue(Generic[P]):
     def columns(self) -> dict[str, str]:
         return self.rendered.columns
 
-    def _enqueue_params(
-        self,
-        payload: Any,
-        delay: float | timedelta | None,
-        group: str | None,
-        values: Mapping[str, Any] | None = None,
-        priority: int | None = None,
-        fifo_key: str | None = None,
-        dedupe_key: str | None = None,
-        concurrency_key: str | None = None,
-    ) -> dict[str, Any]:
-        cols = self.columns
-        if group is not None and "group" not in cols:
-            raise ConfigurationError(
-                f"queue '{self.name}' has no group column: enqueue without group=, or declare "
-                "columns.group and render again"
-            )
-        if delay is not None and "retry_after" not in cols:
-            raise ConfigurationError(
-                f"queue '{self.name}' has no retry_after column, so it cannot delay a message: "
-                "enqueue without delay=, or declare columns.retry_after and render again"
-            )
-        others = self.rendered.header.other_columns
-        unknown = sorted(set(values or ()) - set(others))
-        if unknown:
-            raise ConfigurationError(
-                f"queue '{self.name}' has no other column {unknown[0]!r} (declared: "
-                f"{', '.join(others) or 'none'}): list it under other_columns and render again"
-            )
-        params = {
-            "payload": encode_payload(payload, self.encoder, self.codec),
-            "group": group if group is not None else self.default_group,
-            "delay_s": None if delay is None else delay_seconds(delay),
-        }
-        if "priority" in cols:
-            params["priority"] = _priority(self.name, priority)
-        elif priority is not None:
-            raise ConfigurationError(
-                f"queue '{self.name}' has no priority column: enqueue without priority=, or "
-                "declare columns.priority and render again"
-            )
-        if "fifo_key" in cols:
-            params["fifo_key"] = _fifo_key(self.name, fifo_key)
-        elif fifo_key is not None:
-            raise ConfigurationError(
-                f"queue '{self.name}' has no fifo_key column: enqueue without fifo_key=, or "
-                "declare columns.fifo_key and render again"
-            )
-        if "concurrency_key" in cols:
-            params["concurrency_key"] = _fifo_key(self.name, concurrency_key, "concurrency_key")
-        elif concurrency_key is not None:
-            raise ConfigurationError(
-                f"queue '{self.name}' has no concurrency_key column: enqueue without "
-                "concurrency_key=, or declare columns.concurrency_key and render again"
-            )
-        for col in others:  # a column not given gets NULL: list only those you set
-            params[f"value_{col}"] = (values or {}).get(col)
-        if self.rendered.header.channel is not None:
-            params["channel"] = self.rendered.header.channel
-        if "dedupe_key" in cols:
-            params["dedupe_key"] = _dedupe_key(dedupe_key)
-            self._fits(params)
-        elif dedupe_key is not None:
-            raise ConfigurationError(
-                f"queue '{self.name}' has no dedupe_key column: enqueue without dedupe_key=, "
-                "or declare columns.dedupe_key and render again"
-            )
-        return params
-
     def _wake(self, conn: Connection | Adapted) -> None:
         """Wake this process's idle consumers of the table on an engine without LISTEN/NOTIFY
         (there the enqueue's own notification does, at commit)."""
         if not self.dialect.listen_notify:
             wake.enqueued(self.table, conn.url if isinstance(conn, Connection) else None)
-
-    def _fits(self, params: dict[str, Any]) -> None:
-        """A dedupe enqueue on MySQL and MariaDB is an INSERT IGNORE, which would cut a value
-        too long for its column instead of failing: refuse such a value first."""
-        group = params["group"]
-        if group is not None and len(group) > _GROUP_MAX:
-            raise InvalidArgument(
-                f"group must be at most {_GROUP_MAX} characters, not {len(group)}"
-            )
-        limit = self.dialect.text_bytes
-        for name, value in params.items():
-            if limit and name.startswith("value_") and isinstance(value, str | bytes):
-                size = len(value.encode() if isinstance(value, str) else value)
-                if size > limit:
-                    raise InvalidArgument(
-                        f"values[{name.removeprefix('value_')!r}] is {size} bytes; its TEXT "
-                        f"column on {self.dialect.name} keeps at most {limit}"
-                    )
 
     async def _enqueue(self, conn: Any, params: dict[str, Any]) -> Enqueued:
         """Run the enqueue step; a key a pending message holds gives that message's id.
@@ -311,16 +196,7 @@ class Queue(Generic[P]):
             await run_step(conn, unlock, params)
 
     async def enqueue(
-        self,
-        db: Any,
-        payload: P | Mapping[str, Any],
-        delay: float | timedelta | None = None,
-        group: str | None = None,
-        priority: int | None = None,
-        fifo_key: str | None = None,
-        dedupe_key: str | None = None,
-        values: Mapping[str, Any] | None = None,
-        concurrency_key: str | None = None,
+        self, db: Any, payload: P | Mapping[str, Any], **options: Unpack[Options]
     ) -> Enqueued:
         """Add one message on ``db``, inside its open transaction if there is one; returns the
         new message's id. ``await queue.enqueue(db, {"order": 7}, delay=30)``
@@ -341,7 +217,9 @@ class Queue(Generic[P]):
         its key's concurrency_limit (None: not limited). A payload an engine could not keep as it is raises
         PayloadError, nothing written; so does, on a queue loaded with ``payload=Model``, one
         that is neither a valid ``Model`` nor a dict that validates as one; a delay that is NaN, infinite, negative or past
-        MAX_DELAY_S raises ValueError.
+        MAX_DELAY_S raises ValueError. The options are keyword-only and checked against the
+        queue's file before the payload is encoded (``runtime.enqueue.EnqueueOptions``): a bad
+        one raises one error naming it and its fix, nothing written.
 
         Idle consumers wake: on PostgreSQL the statement notifies the queue's channel, sent
         when the transaction commits (a rolled-back enqueue wakes nobody); elsewhere this
@@ -350,12 +228,9 @@ class Queue(Generic[P]):
         poll on)."""
         conn = await adapted(db)
         check_dialect(self.rendered, conn)
-        id_ = await self._enqueue(
-            conn,
-            self._enqueue_params(
-                payload, delay, group, values, priority, fifo_key, dedupe_key, concurrency_key
-            ),
-        )
+        checked = EnqueueOptions.of(self.rendered.header, options)
+        params = checked.params(encode_payload(payload, self.encoder, self.codec))
+        id_ = await self._enqueue(conn, params)
         self._wake(conn)
         return id_
 
@@ -363,13 +238,9 @@ class Queue(Generic[P]):
         self,
         db: Any,
         payloads: Iterable[P | Mapping[str, Any]],
-        delay: float | timedelta | None = None,
-        group: str | None = None,
-        priority: int | None = None,
-        fifo_key: str | None = None,
+        *,
         dedupe_keys: Iterable[str | None] | None = None,
-        values: Mapping[str, Any] | None = None,
-        concurrency_key: str | None = None,
+        **options: Unpack[BatchOptions],
     ) -> Any:
         """Add many messages in one batch; returns how many. ``await queue.enqueue_many(db, items)``
         (``priority`` and ``fifo_key`` apply to every item; items of one key keep their order)
@@ -382,22 +253,19 @@ class Queue(Generic[P]):
         transaction (the caller's if one is open): all of it is written or none."""
         conn = await adapted(db)
         check_dialect(self.rendered, conn)
+        header = self.rendered.header
+        checked = EnqueueOptions.of(header, options, "enqueue_many", BATCH_OPTION_NAMES)
         items = list(payloads)
-        keys = list(dedupe_keys) if dedupe_keys is not None else [None] * len(items)
-        if len(keys) != len(items):
-            raise InvalidArgument(
-                f"dedupe_keys has {len(keys)} keys for {len(items)} payloads: give one per payload"
-            )
+        keys = None if dedupe_keys is None else check_dedupe_keys(header, dedupe_keys, len(items))
         params = []
-        for i, (p, key) in enumerate(zip(items, keys, strict=True)):
+        for i, p in enumerate(items):
             try:
-                params.append(
-                    self._enqueue_params(
-                        p, delay, group, values, priority, fifo_key, key, concurrency_key
-                    )
-                )
+                text = encode_payload(p, self.encoder, self.codec)
             except PayloadError as exc:
                 raise PayloadError(f"item {i} of the batch: {exc}") from None
+            params.append(
+                checked.params(text) if keys is None else checked.keyed_params(text, keys[i])
+            )
         if dedupe_keys is not None:
             return await self._enqueue_each(conn, params)
         # the step's INSERT (MySQL reads the id, a keyed one takes a lock, in statements of
@@ -556,56 +424,23 @@ class SyncQueue(Generic[P]):
         self.queue = queue
 
     def enqueue(
-        self,
-        conn: Any,
-        payload: P | Mapping[str, Any],
-        delay: float | timedelta | None = None,
-        group: str | None = None,
-        priority: int | None = None,
-        fifo_key: str | None = None,
-        dedupe_key: str | None = None,
-        values: Mapping[str, Any] | None = None,
-        concurrency_key: str | None = None,
+        self, conn: Any, payload: P | Mapping[str, Any], **options: Unpack[Options]
     ) -> Enqueued:
         """``queue.sync.enqueue(conn, payload, …)`` → the new message's id (see enqueue)."""
-        return run_sync(
-            self.queue.enqueue(
-                adapt(conn, sync=True),
-                payload,
-                delay,
-                group,
-                priority=priority,
-                fifo_key=fifo_key,
-                dedupe_key=dedupe_key,
-                values=values,
-                concurrency_key=concurrency_key,
-            )
-        )
+        return run_sync(self.queue.enqueue(adapt(conn, sync=True), payload, **options))
 
     def enqueue_many(
         self,
         conn: Any,
         payloads: Iterable[P | Mapping[str, Any]],
-        delay: float | timedelta | None = None,
-        group: str | None = None,
-        priority: int | None = None,
-        fifo_key: str | None = None,
+        *,
         dedupe_keys: Iterable[str | None] | None = None,
-        values: Mapping[str, Any] | None = None,
-        concurrency_key: str | None = None,
+        **options: Unpack[BatchOptions],
     ) -> Any:
         """``queue.sync.enqueue_many(conn, payloads, …)`` → how many (the ids with dedupe_keys)."""
         return run_sync(
             self.queue.enqueue_many(
-                adapt(conn, sync=True),
-                payloads,
-                delay,
-                group,
-                priority=priority,
-                fifo_key=fifo_key,
-                dedupe_keys=dedupe_keys,
-                values=values,
-                concurrency_key=concurrency_key,
+                adapt(conn, sync=True), payloads, dedupe_keys=dedupe_keys, **options
             )
         )
 
@@ -635,16 +470,3 @@ class SyncQueue(Generic[P]):
         from runtime.apply import apply_sync
 
         return apply_sync(db, self.queue)
-
-
-def _dedupe_key(key: Any) -> str | None:
-    if key is None:
-        return None
-    # MySQL and MariaDB compare text ignoring trailing spaces (PAD SPACE), even in binary
-    # collations: "k " would be "k" there, so no key ends with a space
-    if not isinstance(key, str) or not key or len(key) > _GROUP_MAX or key.endswith(" "):
-        raise InvalidArgument(
-            f"dedupe_key must be text of 1 to {_GROUP_MAX} characters not ending with a "
-            f"space, not {key!r:.60}"
-        )
-    return key

@@ -30,8 +30,8 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -471,6 +471,123 @@ def split_statements(body: list[str]) -> list[str] | None:
     return None if current else out
 
 
+_Bad = Callable[[str], RenderedFileError]
+
+_HEADER_KEYS = {
+    "queue": {"queue", "dialect", "form", "table", "columns", "max_attempts"}
+    | {"dead_letter", "lease_s", "default_group", "other_columns", "note", "channel"}
+    | {"schedules", "schedule_table", "pause_table", "pending_table"},
+    "outbox": {"outbox", "dialect", "table", "columns", "note"},
+}
+
+
+def _header_kind(values: Mapping[str, Any], path: str) -> str:
+    """ "queue" or "outbox", with no key that kind's header does not know."""
+    kind = "queue" if "queue" in values else "outbox" if "outbox" in values else None
+    if kind is None:
+        raise _error(path, "the header names no queue or outbox")
+    unknown = sorted(set(values) - _HEADER_KEYS[kind])
+    if unknown:
+        raise _error(path, f"the header holds {unknown[0]!r}, which this runtime does not know")
+    return kind
+
+
+def _header_ident(key: str, v: Any, bad: _Bad) -> str:
+    if not isinstance(v, str) or not _IDENTIFIER.fullmatch(v):
+        raise bad(key)
+    return v
+
+
+def _header_note(values: Mapping[str, Any], bad: _Bad) -> str | None:
+    v = values.get("note")
+    if v is None:
+        return None
+    if not isinstance(v, str) or not v or not v.isprintable() or v != v.strip():
+        raise bad("note")
+    return v
+
+
+def _header_columns(values: Mapping[str, Any], bad: _Bad) -> dict[str, str]:
+    columns = values.get("columns")
+    if not isinstance(columns, dict) or "id" not in columns or "payload" not in columns:
+        raise bad("columns")
+    return {
+        _header_ident("columns", k, bad): _header_ident("columns", v, bad)
+        for k, v in columns.items()
+    }
+
+
+def _header_max_attempts(values: Mapping[str, Any], bad: _Bad) -> int | None:
+    max_attempts = values.get("max_attempts")
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
+        raise bad("max_attempts")
+    return max_attempts
+
+
+def _header_dead_letter(values: Mapping[str, Any], bad: _Bad) -> tuple[str | None, str | None]:
+    """(dead_group, dead_table): at most one of them."""
+    dead = values.get("dead_letter")
+    if dead is None:
+        return None, None
+    if not isinstance(dead, dict) or len(dead) != 1:
+        raise bad("dead_letter")
+    if "group" not in dead:
+        return None, _schema_table(dead.get("table"), bad)
+    dead_group = dead["group"]
+    if not isinstance(dead_group, str) or not dead_group:
+        raise bad("dead_letter")
+    return dead_group, None
+
+
+def _header_lease_s(values: Mapping[str, Any], form: str, bad: _Bad) -> float | None:
+    """The lease form's lease in seconds; no other form has one."""
+    lease_s = values.get("lease_s")
+    if (form == "lease") != (lease_s is not None):
+        raise bad("lease_s")
+    if lease_s is None:
+        return None
+    if (
+        isinstance(lease_s, bool)
+        or not isinstance(lease_s, int | float)
+        or not math.isfinite(lease_s)
+        or lease_s <= 0
+    ):
+        raise bad("lease_s")
+    return float(lease_s)
+
+
+def _header_default_group(values: Mapping[str, Any], bad: _Bad) -> str | None:
+    default_group = values.get("default_group")
+    if default_group is not None and (not isinstance(default_group, str) or not default_group):
+        raise bad("default_group")
+    return default_group
+
+
+def _header_channel(values: Mapping[str, Any], bad: _Bad) -> str | None:
+    channel = values.get("channel")
+    if channel is not None and (not isinstance(channel, str) or not _CHANNEL.fullmatch(channel)):
+        raise bad("channel")
+    return channel
+
+
+def _header_schedules(
+    values: Mapping[str, Any], bad: _Bad
+) -> tuple[tuple[Schedule, ...], str | None]:
+    """The schedules and, when there are any, the table keeping their slots."""
+    schedules = _schedules(values.get("schedules", {}), bad)
+    if not schedules:
+        return schedules, None
+    return schedules, _schema_table(values.get("schedule_table"), lambda _: bad("schedules"))
+
+
+def _header_table(values: Mapping[str, Any], key: str, bad: _Bad) -> str | None:
+    """An optional table name (pause_table, pending_table), checked like the queue's."""
+    table = values.get(key)
+    return None if table is None else _schema_table(table, bad)
+
+
 def _header(values: dict[str, Any], path: str) -> Header:
     """The typed header, every value checked: a file that passed its seal but holds values
     this runtime cannot use (another format) fails here, at load, not at first use."""
@@ -478,109 +595,42 @@ def _header(values: dict[str, Any], path: str) -> Header:
     def bad(key: str) -> RenderedFileError:
         return _error(path, f"header value {key} is not one this runtime can use")
 
-    def text(key: str, optional: bool = False) -> str | None:
-        v = values.get(key)
-        if v is None and optional:
-            return None
-        if not isinstance(v, str) or not v or not v.isprintable() or v != v.strip():
-            raise bad(key)
-        return v
-
-    def ident(key: str, v: Any) -> str:
-        if not isinstance(v, str) or not _IDENTIFIER.fullmatch(v):
-            raise bad(key)
-        return v
-
-    kind = "queue" if "queue" in values else "outbox" if "outbox" in values else None
-    if kind is None:
-        raise _error(path, "the header names no queue or outbox")
-    known = {
-        "queue": {"queue", "dialect", "form", "table", "columns", "max_attempts"}
-        | {"dead_letter", "lease_s", "default_group", "other_columns", "note", "channel"}
-        | {"schedules", "schedule_table", "pause_table", "pending_table"},
-        "outbox": {"outbox", "dialect", "table", "columns", "note"},
-    }[kind]
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise _error(path, f"the header holds {unknown[0]!r}, which this runtime does not know")
+    kind = _header_kind(values, path)
     if values.get("dialect") not in DIALECTS:
         raise bad("dialect")
-    columns = values.get("columns")
-    if not isinstance(columns, dict) or "id" not in columns or "payload" not in columns:
-        raise bad("columns")
-    cols = {ident("columns", k): ident("columns", v) for k, v in columns.items()}
     header = Header(
         kind=kind,
-        name=ident(kind, values.get(kind)),
+        columns=_header_columns(values, bad),
+        name=_header_ident(kind, values.get(kind), bad),
         dialect=values["dialect"],
         table=_schema_table(values.get("table"), bad),
-        columns=cols,
-        note=text("note", optional=True),
+        note=_header_note(values, bad),
     )
     if kind == "outbox":
         return header
     form = values.get("form")
     if form not in FORMS:
         raise bad("form")
-    max_attempts = values.get("max_attempts")
-    if max_attempts is not None and (
-        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
-    ):
-        raise bad("max_attempts")
-    dead = values.get("dead_letter")
-    dead_group = dead_table = None
-    if dead is not None:
-        if not isinstance(dead, dict) or len(dead) != 1:
-            raise bad("dead_letter")
-        if "group" in dead:
-            dead_group = values["dead_letter"]["group"]
-            if not isinstance(dead_group, str) or not dead_group:
-                raise bad("dead_letter")
-        else:
-            dead_table = _schema_table(dead.get("table"), bad)
-    lease_s = values.get("lease_s")
-    if (form == "lease") != (lease_s is not None):
-        raise bad("lease_s")
-    if lease_s is not None and (
-        isinstance(lease_s, bool)
-        or not isinstance(lease_s, int | float)
-        or not math.isfinite(lease_s)
-        or lease_s <= 0
-    ):
-        raise bad("lease_s")
-    default_group = values.get("default_group")
-    if default_group is not None and (not isinstance(default_group, str) or not default_group):
-        raise bad("default_group")
+    max_attempts = _header_max_attempts(values, bad)
+    dead_group, dead_table = _header_dead_letter(values, bad)
+    lease_s = _header_lease_s(values, form, bad)
+    default_group = _header_default_group(values, bad)
     others = values.get("other_columns", [])
     if not isinstance(others, list):
         raise bad("other_columns")
-    channel = values.get("channel")
-    if channel is not None and (not isinstance(channel, str) or not _CHANNEL.fullmatch(channel)):
-        raise bad("channel")
-    schedules = _schedules(values.get("schedules", {}), bad)
-    schedule_table = None
-    if schedules:
-        schedule_table = _schema_table(values.get("schedule_table"), lambda _: bad("schedules"))
-    pause_table = values.get("pause_table")
-    if pause_table is not None:
-        pause_table = _schema_table(pause_table, bad)
-    pending_table = values.get("pending_table")
-    if pending_table is not None:
-        pending_table = _schema_table(pending_table, bad)
-    return Header(
-        kind=kind,
-        name=header.name,
-        dialect=header.dialect,
-        table=header.table,
-        columns=cols,
+    channel = _header_channel(values, bad)
+    schedules, schedule_table = _header_schedules(values, bad)
+    pause_table = _header_table(values, "pause_table", bad)
+    pending_table = _header_table(values, "pending_table", bad)
+    return replace(
+        header,
         form=form,
         max_attempts=max_attempts,
         dead_group=dead_group,
         dead_table=dead_table,
-        lease_s=float(lease_s) if lease_s is not None else None,
+        lease_s=lease_s,
         default_group=default_group,
-        other_columns=tuple(ident("other_columns", o) for o in others),
-        note=header.note,
+        other_columns=tuple(_header_ident("other_columns", o, bad) for o in others),
         channel=channel,
         schedules=schedules,
         schedule_table=schedule_table,

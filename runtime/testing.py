@@ -31,7 +31,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, Unpack
 
 import pytest
 
@@ -41,6 +41,7 @@ from runtime.consumer import Consumer, Handler, _is_async
 from runtime.counts import Counts
 from runtime.delivery import Ctx, Delivery, Message
 from runtime.drivers.base import Connection
+from runtime.enqueue import Options
 from runtime.errors import ConfigurationError, PayloadError
 from runtime.loading import load
 from runtime.outcomes import RetryPolicy
@@ -253,7 +254,7 @@ class Harness(Generic[P]):
             )
         self._ready = True
 
-    async def enqueue(self, payload: P | Mapping[str, Any], **options: Any) -> Enqueued:
+    async def enqueue(self, payload: P | Mapping[str, Any], **options: Unpack[Options]) -> Enqueued:
         """Enqueue and commit on the harness's own connection (``delay=``, ``group=``, … as
         ``Queue.enqueue``); the code under test may enqueue on its own connection instead."""
         async with self.connect() as conn:
@@ -482,7 +483,7 @@ class SyncHarness(Generic[P]):
     def setup(self) -> None:
         _blocking(self.aio.setup())
 
-    def enqueue(self, payload: P | Mapping[str, Any], **options: Any) -> Enqueued:
+    def enqueue(self, payload: P | Mapping[str, Any], **options: Unpack[Options]) -> Enqueued:
         return _blocking(self.aio.enqueue(payload, **options))
 
     def drain(self, handler: Handler[P], **options: Any) -> Drained:

@@ -55,10 +55,8 @@ def _engine_of(report: pytest.TestReport) -> str | None:
     return None
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print the lines tests recorded for the summary (a user property ``summary:<section>``,
-    e.g. the chaos suite's line per scenario), then ``engine tests: <engine> passed=N
-    failed=N skipped=N`` for every engine."""
+def _write_sections(terminalreporter: pytest.TerminalReporter) -> None:
+    """The lines tests recorded for the summary, under their section's title."""
     sections: dict[str, dict[tuple[str, str], None]] = {}
     for reports in terminalreporter.stats.values():
         for report in reports:
@@ -73,6 +71,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", title)
         for _, line in lines:
             terminalreporter.write_line(line)
+
+
+def _outcomes(terminalreporter: pytest.TerminalReporter) -> dict[str, tuple[str, str]]:
+    """Each engine test's node id → (engine, outcome)."""
     # One outcome per test: a failure in any phase wins over a skip, a skip over a pass.
     rank = {"passed": 0, "skipped": 1, "failed": 2}
     outcome_of: dict[str, tuple[str, str]] = {}
@@ -95,6 +97,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             previous = outcome_of.get(nodeid)
             if previous is None or rank[kind] > rank[previous[1]]:
                 outcome_of[nodeid] = (engine, kind)
+    return outcome_of
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the lines tests recorded for the summary (a user property ``summary:<section>``,
+    e.g. the chaos suite's line per scenario), then ``engine tests: <engine> passed=N
+    failed=N skipped=N`` for every engine."""
+    _write_sections(terminalreporter)
+    outcome_of = _outcomes(terminalreporter)
     if not outcome_of:
         return
     counts: dict[str, dict[str, int]] = {}

@@ -349,6 +349,54 @@ def _line(kind: str, what: str, n: int, workers: Workers, counted: dict[str, obj
     return f"{kind} {what}: {n} msgs, " + ", ".join(f"{k} {v}" for k, v in figures.items())
 
 
+async def _consumers_up(admin: runtime.Connection) -> None:
+    """Wait (up to 60 s) for every consumer's sessions: three workers and a listener per
+    process, per form."""
+    deadline = time.monotonic() + 60
+    while True:
+        row = await admin.fetchone(
+            "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE backend_type = "
+            "'client backend' AND pid <> pg_backend_pid()"
+        )
+        if row is not None and row["n"] >= len(FORMS) * PROCESSES * 4:
+            return
+        assert time.monotonic() < deadline, f"consumers not up: {row}"
+        await asyncio.sleep(0.1)
+
+
+async def _failover_line(
+    form: str,
+    qt: QueueUnderTest,
+    w: Workers,
+    n: int,
+    mark: list[int],
+    acked_before: set[int],
+    recovered: float | None,
+) -> str:
+    """One form's summary line, after asserting every message was acked after the promotion
+    and none acked before it was delivered again."""
+    rows = await qt.rows()
+    unacked = sorted(r["payload"]["n"] for r in rows if r["processed_at"] is None)
+    again = sorted(set(w.deliveries(since=mark)) & acked_before)
+    line = _line(
+        "failover",
+        f"postgres {form}",
+        n,
+        w,
+        {
+            "lost": n - len(rows) + len(unacked),
+            "stuck": len(unacked),
+            "acked then delivered again": len(again),
+            "time to recover": f"{recovered:.1f} s" if recovered is not None else "-",
+        },
+    )
+    assert len(rows) == n and not unacked, (
+        f"{line}; not acked within {FAILOVER_RECOVER_S} s of the promotion: {unacked}"
+    )
+    assert not again, f"{line}: acked before the failover, delivered again: {again}"
+    return line
+
+
 async def _failover_scenario(
     engine: Engine, primary: PrivatePostgres, standby: PrivatePostgres, scale: int, tmp: Path
 ) -> list[str]:
@@ -370,16 +418,7 @@ async def _failover_scenario(
         # every consumer up (three workers and a listener per process), then the messages:
         # the forms drain side by side, so the failover comes in the middle of each
         async with await runtime.connect(engine.url) as admin:
-            deadline = time.monotonic() + 60
-            while True:
-                row = await admin.fetchone(
-                    "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE backend_type = "
-                    "'client backend' AND pid <> pg_backend_pid()"
-                )
-                if row is not None and row["n"] >= len(FORMS) * PROCESSES * 4:
-                    break
-                assert time.monotonic() < deadline, f"consumers not up: {row}"
-                await asyncio.sleep(0.1)
+            await _consumers_up(admin)
             for qt in queues.values():
                 await admin.begin()
                 await qt.queue.enqueue_many(admin, [{"n": i} for i in range(n)])
@@ -409,30 +448,12 @@ async def _failover_scenario(
             await asyncio.sleep(0.1)
         for w in workers.values():
             w.stop()
-        lines = []
-        for form, qt in queues.items():
-            w = workers[form]
-            rows = await qt.rows()
-            unacked = sorted(r["payload"]["n"] for r in rows if r["processed_at"] is None)
-            again = sorted(set(w.deliveries(since=marks[form])) & acked_before[form])
-            line = _line(
-                "failover",
-                f"postgres {form}",
-                n,
-                w,
-                {
-                    "lost": n - len(rows) + len(unacked),
-                    "stuck": len(unacked),
-                    "acked then delivered again": len(again),
-                    "time to recover": f"{recovered[form]:.1f} s" if form in recovered else "-",
-                },
+        return [
+            await _failover_line(
+                form, qt, workers[form], n, marks[form], acked_before[form], recovered.get(form)
             )
-            assert len(rows) == n and not unacked, (
-                f"{line}; not acked within {FAILOVER_RECOVER_S} s of the promotion: {unacked}"
-            )
-            assert not again, f"{line}: acked before the failover, delivered again: {again}"
-            lines.append(line)
-        return lines
+            for form, qt in queues.items()
+        ]
     finally:
         for w in workers.values():
             w.stop()

@@ -145,6 +145,63 @@ class Tally:
         return Recovery()
 
 
+async def _alone(
+    queues: dict[str, QueueUnderTest],
+    consumers: list[tuple[str, int, runtime.Consumer]],
+    tasks: list[asyncio.Task[runtime.Counts]],
+    n: int,
+) -> dict[str, bool]:
+    """Stop every consumer but the dead node's, enqueue AFTER more per form: whether the dead
+    node's consumers acked them all within 30 s, per form."""
+    alone = {form: False for form in FORMS}
+    for (_, node, consumer), task in zip(consumers, tasks, strict=True):
+        if node != KILLED:
+            consumer.stop()
+            await task
+    for qt in queues.values():
+        await qt.enqueue(*({"n": -i} for i in range(1, AFTER + 1)))
+    until = time.monotonic() + 30
+    while not all(alone.values()) and time.monotonic() < until:
+        alone = {form: await _acked(qt) == n + AFTER for form, qt in queues.items()}
+        await asyncio.sleep(0.1)
+    return alone
+
+
+async def _form_line(
+    form: str,
+    qt: QueueUnderTest,
+    log: str,
+    tally: Tally,
+    mine: list[runtime.Counts],
+    n: int,
+    acked: int,
+    alone: bool,
+    drained_in: float,
+) -> str:
+    """One form's summary line, after asserting nothing was lost or settled twice."""
+    per_id = Counter(r["id"] for r in await qt.sql(f"SELECT id FROM {qt.q(log)}"))
+    settled_twice = sum(1 for c in per_id.values() if c > 1)
+    lost = stuck = n - acked
+    handled_twice = sum(1 for c in Counter(tally.handled).values() if c > 1)
+    conflicts = sum(c.get("conflicts", 0) for c in mine)
+    failed = sum(c.get("failed_batches", 0) for c in mine)
+    recover = tally.recovered_in
+    line = (
+        f"galera {form} node kill: {n} msgs, handled twice {handled_twice} "
+        f"({handled_twice / n:.1%}), settled twice {settled_twice}, lost {lost}, "
+        f"stuck {stuck}, conflicts {conflicts}, failed batches {failed}, "
+        f"dead node's consumers claimed again "
+        f"{'-' if recover is None else f'{recover:.1f} s'} after the kill, all acked "
+        f"{drained_in:.1f} s after the kill"
+    )
+    assert not lost, f"{form}: {lost} messages not acked within {LEASE_S + 60} s"
+    assert not settled_twice, f"{form}: settled twice: {settled_twice}"
+    assert len(per_id) == n + AFTER, f"{form}: {n + AFTER - len(per_id)} never settled"
+    assert alone, f"{form}: the dead node's consumers did not carry on alone"
+    assert not failed, f"{form}: {failed} failed batches (conflicts are not failures)"
+    return line
+
+
 async def _node_kill(cluster: GaleraCluster, scale: int) -> list[str]:
     n = MESSAGES * scale
     queues: dict[str, QueueUnderTest] = {}
@@ -198,44 +255,27 @@ async def _node_kill(cluster: GaleraCluster, scale: int) -> list[str]:
         # the dead node's consumers alone: they drain a few more through the other nodes
         alone = {form: False for form in FORMS}
         if all(a == n for a in acked.values()):
-            for (_, node, consumer), task in zip(consumers, tasks, strict=True):
-                if node != KILLED:
-                    consumer.stop()
-                    await task
-            for qt in queues.values():
-                await qt.enqueue(*({"n": -i} for i in range(1, AFTER + 1)))
-            until = time.monotonic() + 30
-            while not all(alone.values()) and time.monotonic() < until:
-                alone = {form: await _acked(qt) == n + AFTER for form, qt in queues.items()}
-                await asyncio.sleep(0.1)
+            alone = await _alone(queues, consumers, tasks, n)
         for _, _, consumer in consumers:
             consumer.stop()
         counts = await asyncio.gather(*tasks)
 
         lines = []
         for form, qt in queues.items():
-            tally = tallies[form]
-            per_id = Counter(r["id"] for r in await qt.sql(f"SELECT id FROM {qt.q(logs[form])}"))
-            settled_twice = sum(1 for c in per_id.values() if c > 1)
-            lost = stuck = n - acked[form]
-            handled_twice = sum(1 for c in Counter(tally.handled).values() if c > 1)
             mine = [c for (f, _, _), c in zip(consumers, counts, strict=True) if f == form]
-            conflicts = sum(c.get("conflicts", 0) for c in mine)
-            failed = sum(c.get("failed_batches", 0) for c in mine)
-            recover = tally.recovered_in
             lines.append(
-                f"galera {form} node kill: {n} msgs, handled twice {handled_twice} "
-                f"({handled_twice / n:.1%}), settled twice {settled_twice}, lost {lost}, "
-                f"stuck {stuck}, conflicts {conflicts}, failed batches {failed}, "
-                f"dead node's consumers claimed again "
-                f"{'-' if recover is None else f'{recover:.1f} s'} after the kill, all acked "
-                f"{drained_in:.1f} s after the kill"
+                await _form_line(
+                    form,
+                    qt,
+                    logs[form],
+                    tallies[form],
+                    mine,
+                    n,
+                    acked[form],
+                    alone[form],
+                    drained_in,
+                )
             )
-            assert not lost, f"{form}: {lost} messages not acked within {LEASE_S + 60} s"
-            assert not settled_twice, f"{form}: settled twice: {settled_twice}"
-            assert len(per_id) == n + AFTER, f"{form}: {n + AFTER - len(per_id)} never settled"
-            assert alone[form], f"{form}: the dead node's consumers did not carry on alone"
-            assert not failed, f"{form}: {failed} failed batches (conflicts are not failures)"
         return lines
     finally:
         for _, _, consumer in consumers:
