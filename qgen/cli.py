@@ -478,34 +478,34 @@ def _dead_line(row: dict[str, Any]) -> str:
     return f"{row['id']}{extra} payload={payload}{error}"
 
 
+def _dead_usage_error(args: argparse.Namespace, queue_name: str) -> str | None:
+    """What is wrong with ``qgen dead``'s arguments (one line), or None."""
+    action = args.action
+    if action in ("redrive", "purge") and bool(args.ids) == bool(args.all):
+        return f"qgen dead {action}: give the message ids, or --all"
+    if action == "show" and len(args.ids) != 1:
+        return "qgen dead show: give exactly one message id"
+    if action == "show" and args.all:
+        return "qgen dead show: --all is for redrive and purge: give exactly one message id"
+    if args.of_group is not None and (action != "redrive" or not args.all):
+        return (
+            "qgen dead: --of-group goes with redrive --all: "
+            f"qgen dead redrive {queue_name} --all --of-group GROUP"
+        )
+    if args.of_group is not None and args.group is not None:
+        return (
+            "qgen dead redrive: --of-group sends that group's messages back to their own group: "
+            "drop --group"
+        )
+    return None
+
+
 def cmd_dead(args: argparse.Namespace) -> int:
     url, (queue,) = loaded_files(args, [args.queue])
     action = args.action
-    if action in ("redrive", "purge") and bool(args.ids) == bool(args.all):
-        print(f"qgen dead {action}: give the message ids, or --all", file=sys.stderr)
-        return 2
-    if action == "show" and len(args.ids) != 1:
-        print("qgen dead show: give exactly one message id", file=sys.stderr)
-        return 2
-    if action == "show" and args.all:
-        print(
-            "qgen dead show: --all is for redrive and purge: give exactly one message id",
-            file=sys.stderr,
-        )
-        return 2
-    if args.of_group is not None and (action != "redrive" or not args.all):
-        print(
-            "qgen dead: --of-group goes with redrive --all: "
-            f"qgen dead redrive {queue.name} --all --of-group GROUP",
-            file=sys.stderr,
-        )
-        return 2
-    if args.of_group is not None and args.group is not None:
-        print(
-            "qgen dead redrive: --of-group sends that group's messages back to their own group: "
-            "drop --group",
-            file=sys.stderr,
-        )
+    problem = _dead_usage_error(args, queue.name)
+    if problem is not None:
+        print(problem, file=sys.stderr)
         return 2
     ids = None if getattr(args, "all", False) else args.ids
 
