@@ -9,7 +9,7 @@ from typing import Any
 
 from engines import Engine, run
 from queues import NOW
-from test_engine_statements import create_namespace, drop_namespace
+from support.statements import create_namespace, drop_namespace
 
 import runtime
 from qgen.cli import main

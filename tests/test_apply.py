@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from engines import Engine, engine_params, run
-from test_engine_statements import create_namespace, drop_namespace
+from support.statements import create_namespace, drop_namespace
 
 import runtime
 from qgen.cli import main
@@ -331,7 +331,7 @@ def test_sync_apply_on_a_service_connection(engine: Engine, space: str) -> None:
     """A blocking connection of the service's own: PostgreSQL runs the DDL in its
     transaction (the service's rollback takes it back); MySQL and MariaDB refuse it, since
     the first CREATE would commit whatever the service has open."""
-    from test_service import sync_connection
+    from support.services import sync_connection
 
     invoices = next(t for t in examples(engine.dialect_name) if t.name == "invoices")
     if engine.name == "postgres":

@@ -13,8 +13,10 @@ from urllib.parse import urlsplit
 import pytest
 from engines import Engine, engine_params, run
 from queues import make_queue
-from test_operate_cli import project as project_fixture  # noqa: F401 (a fixture)
-from test_operate_cli import qgen
+from support.cli import (
+    project_fixture,  # noqa: F401 (the project fixture)
+    qgen,
+)
 
 import runtime
 from runtime.connect import connect, split_hosts
@@ -316,9 +318,9 @@ def test_consumer_reconnects_from_a_read_only_server(engine: Engine, form: str, 
 
 
 @pytest.mark.parametrize("engine", SERVERS, indirect=True)
-def test_qgen_stats_through_a_multi_host_url(project_fixture, engine: Engine) -> None:  # noqa: F811
+def test_qgen_stats_through_a_multi_host_url(project, engine: Engine) -> None:
     """``qgen stats --db`` takes the same URLs; a bad port is one line, exit 2, no password."""
-    cfg, url, _ = project_fixture
+    cfg, url, _ = project
     multi = _with_hosts(url, f"127.0.0.1:{_closed_port()},{_real_host(url)}")
     code, out, err = qgen("stats", "--config", str(cfg), "--db", multi, "--json")
     assert code == 0, err

@@ -14,7 +14,7 @@ import pytest
 from consoles import TOKEN, Project, drop_project, make_project
 from engines import Engine, run
 from starlette.testclient import TestClient
-from test_console_browser import _need_chromium, _Server, browser  # noqa: F401
+from support.browser import _need_chromium, _Server, browser_fixture  # noqa: F401
 
 import runtime
 from runtime.console import create_app
@@ -98,7 +98,7 @@ def _says(driver: Any, element_id: str, text: str) -> None:
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgres", "mariadb"], indirect=True)
 def test_pause_through_the_page_stops_a_running_consumer_and_resume_restarts_it(
-    browser,  # noqa: F811
+    browser,
     project,
 ):
     from selenium.webdriver.common.by import By

@@ -13,7 +13,7 @@ import pytest
 from engines import Engine, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_engine_statements import namespace
+from support.statements import namespace
 
 import runtime
 from qgen.build import build_unit, render_declaration

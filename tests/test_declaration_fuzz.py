@@ -22,7 +22,7 @@ import pytest
 from engines import Engine, engine_params, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_engine_statements import namespace, params_for
+from support.statements import namespace, params_for
 
 import runtime
 from qgen.cli import main

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from engines import engine_params, run, unique_table
 from queues import make_queue
-from test_service import sync_connection
+from support.services import sync_connection
 
 import runtime
 from runtime.forms import form_for

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from engines import Engine, engine_params, run
-from test_engine_statements import create_namespace, drop_namespace
+from support.statements import create_namespace, drop_namespace
 
 import runtime
 

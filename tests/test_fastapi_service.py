@@ -17,7 +17,7 @@ from engines import Engine, engine_params, run
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 from sqlalchemy.ext.asyncio import create_async_engine
-from test_engine_statements import create_namespace, drop_namespace
+from support.statements import create_namespace, drop_namespace
 
 import runtime
 from runtime.testing import SyncHarness

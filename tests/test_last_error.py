@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from engines import Engine, run
 from queues import make_queue
-from test_engine_statements import create_namespace, drop_namespace
+from support.statements import create_namespace, drop_namespace
 
 import runtime
 from qgen.cli import main

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from engines import Engine, run
 from queues import QueueUnderTest, make_queue
-from test_order_roles import hold, serial, settle
+from support.ordering import hold, serial, settle
 
 import runtime
 from runtime.forms import form_for

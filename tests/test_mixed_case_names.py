@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from engines import Engine, drop_tables, run, unique_table
 from queues import make_queue
-from test_outbox import create_schema, recorder, records, render_outbox
-from test_outcomes import drain, handler
+from support.outboxes import create_schema, recorder, records, render_outbox
+from support.outcomes import drain, handler
 
 import runtime
 from runtime.connect import connect

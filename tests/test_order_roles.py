@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from engines import Engine, run
 from queues import QueueUnderTest, make_queue
-from test_engine_statements import namespace, params_for, run_file, statements_in
-from test_service import sync_connection
+from support.ordering import hold, serial, settle
+from support.services import sync_connection
+from support.statements import namespace, params_for, run_file, statements_in
 
 import runtime
 from runtime.errors import ConfigurationError
@@ -126,24 +127,6 @@ def test_priority_with_a_group_claims_within_the_group(engine: Engine) -> None:
 
 
 # ----------------------------------------------------------------------------- fifo_key
-
-
-async def hold(qt: QueueUnderTest, db: Any, limit: int = 10) -> list[Any]:
-    """Claim on ``db`` and keep the deliveries open (in flight)."""
-    return list(await form_for(qt.queue, keyspace=qt.url).claim(db, limit, None))
-
-
-async def settle(qt: QueueUnderTest, db: Any, outcomes: list[tuple[Any, Any]]) -> None:
-    """Settle held deliveries, each with its outcome, and end their batch."""
-    form = form_for(qt.queue, keyspace=qt.url)
-    for d, outcome in outcomes:
-        await form.settle(db, d, decide(qt.queue, d, outcome))
-    await form.end_batch(db)
-
-
-def serial(engine: Engine, form: str) -> bool:
-    """SQLite's row lock holds the database's write lock: no second claim while one is open."""
-    return engine.name == "sqlite" and form == "row_lock"
 
 
 @pytest.mark.parametrize("form", FORMS)

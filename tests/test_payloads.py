@@ -18,7 +18,7 @@ from engines import Engine, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from queues import make_queue
-from test_outbox import make
+from support.outboxes import make
 
 import runtime
 from runtime.payloads import MAX_DEPTH, encode_payload

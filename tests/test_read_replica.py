@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from engines import run
 from pg_cluster import PrivatePostgres
-from test_operate_cli import DECL, qgen
+from support.cli import DECL, qgen
 
 import runtime
 

@@ -7,74 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from engines import Engine, engine_params, run, unique_table
-from queues import QueueUnderTest, make_queue
+from queues import make_queue
+from support.services import _assert_together, _setup, _teardown, sqlalchemy_url, sync_connection
 
 import runtime
 from runtime.errors import ConfigurationError
-
-
-def sqlalchemy_url(engine: Engine, is_async: bool) -> str:
-    parts = urlsplit(engine.url)
-    if engine.name == "sqlite":
-        return f"sqlite+{'aiosqlite' if is_async else 'pysqlite'}://{parts.path}"
-    scheme = "postgresql+psycopg" if engine.name == "postgres" else "mysql+pymysql"
-    return f"{scheme}://{parts.netloc}{parts.path}"
-
-
-@contextlib.contextmanager
-def sync_connection(
-    engine: Engine, kind: str
-) -> Iterator[tuple[Any, Callable[[], None], Callable[[], None], Callable[[str], None]]]:
-    """(conn, commit, rollback, execute) of a blocking connection of the service's own."""
-    parts = urlsplit(engine.url)
-    if kind == "driver" and engine.name == "postgres":
-        import psycopg
-
-        conn = psycopg.connect(f"postgresql://{parts.netloc}{parts.path}")
-        yield conn, conn.commit, conn.rollback, lambda s: conn.execute(s)
-        conn.close()
-    elif kind == "driver" and engine.name == "sqlite":
-        import sqlite3
-
-        conn = sqlite3.connect(parts.path)
-        yield conn, conn.commit, conn.rollback, lambda s: conn.execute(s)
-        conn.close()
-    elif kind == "driver":
-        import pymysql
-
-        conn = pymysql.connect(
-            host=parts.hostname,
-            port=parts.port or 3306,
-            user=parts.username or "root",
-            database=parts.path.lstrip("/"),
-        )
-        yield conn, conn.commit, conn.rollback, lambda s: conn.cursor().execute(s)
-        conn.close()
-    else:
-        import sqlalchemy
-        from sqlalchemy.orm import Session
-
-        sa = sqlalchemy.create_engine(sqlalchemy_url(engine, False))
-        if kind == "sqlalchemy":
-            with sa.connect() as conn:
-                yield conn, conn.commit, conn.rollback, lambda s: conn.exec_driver_sql(s)
-        else:
-            with Session(sa) as session:
-                yield (
-                    session,
-                    session.commit,
-                    session.rollback,
-                    lambda s: session.connection().exec_driver_sql(s),
-                )
-        sa.dispose()
-
 
 SYNC_KINDS = ["driver", "sqlalchemy", "session"]
 
@@ -95,28 +38,6 @@ def test_sync_enqueue_commits_and_rolls_back_with_the_business_write(
         run(_assert_together(qt, business, ids))
     finally:
         run(_teardown(qt, business))
-
-
-async def _setup(engine: Engine) -> tuple[QueueUnderTest, str]:
-    qt = await make_queue(engine, "lease")
-    business = unique_table("orders")
-    await qt.sql(f"CREATE TABLE {qt.q(business)} (note VARCHAR(20))")
-    return qt, business
-
-
-async def _teardown(qt: QueueUnderTest, business: str) -> None:
-    await qt.sql(f"DROP TABLE {qt.q(business)}")
-    await qt.drop()
-
-
-async def _assert_together(qt: QueueUnderTest, business: str, ids: list[int]) -> None:
-    """The committed message and its business row are there; the rolled-back ones are not;
-    the id each enqueue returned is its row's."""
-    rows = await qt.rows()
-    assert [r["id"] for r in rows] == [ids[0]], (rows, ids)
-    assert rows[0]["payload"] == {"order": True}
-    notes = await qt.sql(f"SELECT COUNT(*) AS n FROM {qt.q(business)}")
-    assert int(notes[0]["n"]) == 1
 
 
 ASYNC_KINDS = {
@@ -372,7 +293,7 @@ def test_a_schema_qualified_table_with_other_columns_runs_end_to_end(engine: Eng
     """schema.table on every engine (a PostgreSQL schema, a MariaDB database, SQLite's main),
     reached from a connection whose own default is elsewhere; the dead-letter table keeps
     the other columns."""
-    from test_engine_statements import create_namespace, drop_namespace
+    from support.statements import create_namespace, drop_namespace
 
     from qgen.build import build_unit
     from qgen.declaration import parse_declaration
@@ -429,7 +350,7 @@ def test_a_schema_qualified_table_with_other_columns_runs_end_to_end(engine: Eng
 def test_outbox_put_on_the_services_connection_and_a_relay_through_an_opener(
     engine: Engine, tmp_path: Path
 ) -> None:
-    from test_outbox import create_schema, render_outbox
+    from support.outboxes import create_schema, render_outbox
 
     table = unique_table("ob")
     ob = render_outbox(tmp_path, engine.dialect_name, table)

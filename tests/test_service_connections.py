@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 import pytest
 from engines import Engine, engine_params, engine_url, run
 from queues import QueueUnderTest, make_queue
-from test_outbox import make, records
-from test_service import _assert_together, _setup, _teardown, sqlalchemy_url
+from support.outboxes import make, records
+from support.services import _assert_together, _setup, _teardown, sqlalchemy_url
 
 import runtime
 from qgen.build import build_unit

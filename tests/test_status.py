@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from engines import run
 from queues import make_queue
-from test_service import sync_connection
+from support.services import sync_connection
 
 import runtime
 from qgen.cli import main

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from engines import Engine, engine_params, run
-from test_engine_statements import create_namespace, drop_namespace
+from support.statements import create_namespace, drop_namespace
 
 import runtime
 from runtime.testing import Harness, SyncHarness

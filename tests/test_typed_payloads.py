@@ -22,8 +22,8 @@ import pydantic
 import pytest
 from engines import Engine, run
 from queues import QueueUnderTest, make_queue
-from test_outbox import make, records
-from test_service import sync_connection
+from support.outboxes import make, records
+from support.services import sync_connection
 
 import runtime
 from runtime.models import payload_model

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from engines import Engine, run
-from test_engine_statements import create_namespace, drop_namespace
+from support.statements import create_namespace, drop_namespace
 
 import runtime
 from qgen.cli import main
