@@ -9,10 +9,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from consoles import TOKEN, Project
-from engines import in_ci
 
 from runtime.console import create_app
+from support.consoles import TOKEN, Project
+from support.engines import in_ci
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 FLAGS = (

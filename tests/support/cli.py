@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from engines import Engine, run
 
 import runtime
 from qgen.cli import main
+from support.engines import Engine, run
 from support.statements import create_namespace, drop_namespace
 
 DECL = """\

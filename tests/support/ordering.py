@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from engines import Engine
-from queues import QueueUnderTest
-
 from runtime.forms import form_for
 from runtime.settle import decide
+from support.engines import Engine
+from support.queues import QueueUnderTest
 
 
 async def hold(qt: QueueUnderTest, db: Any, limit: int = 10) -> list[Any]:

@@ -7,14 +7,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engines import Engine, drop_tables, run, unique_table
-
 import runtime
 from qgen.build import render_declaration
 from qgen.declaration import parse_declaration
 from runtime.connect import connect
 from runtime.delivery import Ctx
 from runtime.outbox import Outbox, OutboxMessage
+from support.engines import Engine, drop_tables, run, unique_table
 
 Handler = Callable[[OutboxMessage, Ctx], Awaitable[runtime.Outcome]]
 

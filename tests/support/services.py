@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from engines import Engine, unique_table
-from queues import QueueUnderTest, make_queue
+from support.engines import Engine, unique_table
+from support.queues import QueueUnderTest, make_queue
 
 
 def sqlalchemy_url(engine: Engine, is_async: bool) -> str:

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from engines import Engine
-
 from runtime.connect import connect
 from runtime.drivers.base import Connection
 from runtime.rendered import read_rendered
+from support.engines import Engine
 
 
 def params_for(dialect: str) -> dict[str, Any]:
