@@ -5,20 +5,17 @@ statement that settles, grouped or not, on every form and engine; the dead lette
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import open_project, qgen
 from support.engines import Engine, run
 from support.queues import make_queue
-from support.statements import create_namespace, drop_namespace
 
 import runtime
-from qgen.cli import main
 from runtime.outcomes import describe_exception, error_text
 
 FORMS = ["row_lock", "lease", "advisory"]
@@ -184,27 +181,7 @@ last_error = "why"
 
 @pytest.fixture
 def project(engine: Engine, tmp_path: Path) -> Iterator[tuple[Path, str, runtime.Queue]]:
-    name, url = run(create_namespace(engine))
-    cfg = tmp_path / "qgen.toml"
-    cfg.write_text(DECL.format(dialect=engine.dialect_name), encoding="utf-8")
-    assert main(["render", "--config", str(cfg)]) == 0
-    queue = runtime.load(tmp_path / "sql" / engine.dialect_name / "jobs.sql")
-
-    async def schema() -> None:
-        async with await runtime.connect(url) as conn:
-            for s in queue.rendered.require("schema"):
-                await conn.execute(s, {})
-
-    run(schema())
-    yield cfg, url, queue
-    run(drop_namespace(engine, name))
-
-
-def qgen(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
+    yield from open_project(engine, tmp_path, DECL)
 
 
 def test_qgen_dead_shows_the_deliveries_made_and_why(project) -> None:

@@ -4,13 +4,12 @@ with its typed values, on every engine."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cli import qgen
 from support.engines import Engine, run
 from support.statements import create_namespace, drop_namespace
 
@@ -47,13 +46,6 @@ ADOPTED = {
     "attempt INTEGER NOT NULL DEFAULT 1, locked_until TEXT, last_error TEXT, "
     "user_id BIGINT NOT NULL, kind TEXT)",
 }
-
-
-def qgen(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

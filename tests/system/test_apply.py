@@ -5,15 +5,16 @@ created in a namespace of the test's own, checked by verify and by a message thr
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import (
+    qgen,
+    space_fixture,  # noqa: F401 (the space fixture)
+)
 from support.engines import Engine, engine_params, run
-from support.statements import create_namespace, drop_namespace
 
 import runtime
 from qgen.cli import main
@@ -22,13 +23,6 @@ from runtime.verify import describe, verify
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "generated_examples"
 CONFIG = str(EXAMPLES / "qgen.toml")
-
-
-def qgen(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 def examples(dialect: str) -> list[Any]:
@@ -47,17 +41,6 @@ def declared(target: Any) -> list[Any]:
 def objects(target: Any) -> list[str]:
     """What the file's schema block declares, as apply reports it."""
     return [str(o) for o in declared(target)]
-
-
-@pytest.fixture
-def space(engine: Engine) -> Any:
-    """A URL into a namespace of the test's own (dropped afterwards, with all it holds); a
-    SQLite one asks for its file to be created, as the qgen commands want it said."""
-    name, url = run(create_namespace(engine))
-    if engine.name == "sqlite":
-        url += ("&" if "?" in url else "?") + "mode=rwc"
-    yield url
-    run(drop_namespace(engine, name))
 
 
 async def tables_of(url: str, target: Any) -> dict[str, int]:

@@ -4,14 +4,14 @@ bound parameters, on every engine."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cli import (
+    qgen,
+    space_fixture,  # noqa: F401 (the space fixture)
+)
 from support.engines import Engine, run
-from support.statements import create_namespace, drop_namespace
 
 import runtime
 from qgen.cli import main
@@ -32,22 +32,6 @@ locked_until = "locked_until"
 processed_at = "processed_at"
 """
 ODD = "o'rders x"
-
-
-def qgen(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
-
-
-@pytest.fixture
-def space(engine: Engine) -> Iterator[str]:
-    name, url = run(create_namespace(engine))
-    if engine.name == "sqlite":  # the qgen commands create a SQLite file only when told to
-        url += ("&" if "?" in url else "?") + "mode=rwc"
-    yield url
-    run(drop_namespace(engine, name))
 
 
 def declare(folder: Path, dialect: str, name: str) -> tuple[Path, runtime.Queue]:
