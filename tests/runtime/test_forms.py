@@ -13,7 +13,7 @@ import runtime
 from runtime.completer import WindowedCompleter
 from runtime.forms import form_for
 from runtime.payloads import decode_payload
-from runtime.settle import decide
+from runtime.settle import dead_letter_now, decide
 
 FORMS = ["row_lock", "lease", "advisory"]
 SERVERS = ["postgres", "mariadb"]
@@ -585,6 +585,71 @@ def test_a_lost_lease_in_a_group_of_settlements_is_lost_for_that_delivery_alone(
                 # the other claim still holds its row and settles it
                 await form.settle(b, taken, decide(qt.queue, taken, runtime.ack()))
                 assert (await qt.rows())[0]["processed_at"] is not None
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("alone", ["override", "custom", "dead_letter"])
+def test_a_lost_lease_settling_on_its_own_in_a_group_is_lost_for_that_delivery_alone(engine, alone):
+    # a settlement with no <outcome>_many statement (a declared override, a custom event, a
+    # move into the dead-letter table) runs on its own inside the group's transaction; when
+    # its lease was lost (it expired and another claim took the row) its statement touches no
+    # row: that delivery alone is lease_lost, the new holder's row keeps its lease, and the
+    # others settle and count
+    statements = {
+        "drop": "UPDATE {t} SET attempt = 42, processed_at = {now}, locked_until = NULL "
+        "WHERE id = :id AND locked_until = :token"
+    }
+    custom = {"bump": "UPDATE {t} SET attempt = 7 WHERE id = :id AND locked_until = :token"}
+
+    async def go():
+        qt = await make_queue(
+            engine, "lease", statements=statements, custom=custom, dead="table", max_attempts=3
+        )
+        form = form_for(qt.queue)
+        assert not qt.queue.rendered.get("drop_many")
+        assert not qt.queue.rendered.get("dead_letter_many")
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2}, {"n": 3})
+            async with await runtime.connect(qt.url) as a, await runtime.connect(qt.url) as b:
+                first, second, third = await form.claim(a, 3, None)
+                await qt.expire_leases(first.message.id)  # its handler stalled past the lease
+                (taken,) = await form.claim(b, 1, None)  # the other claim takes the first row
+                assert taken.message.id == first.message.id
+                before = {r["id"]: r for r in await qt.rows()}[first.message.id]
+
+                def decision(d):
+                    if d is not first:
+                        return decide(qt.queue, d, runtime.ack())
+                    if alone == "override":
+                        return decide(qt.queue, d, runtime.drop())
+                    if alone == "custom":
+                        return decide(qt.queue, d, runtime.custom("bump"))
+                    return dead_letter_now(qt.queue, d, "cannot be handled")
+
+                counts = runtime.Counts()
+                held = {first, second, third}
+                completer = WindowedCompleter(form, counts, held, window=60.0)
+                for d in (first, second, third):
+
+                    async def handler(d=d):
+                        return decision(d)
+
+                    await completer.handle(a, d, handler)
+                await completer.finish(a)
+                assert counts == {"ack": 2, "lease_lost": 1}, counts
+                assert not held and first.lost and not second.lost and not third.lost
+                rows = {r["id"]: r for r in await qt.rows()}
+                # the new holder's row as its claim left it, still leased
+                assert rows[first.message.id] == before and before["locked_until_future"] == 1
+                assert await qt.dead_rows() == []
+                for d in (second, third):
+                    assert rows[d.message.id]["processed_at"] is not None
+                # the other claim still holds its row and settles it
+                await form.settle(b, taken, decide(qt.queue, taken, runtime.ack()))
+                assert {r["id"]: r for r in await qt.rows()}[taken.message.id]["processed_at"]
         finally:
             await qt.drop()
 
