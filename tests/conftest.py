@@ -13,7 +13,7 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
-from engines import ENGINES, Engine, engine_for, engine_params
+from support.engines import ENGINES, Engine, engine_for, engine_params
 
 #: the harness a service tests its handlers with (the example services' tests use it)
 pytest_plugins = ["runtime.testing"]
@@ -24,7 +24,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--chaos-scale",
         type=int,
         default=int(os.environ.get("QGEN_CHAOS_SCALE", "1")),
-        help="size of the chaos suite (tests/test_chaos.py): messages, kills and outages "
+        help="size of the chaos suite (tests/system/test_chaos.py): messages, kills and outages "
         "per scenario grow with it (default 1, or $QGEN_CHAOS_SCALE)",
     )
 

@@ -4,7 +4,7 @@ A public API would cost what the runtime exists to save (aiosqlite's one-hop cal
 PyMySQL blocks on), so a few private names are used. Each is looked up through `_private`,
 which turns a library that renamed or dropped one into a ConfigurationError naming the library,
 the attribute and the versions qgen is tested with, instead of an AttributeError deep in a
-claim. tests/test_driver_private.py checks every one of them against the installed versions, so
+claim. tests/engines/test_driver_private.py checks every one of them against the installed versions, so
 an upgrade that breaks one fails the suite, not a worker.
 """
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from model.outcome_model import DEAD_GROUP, FORMS, Delivery, OutcomeModel, Shape, lifecycle
+from support.model.outcome_model import DEAD_GROUP, FORMS, Delivery, OutcomeModel, Shape, lifecycle
 
 pytestmark = pytest.mark.model
 

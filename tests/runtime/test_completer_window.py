@@ -1,0 +1,121 @@
+"""The completer's window (``WindowedCompleter``), on a real SQLite queue: settlements of
+handlers that finish within ``window`` seconds wait and commit together; a window that closed
+while a handler runs is written at once, one that closed between handlers before the next
+starts; nothing counts before it is written."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from support.engines import engine_for, run
+from support.queues import QueueUnderTest, make_queue
+
+import runtime
+from runtime.completer import WindowedCompleter
+from runtime.forms import form_for
+from runtime.settle import decide
+
+
+async def written(qt: QueueUnderTest, d: Any) -> bool:
+    """Whether the row of ``d`` is settled (read on a connection of its own)."""
+    rows = {r["id"]: r for r in await qt.rows()}
+    return rows[d.message.id]["processed_at"] is not None
+
+
+def test_settlements_wait_for_the_window_and_commit_together_at_the_end(tmp_path: Path) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine_for("sqlite", tmp_path), "lease")
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2}, {"n": 3})
+            async with await runtime.connect(qt.url) as conn:
+                ds = await form.claim(conn, 3, None)
+                counts, held = runtime.Counts(), set(ds)
+                completer = WindowedCompleter(form, counts, held, window=60.0)
+                for d in ds:
+
+                    async def handler(d: Any = d) -> Any:
+                        # the earlier handlers' settlements are still waiting
+                        assert not any([await written(qt, e) for e in ds])
+                        return decide(qt.queue, d, runtime.ack())
+
+                    await completer.handle(conn, d, handler)
+                assert counts == {} and held == set(ds) and len(completer.waiting) == 3
+                await completer.finish(conn)
+                assert counts == {"ack": 3} and not held
+                assert all([await written(qt, d) for d in ds])
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_window_that_closes_while_a_handler_runs_is_written_at_once(tmp_path: Path) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine_for("sqlite", tmp_path), "lease")
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2})
+            async with await runtime.connect(qt.url) as conn:
+                first, second = await form.claim(conn, 2, None)
+                counts, held = runtime.Counts(), {first, second}
+                completer = WindowedCompleter(form, counts, held, window=0.3)
+
+                async def quick() -> Any:
+                    return decide(qt.queue, first, runtime.ack())
+
+                await completer.handle(conn, first, quick)
+                seen: dict[str, bool] = {}
+
+                async def slow() -> Any:
+                    seen["at_start"] = await written(qt, first)
+                    await asyncio.sleep(1.0)  # the window closes meanwhile
+                    seen["later"] = await written(qt, first)
+                    return decide(qt.queue, second, runtime.ack())
+
+                await completer.handle(conn, second, slow)
+                assert seen == {"at_start": False, "later": True}
+                assert counts == {"ack": 1} and held == {second}
+                await completer.finish(conn)
+                assert counts == {"ack": 2} and not held
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_window_closed_between_handlers_is_written_before_the_next_starts(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine_for("sqlite", tmp_path), "lease")
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2})
+            async with await runtime.connect(qt.url) as conn:
+                first, second = await form.claim(conn, 2, None)
+                counts, held = runtime.Counts(), {first, second}
+                completer = WindowedCompleter(form, counts, held, window=0.05)
+
+                async def quick() -> Any:
+                    return decide(qt.queue, first, runtime.ack())
+
+                # the worker's connection is busy with the first handler's settlement only
+                # once the next one starts: the timer does not write between handlers
+                await completer.handle(conn, first, quick)
+                await asyncio.sleep(0.3)
+                assert not await written(qt, first) and counts == {}
+
+                async def next_handler() -> Any:
+                    assert await written(qt, first) and counts == {"ack": 1}
+                    return decide(qt.queue, second, runtime.ack())
+
+                await completer.handle(conn, second, next_handler)
+                await completer.finish(conn)
+                assert counts == {"ack": 2} and not held
+        finally:
+            await qt.drop()
+
+    run(go())
