@@ -4,7 +4,7 @@ settings and its payload codec.
 The forms, the settlement's decision, verify, operate, status and apply take a loaded file
 typed by these protocols instead of importing ``runtime.queue``: a ``Queue`` (or an
 ``Outbox``) satisfies them as it is, and the queue imports those parts at the top, so no
-import runs back up to it (tests/test_layers.py checks the graph).
+import runs back up to it (tests/generator/test_layers.py checks the graph).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 default partition; prune drops whole partitions past the age and deletes only what is left.
 
 The outcomes themselves run through the ordinary suites with the layout switched on:
-``QGEN_TEST_LAYOUT=partitioned pytest tests/test_forms.py tests/test_outcomes.py -k postgres``
-(tests/queues.py makes every PostgreSQL queue that keeps processed rows partitioned).
+``QGEN_TEST_LAYOUT=partitioned pytest tests/runtime/test_forms.py tests/runtime/test_outcomes.py -k postgres``
+(tests/support/queues.py makes every PostgreSQL queue that keeps processed rows partitioned).
 """
 
 from __future__ import annotations

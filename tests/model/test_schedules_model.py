@@ -1,6 +1,6 @@
 """Schedules against their model: random sequences of clock moves, racing schedulers, stale
 schedulers, pauses and resumes on a real queue and schedule table, compared with
-tests/model/schedule_model.py after every step, on every engine.
+tests/support/model/schedule_model.py after every step, on every engine.
 
 The schedulers are the runtime's own (``runtime.schedules.tick``, what ``Scheduler.run``
 loops over), each on its own connection; a step runs up to four of them at once with
