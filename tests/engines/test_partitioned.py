@@ -272,8 +272,8 @@ def test_consumers_racing_acks_never_fail_a_claim(engine: Engine, form: str, cap
 @POSTGRES
 def test_every_statement_of_a_partitioned_file_runs(engine: Engine, tmp_path: Path) -> None:
     """Each form's file with every role that fits it: each statement runs on the server
-    (params from test_engine_statements.params_for), as the examples' do on the plain layout."""
-    from test_engine_statements import namespace, params_for, run_file
+    (params from support.statements.params_for), as the examples' do on the plain layout."""
+    from support.statements import namespace, params_for, run_file
 
     from qgen.build import build_unit
     from qgen.declaration import parse_declaration
@@ -312,7 +312,7 @@ def test_a_take_waiting_on_a_row_being_acked_finds_it_gone_not_an_error(engine: 
     acks the row and commits, the take must find no row (as the plain layout's re-check of
     processed_at does), not fail: an ack that moved the row with an UPDATE would make it
     fail with "tuple to be locked was already moved to another partition"."""
-    from test_engine_statements import params_for
+    from support.statements import params_for
 
     async def go() -> None:
         qt = await make_queue(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from support.engines import Engine, engine_params, run
 from support.queues import QueueUnderTest, make_queue
-from test_service import sync_connection
+from support.services import sync_connection
 
 import runtime
 from runtime.enqueue import EnqueueOptions
