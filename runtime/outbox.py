@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -25,8 +26,9 @@ from runtime.delivery import Ctx, Message
 from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
 from runtime.errors import ConfigurationError, InvalidArgument, PayloadError
+from runtime.handler import Invocation
 from runtime.models import codec
-from runtime.outcomes import Outcome, OutcomeKind, delay_seconds, outcome_of, retry
+from runtime.outcomes import Outcome, OutcomeKind, delay_seconds
 from runtime.payloads import Decoder, Encoder, P, decode_payload, encode_payload
 from runtime.queue import check_dialect
 from runtime.rendered import RenderedFile
@@ -58,7 +60,50 @@ class RelayReport(dict[str, int]):
     left_ids: tuple[int, ...] = ()
 
 
-Handler = Callable[[OutboxMessage[P], Ctx], Awaitable[Outcome | None]]
+#: ``async def handle(message, ctx)``, or a plain ``def`` run in a worker thread; it returns
+#: an Outcome, or None for ack()
+Handler = Callable[[OutboxMessage[P], Ctx], Awaitable[Outcome | None] | Outcome | None]
+
+
+@dataclass(eq=False)
+class _Relaying:
+    """One relay call's state: how it calls the handler, what it must not hand again, what
+    it did, and a KeyboardInterrupt or SystemExit a handler raised (the relay stops)."""
+
+    name: str
+    handle: Handler[Any]
+    handler_timeout: float | None
+    batch: int
+    stop: asyncio.Event | None
+    #: remember marked records too (a run that ends), not only those left unmarked
+    remember_marked: bool
+    report: RelayReport = dataclasses.field(default_factory=lambda: RelayReport(left=0))
+    #: records this run must not hand again: those it left unmarked (retry, custom) and, in
+    #: a run that ends, the marked ones too (a mark override that does not mark cannot loop
+    #: it); a relay that polls forever relies on the fetch to skip marked records
+    seen: set[int] = dataclasses.field(default_factory=set)
+    left: list[int] = dataclasses.field(default_factory=list)
+    fatal: BaseException | None = None
+    #: calls the handler (runtime.handler: sync handlers, the timeout, …)
+    invoke: Invocation = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.invoke = Invocation(
+            self.handle,
+            self.handler_timeout,
+            unit="outbox",
+            name=self.name,
+            noun="record",
+            owner="relay",
+            on_fatal=self.handler_stopped,
+        )
+
+    def stopped(self) -> bool:
+        return self.fatal is not None or (self.stop is not None and self.stop.is_set())
+
+    def handler_stopped(self, exc: BaseException) -> None:
+        if self.fatal is None:
+            self.fatal = exc
 
 
 def _utc(value: Any) -> datetime | None:
@@ -195,6 +240,8 @@ class Outbox(Generic[P]):
         until_empty: bool = True,
         poll_interval: float = 0.5,
         stop: asyncio.Event | None = None,
+        *,
+        handler_timeout: float | None = None,
     ) -> RelayReport:
         """Hand the unmarked records to ``handle(message, ctx)`` in id order and settle each by
         its outcome; return the counts.
@@ -208,36 +255,43 @@ class Outbox(Generic[P]):
         With ``until_empty`` it returns once a pass over the table hands nothing new;
         otherwise it polls every ``poll_interval`` seconds until ``stop`` is set (or the task
         is cancelled). ``report = await outbox.relay(url, handle)``
+
+        The handler is called as the consumer calls its own (``runtime.handler``): a plain
+        ``def`` runs in a worker thread; one that runs past ``handler_timeout`` seconds is a
+        retry; KeyboardInterrupt or SystemExit from it is a retry too, and stops the relay:
+        the batch's marks so far commit, and it is raised again.
         """
         if batch < 1:
             raise InvalidArgument("batch must be at least 1")
-        report = RelayReport(left=0)
-        # records this run must not hand again: those it left unmarked (retry, custom) and, in
-        # a run that ends, the marked ones too (a mark override that does not mark cannot
-        # loop it); a relay that polls forever relies on the fetch to skip marked records
-        seen: set[int] = set()
-        left: list[int] = []
+        r = _Relaying(self.name, handle, handler_timeout, batch, stop, until_empty)
         conn = await opener(db)()
         try:
             check_dialect(self.rendered, conn)
-            while not (stop is not None and stop.is_set()):
-                handed = await self._pass(
-                    conn, handle, batch, seen, left, report, stop, remember_marked=until_empty
-                )
-                if handed:
+            while not r.stopped():
+                if await self._pass(conn, r):
                     # another pass from the start: a business transaction that committed late
                     # may have written a record below the ids this pass went past
                     continue
                 if until_empty:
                     break
-                if stop is None:
-                    await asyncio.sleep(poll_interval)
-                else:
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(stop.wait(), poll_interval)
+                await self._poll_wait(stop, poll_interval)
         finally:
             # an open batch rolls back here: its records stay unmarked for the next relay
             await conn.close()
+        return self._reported(r)
+
+    @staticmethod
+    async def _poll_wait(stop: asyncio.Event | None, poll_interval: float) -> None:
+        if stop is None:
+            await asyncio.sleep(poll_interval)
+        else:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), poll_interval)
+
+    def _reported(self, r: _Relaying) -> RelayReport:
+        """The run's report, the records it left logged; a KeyboardInterrupt or SystemExit a
+        handler raised is raised again here."""
+        report, left = r.report, r.left
         report["left"] = len(left)
         report.left_ids = tuple(left)
         if left:
@@ -247,47 +301,45 @@ class Outbox(Generic[P]):
                 len(left),
                 ", ".join(map(str, left)),
             )
+        if r.fatal is not None:
+            raise r.fatal
         return report
 
-    async def _pass(
-        self,
-        conn: Connection,
-        handle: Handler,
-        batch: int,
-        seen: set[int],
-        left: list[int],
-        report: RelayReport,
-        stop: asyncio.Event | None,
-        remember_marked: bool,
-    ) -> int:
+    async def _pass(self, conn: Connection, r: _Relaying) -> int:
         """One pass over the table in id order, a batch per transaction; returns how many
         records it handed."""
         after_id, handed = 0, 0
-        while not (stop is not None and stop.is_set()):
+        while not r.stopped():
             await conn.begin(immediate=True)  # SQLite: the write lock serialises relays
             result = await run_step(
-                conn, self.rendered.require(S.FETCH), {"limit": batch, "after_id": after_id}
+                conn, self.rendered.require(S.FETCH), {"limit": r.batch, "after_id": after_id}
             )
             if not result.rows:
                 await conn.rollback()
                 break
             for row in result.rows:
                 after_id = max(after_id, int(row["id"]))
-                if row["id"] in seen:
+                if row["id"] in r.seen:
                     continue
                 handed += 1
-                message = self._message(row)
-                if message is None:
-                    label = "retry"
-                else:
-                    label = await self._hand(conn, handle, message, row["payload"])
-                report[label] = report.get(label, 0) + 1
-                if label in _LEAVES:
-                    left.append(row["id"])
-                if remember_marked or label not in _MARKS:
-                    seen.add(row["id"])
+                await self._record(conn, r, row)
+                if r.fatal is not None:  # a handler stopped the relay: commit what it did
+                    break
             await conn.commit()
         return handed
+
+    async def _record(self, conn: Connection, r: _Relaying, row: dict[str, Any]) -> None:
+        """Hand one fetched record and count its outcome."""
+        message = self._message(row)
+        if message is None:
+            label = "retry"
+        else:
+            label = await self._hand(conn, r.invoke, message, row["payload"])
+        r.report[label] = r.report.get(label, 0) + 1
+        if label in _LEAVES:
+            r.left.append(row["id"])
+        if r.remember_marked or label not in _MARKS:
+            r.seen.add(row["id"])
 
     def _message(self, row: dict[str, Any]) -> OutboxMessage[P] | None:
         """The record as the handler sees it; None (logged, left unmarked) when its payload
@@ -311,10 +363,10 @@ class Outbox(Generic[P]):
         )
 
     async def _hand(
-        self, conn: Connection, handle: Handler, message: OutboxMessage, stored: Any
+        self, conn: Connection, invoke: Invocation, message: OutboxMessage, stored: Any
     ) -> str:
         """Hand one record to the handler and run its outcome's statement; returns the label."""
-        outcome = await self._call(handle, message)
+        outcome = await invoke(message, Ctx(attempt=None, db=None, queue=self.name))
         params = {
             "id": message.id,
             "payload": stored,
@@ -344,24 +396,6 @@ class Outbox(Generic[P]):
                 return "retry"
             await run_step(conn, statements, params)
         return outcome.label
-
-    async def _call(self, handle: Handler, message: OutboxMessage) -> Outcome:
-        """The handler's outcome: None is ack(); one that raises or returns anything else
-        that is not an outcome is a retry, logged."""
-        try:
-            outcome = await handle(message, Ctx(attempt=None, db=None, queue=self.name))
-        except Exception:
-            log.exception(
-                "outbox %s: handler for record %s raised: taken as retry()", self.name, message.id
-            )
-            return retry()
-        try:
-            return outcome_of(outcome)
-        except TypeError as exc:
-            log.error(
-                "outbox %s: handler for record %s %s: taken as retry()", self.name, message.id, exc
-            )
-            return retry()
 
 
 class SyncOutbox(Generic[P]):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -282,6 +284,75 @@ def test_retry_leaves_the_record_for_the_next_relay(
         assert await outbox.relay(engine.url, handle) == {"ack": 3, "left": 0}
         assert [m.id for m in again] == [ids[1], ids[2], ids[3]]
         assert all(r["marked"] for r in await records(engine.url, outbox))
+
+    run(go())
+
+
+def test_a_plain_def_handler_runs_in_a_thread_and_marks(engine: Engine, outbox: Outbox) -> None:
+    """Old code: the relay awaited what a plain def returned, so every record was a retry."""
+
+    async def go() -> None:
+        ids = await put_all(engine.url, outbox, [{"n": i} for i in range(3)])
+        loop_thread = threading.get_ident()
+        threads: list[int] = []
+
+        def handle(message: OutboxMessage, ctx: Ctx) -> runtime.Outcome | None:
+            threads.append(threading.get_ident())
+            time.sleep(0.01)  # a blocking client call, allowed here
+            return runtime.drop() if message.payload["n"] == 1 else None
+
+        report = await outbox.relay(engine.url, handle)
+        assert report == {"ack": 2, "drop": 1, "left": 0}
+        assert len(threads) == len(ids) and loop_thread not in threads
+        assert all(r["marked"] for r in await records(engine.url, outbox))
+
+    run(go())
+
+
+def test_a_handler_past_handler_timeout_leaves_its_record(
+    engine: Engine, outbox: Outbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Old code: relay() had no handler_timeout, and a hung handler held the batch forever."""
+
+    async def go() -> None:
+        ids = await put_all(engine.url, outbox, [{"n": i} for i in range(3)])
+
+        async def handle(message: OutboxMessage, ctx: Ctx) -> runtime.Outcome:
+            if message.payload["n"] == 1:
+                await asyncio.sleep(30)
+            return runtime.ack()
+
+        began = time.monotonic()
+        with caplog.at_level(logging.ERROR, logger="runtime"):
+            report = await outbox.relay(engine.url, handle, handler_timeout=0.2)
+        assert time.monotonic() - began < 10
+        assert report == {"ack": 2, "retry": 1, "left": 1}
+        assert report.left_ids == (ids[1],)
+        assert f"handler for record {ids[1]} ran past 0.2s" in caplog.text
+        marks = [r["marked"] for r in await records(engine.url, outbox)]
+        assert marks == [True, False, True]
+
+    run(go())
+
+
+def test_keyboard_interrupt_in_a_handler_stops_the_relay_after_committing(
+    engine: Engine, outbox: Outbox
+) -> None:
+    async def go() -> None:
+        ids = await put_all(engine.url, outbox, [{"n": i} for i in range(5)])
+        seen: list[int] = []
+
+        async def handle(message: OutboxMessage, ctx: Ctx) -> runtime.Outcome:
+            seen.append(message.id)
+            if message.payload["n"] == 2:
+                raise KeyboardInterrupt
+            return runtime.ack()
+
+        with pytest.raises(KeyboardInterrupt):
+            await outbox.relay(engine.url, handle, batch=10)
+        assert seen == ids[:3]  # no record handed after it
+        marks = [r["marked"] for r in await records(engine.url, outbox)]
+        assert marks == [True, True, False, False, False]
 
     run(go())
 
