@@ -104,12 +104,12 @@ class MySQLConnection(Connection):
         executor: ThreadPoolExecutor,
         url: str,
         dialect: Dialect,
-        pymysql_mod: ModuleType,
+        errors: ModuleType,
     ) -> None:
         super().__init__(url, dialect)
         self._my = my
         self._executor: ThreadPoolExecutor | None = executor  # None once released
-        self._err = pymysql_mod.err
+        self._err = errors
         # One DictCursor reused for every statement: it only ever runs on the executor's thread.
         self._cur = my.cursor()
 
@@ -288,6 +288,10 @@ async def open_mysql(
     are fixed.
     """
     pymysql_mod = import_driver("pymysql", "mysql")
+    # the module PyMySQL raises from, by its own name: ``pymysql.err`` the attribute is replaced
+    # by a second copy once something imports ``MySQLdb.err`` after install_as_MySQLdb()
+    # (Django's MySQL backend on PyMySQL), and that copy's classes match none of its errors
+    errors = import_driver("pymysql.err", "mysql")
     import pymysql.constants.CLIENT as client_flags
     import pymysql.cursors
 
@@ -325,7 +329,7 @@ async def open_mysql(
                 for name, value in session.items():  # name: one of SESSION_VARIABLES
                     try:
                         cur.execute(f"SET SESSION {name} = %s", (value,))
-                    except pymysql_mod.err.Error as exc:
+                    except errors.Error as exc:
                         if exc.args and exc.args[0] in _LOST_ERRNOS:
                             raise
                         # an unknown variable (max_statement_time is MariaDB's), a value out
@@ -346,7 +350,7 @@ async def open_mysql(
         for host, port in hosts:
             try:
                 my = await loop.run_in_executor(executor, connect_and_setup, host, port)
-            except (pymysql_mod.err.Error, OSError) as exc:
+            except (errors.Error, OSError) as exc:
                 errno = exc.args[0] if exc.args else None
                 if errno in _CONFIG_ERRNOS:
                     raise ConfigurationError(
@@ -357,7 +361,7 @@ async def open_mysql(
                     failures[-1] = first_line(exc)
                 last = exc
                 continue
-            return MySQLConnection(my, executor, url, DIALECTS[dialect_name], pymysql_mod)
+            return MySQLConnection(my, executor, url, DIALECTS[dialect_name], errors)
     except BaseException:
         executor.shutdown(wait=False)
         raise

@@ -583,3 +583,22 @@ def test_djangos_connection_is_blocking_only(django_sqlite: Path) -> None:
 
     with pytest.raises(ConfigurationError, match=r"a blocking connection here: use queue\.sync"):
         runtime.adapters.adapt(django.db.connection)
+
+
+@pytest.mark.parametrize("engine", engine_params("mariadb", "mysql"), indirect=True)
+def test_runtime_errors_stay_database_errors_beside_djangos_mysql_backend(
+    engine: Engine, django_sqlite: Path
+) -> None:
+    """Django's MySQL backend on PyMySQL imports ``MySQLdb.err``, a second copy of
+    ``pymysql.err`` that takes its place as ``pymysql.err``: the runtime's own connections must
+    still turn PyMySQL's errors into DatabaseError (a missing table stops a consumer with the
+    fix, a deadlock is retried), not let them through raw."""
+    with django_connection(engine.name).cursor() as cur:  # loads Django's MySQL backend
+        cur.execute("SELECT 1")
+
+    async def go() -> None:
+        async with await runtime.connect(engine.url) as db:
+            with pytest.raises(runtime.DatabaseError, match="1146"):
+                await db.fetchall("SELECT * FROM qgen_no_such_table_here", {})
+
+    run(go())
