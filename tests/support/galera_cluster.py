@@ -159,7 +159,7 @@ class GaleraNode:
             with contextlib.closing(self.connect(timeout=2)) as c, c.cursor() as cur:
                 cur.execute("SHOW GLOBAL STATUS LIKE %s", (name,))
                 row = cur.fetchone()
-        except (pymysql.err.Error, OSError):
+        except (pymysql.Error, OSError):  # pymysql.err may be a second copy (Django)
             return None
         return None if row is None else str(row[1])
 
