@@ -18,15 +18,15 @@ from support.queues import make_queue
 from support.tcp_proxy import TcpProxy
 
 import runtime
-from runtime import consumer as consumer_mod
+from runtime import loop as loop_mod
 
 
 @pytest.mark.parametrize("engine", engine_params("postgres"), indirect=True)
 def test_a_half_open_listening_connection_is_replaced(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(consumer_mod, "LISTEN_HEARTBEAT_S", 0.3)
-    monkeypatch.setattr(consumer_mod, "LISTEN_HEARTBEAT_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(loop_mod, "LISTEN_HEARTBEAT_S", 0.3)
+    monkeypatch.setattr(loop_mod, "LISTEN_HEARTBEAT_TIMEOUT_S", 0.5)
     qt = run(make_queue(engine, "lease", columns=()))
     handled: list[float] = []
 
