@@ -136,8 +136,8 @@ class Invocation:
         elif isinstance(exc, ConnectionLost):
             if ctx.db is not None and ctx.db.closed:
                 return None  # the caller's own connection (ctx.db) is gone: a connection loss
-        elif isinstance(exc, TimeoutError):
-            return self._timed_out(exc, message, ctx, started)
+        elif isinstance(exc, TimeoutError) and self._ran_out(started):
+            return self._timed_out(message, ctx, started)
         elif not isinstance(exc, Exception | GeneratorExit):
             return None
         log.exception(
@@ -163,15 +163,16 @@ class Invocation:
             self.on_fatal(exc)
         return retry(describe_exception(exc))
 
-    def _timed_out(
-        self, exc: TimeoutError, message: Message[Any], ctx: Ctx, started: float
-    ) -> Outcome:
+    def _ran_out(self, started: float) -> bool:
+        """Whether the call used up its timeout (a TimeoutError the handler raised itself
+        before that is an exception like any other)."""
+        return self.timeout is not None and time.monotonic() - started >= self.timeout
+
+    def _timed_out(self, message: Message[Any], ctx: Ctx, started: float) -> Outcome:
         log.error(
             "%s ran past %ss: taken as retry()",
             self._where(message),
             self.timeout,
             extra=self._fields(message, ctx, started),
         )
-        if self.timeout is not None and time.monotonic() - started >= self.timeout:
-            return retry(f"handler timed out after {self.timeout:g} s")
-        return retry(describe_exception(exc))  # a TimeoutError the handler raised itself
+        return retry(f"handler timed out after {self.timeout:g} s")

@@ -122,12 +122,20 @@ def test_a_handler_past_its_timeout_is_a_retry_saying_so() -> None:
         assert time.monotonic() - began < 2
 
 
-def test_a_timeout_error_the_handler_raises_itself_keeps_its_own_reason() -> None:
+@pytest.mark.parametrize("timeout", [10, None])
+def test_a_timeout_error_the_handler_raises_itself_keeps_its_own_reason(
+    timeout: float | None, caplog: pytest.LogCaptureFixture
+) -> None:
     async def own(message: Message[Any], ctx: Ctx) -> Outcome:
         raise TimeoutError("upstream took too long")
 
-    outcome = call(own, timeout=10)
+    with caplog.at_level(logging.ERROR, logger="runtime"):
+        outcome = call(own, timeout=timeout)
     assert outcome.reason == "TimeoutError: upstream took too long"
+    # logged as the exception it is, with its traceback, not as a timeout of the call
+    said = [r.getMessage() for r in caplog.records]
+    assert said and not any("ran past" in m for m in said), said
+    assert any(r.exc_info for r in caplog.records)
 
 
 def test_a_cancelled_error_from_the_handler_is_a_retry_but_cancelling_the_caller_is_not() -> None:
