@@ -21,10 +21,10 @@ from typing import Any
 import runtime
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
+from runtime.contract.rendered import parse_rendered
 from runtime.drivers.base import Connection
 from runtime.forms import form_for
 from runtime.queue import Queue
-from runtime.rendered import parse_rendered
 from runtime.settle import decide
 
 VARIANTS: dict[str, dict[str, Any]] = {

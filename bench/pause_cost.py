@@ -30,7 +30,7 @@ import runtime
 from bench.queues import DEFAULT_URLS, table_prefix
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
-from runtime.dialects import DIALECTS
+from runtime.contract.dialects import DIALECTS
 from runtime.forms import form_for
 from runtime.queue import Queue
 

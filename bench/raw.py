@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from bench.counting import Tally
-from runtime.rendered import Kind, Statement, Step
+from runtime.contract.rendered import Kind, Statement, Step
 
 #: an advisory claim that found every listed key held waits this long before claiming again
 #: (the runtime's Consumer: poll_interval / 10)

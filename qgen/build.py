@@ -15,8 +15,8 @@ import jinja2
 from qgen.declaration import Declaration, DeclarationError, QueueDeclaration, Unit
 from qgen.render import Draft, environment, render_unit
 from qgen.validate import validate_statements
-from runtime.errors import RenderedFileError
-from runtime.rendered import parse_rendered, split_blocks
+from runtime.contract.errors import RenderedFileError
+from runtime.contract.rendered import parse_rendered, split_blocks
 
 
 def build_unit(

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 from qgen.declaration import DeclarationError, GeneratorBug, load_declaration, one_line
 from qgen.targets import loaded_files
-from runtime.dialects import DIALECTS
-from runtime.errors import BrokerError
-from runtime.rendered import is_rendered
+from runtime.contract.dialects import DIALECTS
+from runtime.contract.errors import BrokerError
+from runtime.contract.rendered import is_rendered
 
 T = TypeVar("T")
 
@@ -174,7 +174,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from runtime.dialects import dialect_for_scheme
+    from runtime.contract.dialects import dialect_for_scheme
     from runtime.worker import database_url, log_level, run_worker
 
     def fail(message: str) -> int:
@@ -332,8 +332,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     from qgen.build import build_unit
     from runtime.apply import plain_sql
-    from runtime.dialects import DIALECTS
-    from runtime.rendered import parse_rendered
+    from runtime.contract.dialects import DIALECTS
+    from runtime.contract.rendered import parse_rendered
 
     decl = load_declaration(args.config)
     units = {u.name: u for u in decl.units()}

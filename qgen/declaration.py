@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.dialects import DIALECTS, FORMS, PENDING_KEY
-from runtime.schedule_slots import Schedule, ScheduleError, parse_schedule
+from runtime.contract.dialects import DIALECTS, FORMS, PENDING_KEY
+from runtime.contract.schedule_slots import Schedule, ScheduleError, parse_schedule
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 #: a group column holds at most this many characters (MySQL's indexed VARCHAR(191))

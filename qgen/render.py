@@ -23,9 +23,9 @@ from qgen.declaration import (
     Unit,
     short_name,
 )
-from runtime.dialects import DIALECTS, PENDING_KEY, Dialect
-from runtime.rendered import Block, Header, Kind, Statement, split_statements, write_file
-from runtime.sqltext import to_driver
+from runtime.contract.dialects import DIALECTS, PENDING_KEY, Dialect
+from runtime.contract.rendered import Block, Header, Kind, Statement, split_statements, write_file
+from runtime.contract.sqltext import to_driver
 
 _HERE = Path(__file__).resolve().parent
 # an installed wheel carries the templates inside the package; a checkout has them beside it
@@ -357,7 +357,7 @@ def render_unit(unit: Unit, dialect_name: str, env: jinja2.Environment | None = 
 
 
 def header(unit: Unit, dialect: Dialect) -> Header:
-    """The settings the runtime reads back, typed (``runtime.rendered.Header``)."""
+    """The settings the runtime reads back, typed (``runtime.contract.rendered.Header``)."""
     if isinstance(unit, OutboxDeclaration):
         note = None
         if not dialect.skip_locked:

@@ -57,7 +57,7 @@ def build(args: argparse.Namespace) -> Starlette:
     """The console app for ``args`` (what ``qgen serve`` runs), without serving it."""
     import runtime
     from runtime.console import create_app, read_token
-    from runtime.dialects import dialect_for_scheme
+    from runtime.contract.dialects import dialect_for_scheme
 
     url, queues = loaded_files(args, [])
     dialect = dialect_for_scheme(url.split("://", 1)[0])

@@ -20,7 +20,7 @@ def loaded_files(
     ``outbox`` the outbox too, which ``names`` may then name) for the URL's dialect, under the
     declaration's out folder."""
     import runtime
-    from runtime.dialects import dialect_for_scheme
+    from runtime.contract.dialects import dialect_for_scheme
     from runtime.worker import database_url
 
     decl = load_declaration(args.config)

@@ -12,9 +12,9 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import TokenType
 
 from qgen.declaration import DeclarationError, GeneratorBug, QueueDeclaration, Unit
-from runtime.dialects import PENDING_KEY, Dialect
-from runtime.rendered import Kind
-from runtime.sqltext import driver_params, to_named
+from runtime.contract.dialects import PENDING_KEY, Dialect
+from runtime.contract.rendered import Kind
+from runtime.contract.sqltext import driver_params, to_named
 
 # what the runtime binds for each kind of step; a service's SQL may use any of these
 PARAMS = {

@@ -18,9 +18,7 @@ if TYPE_CHECKING:
     from runtime.apply import SchemaDiffers, SchemaObject, apply, apply_sync
     from runtime.connect import connect
     from runtime.consumer import Consumer
-    from runtime.counts import Counts
-    from runtime.delivery import Ctx, Message
-    from runtime.errors import (
+    from runtime.contract.errors import (
         BrokerError,
         ConfigurationError,
         ConnectionLost,
@@ -34,6 +32,8 @@ if TYPE_CHECKING:
         ServerTooOld,
         UnknownCustomEvent,
     )
+    from runtime.counts import Counts
+    from runtime.delivery import Ctx, Message
     from runtime.loading import load
     from runtime.metrics import Metrics
     from runtime.outcomes import (
@@ -68,18 +68,18 @@ _LAZY: dict[str, str] = {
     "Counts": "runtime.counts",
     "Ctx": "runtime.delivery",
     "Message": "runtime.delivery",
-    "BrokerError": "runtime.errors",
-    "ConfigurationError": "runtime.errors",
-    "ConnectionLost": "runtime.errors",
-    "DatabaseError": "runtime.errors",
-    "DialectMismatch": "runtime.errors",
-    "InvalidArgument": "runtime.errors",
-    "LeaseLost": "runtime.errors",
-    "PayloadError": "runtime.errors",
-    "RedriveRefused": "runtime.errors",
-    "RenderedFileError": "runtime.errors",
-    "ServerTooOld": "runtime.errors",
-    "UnknownCustomEvent": "runtime.errors",
+    "BrokerError": "runtime.contract.errors",
+    "ConfigurationError": "runtime.contract.errors",
+    "ConnectionLost": "runtime.contract.errors",
+    "DatabaseError": "runtime.contract.errors",
+    "DialectMismatch": "runtime.contract.errors",
+    "InvalidArgument": "runtime.contract.errors",
+    "LeaseLost": "runtime.contract.errors",
+    "PayloadError": "runtime.contract.errors",
+    "RedriveRefused": "runtime.contract.errors",
+    "RenderedFileError": "runtime.contract.errors",
+    "ServerTooOld": "runtime.contract.errors",
+    "UnknownCustomEvent": "runtime.contract.errors",
     "load": "runtime.loading",
     "Metrics": "runtime.metrics",
     "LAST_ERROR_MAX": "runtime.outcomes",
@@ -99,7 +99,7 @@ _LAZY: dict[str, str] = {
     "Enqueued": "runtime.queue",
     "Queue": "runtime.queue",
     "Status": "runtime.status",
-    "read_rendered": "runtime.rendered",
+    "read_rendered": "runtime.contract.rendered",
 }
 
 

@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from runtime.dialects import DIALECTS, Dialect
+from runtime.contract.dialects import DIALECTS, Dialect
+from runtime.contract.errors import ConfigurationError, InvalidArgument
+from runtime.contract.sqltext import named_to_pyformat
 from runtime.drivers.base import Connection, Params, Row
-from runtime.errors import ConfigurationError, InvalidArgument
-from runtime.sqltext import named_to_pyformat
 
 T = TypeVar("T")
 

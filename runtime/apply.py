@@ -29,13 +29,13 @@ from typing import Any
 
 from runtime.adapters import Adapted, adapt, adapted, run_sync
 from runtime.connect import connect
-from runtime.dialects import Dialect
+from runtime.contract.dialects import Dialect
+from runtime.contract.errors import ConfigurationError, DatabaseError
+from runtime.contract.rendered import Statement
+from runtime.contract.rendered import StatementName as S
+from runtime.contract.sqltext import to_named
 from runtime.drivers.base import Connection
-from runtime.errors import ConfigurationError, DatabaseError
 from runtime.loaded import Loaded
-from runtime.rendered import Statement
-from runtime.rendered import StatementName as S
-from runtime.sqltext import to_named
 from runtime.steps import run_step
 from runtime.verify import Finding, describe, verify
 

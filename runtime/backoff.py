@@ -8,7 +8,7 @@ import logging
 import random
 import time
 
-from runtime.errors import InvalidArgument
+from runtime.contract.errors import InvalidArgument
 
 log = logging.getLogger("runtime")
 

@@ -8,10 +8,10 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 
+from runtime.contract.errors import DatabaseError, LeaseLost
 from runtime.counts import Counts
 from runtime.delivery import Delivery
 from runtime.drivers.base import Connection
-from runtime.errors import DatabaseError, LeaseLost
 from runtime.forms import Form
 from runtime.settle import Decision
 

@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-from runtime.dialects import DIALECTS, Dialect, dialect_for_scheme
+from runtime.contract.dialects import DIALECTS, Dialect, dialect_for_scheme
+from runtime.contract.errors import ConfigurationError, ServerTooOld
 from runtime.drivers.base import Connection, redact_url
-from runtime.errors import ConfigurationError, ServerTooOld
 
 ACCEPTED_FORMS = (
     "postgresql://user[:password]@host[:port][,host[:port]...]/database (or postgres://)",

@@ -19,16 +19,18 @@ from typing import Any, Generic, TypeVar, overload
 
 from runtime.backoff import Outage
 from runtime.connect import Opener, opener
-from runtime.counts import Counts
-from runtime.delivery import Ctx, Delivery, Message
-from runtime.dialects import recognise
-from runtime.drivers.base import Connection
-from runtime.errors import (
+from runtime.contract.dialects import recognise
+from runtime.contract.errors import (
     ConfigurationError,
     DatabaseError,
     PayloadError,
     UnknownCustomEvent,
 )
+from runtime.contract.rendered import StatementName as S
+from runtime.contract.rendered import Step
+from runtime.counts import Counts
+from runtime.delivery import Ctx, Delivery, Message
+from runtime.drivers.base import Connection
 from runtime.forms import Upkeep, form_for
 from runtime.handler import Handler, Invocation, is_async
 from runtime.loop import ConsumerSettings, Listener, Run, WorkerLoop
@@ -44,8 +46,6 @@ from runtime.outcomes import (
 from runtime.payloads import P, decode_payload
 from runtime.progress import ProgressWriter
 from runtime.queue import Queue, check_dialect, check_server
-from runtime.rendered import StatementName as S
-from runtime.rendered import Step
 from runtime.schedules import Scheduler
 from runtime.settle import Decision, dead_letter_now, decide
 from runtime.verify import attempt_problem, describe

@@ -46,7 +46,7 @@ class Ctx:
         the advisory form unless transactional; otherwise (row lock, transactional advisory)
         when the delivery's transaction commits."""
         if self._report is None:
-            from runtime.errors import ConfigurationError
+            from runtime.contract.errors import ConfigurationError
 
             raise ConfigurationError(
                 "ctx.progress() records progress of a delivery: call it inside a handler "

@@ -16,10 +16,10 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, TypedDict
 
-from runtime.dialects import DIALECTS
-from runtime.errors import ConfigurationError, InvalidArgument
+from runtime.contract.dialects import DIALECTS
+from runtime.contract.errors import ConfigurationError, InvalidArgument
+from runtime.contract.rendered import Header
 from runtime.outcomes import delay_seconds
-from runtime.rendered import Header
 
 #: a priority fits the column every engine stores it in (a 32-bit INTEGER)
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)

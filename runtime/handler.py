@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.contract.errors import ConnectionLost, InvalidArgument
 from runtime.delivery import Ctx, Message
-from runtime.errors import ConnectionLost, InvalidArgument
 from runtime.metrics import fields
 from runtime.outcomes import Outcome, describe_exception, outcome_of, retry
 from runtime.payloads import P

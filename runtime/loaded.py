@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from runtime.dialects import Dialect
+from runtime.contract.dialects import Dialect
+from runtime.contract.rendered import RenderedFile
 from runtime.payloads import Decoder, Encoder
-from runtime.rendered import RenderedFile
 
 
 class Loaded(Protocol):

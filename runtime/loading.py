@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
+from runtime.contract.rendered import read_rendered
 from runtime.payloads import Decoder, Encoder
 from runtime.queue import Queue
-from runtime.rendered import read_rendered
 
 _M = TypeVar("_M")
 

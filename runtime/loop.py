@@ -23,10 +23,7 @@ from typing import Any
 
 from runtime.backoff import Backoff, Outage
 from runtime.completer import completer_for
-from runtime.counts import Counts
-from runtime.delivery import Batch, Delivery
-from runtime.drivers.base import Connection
-from runtime.errors import (
+from runtime.contract.errors import (
     BrokerError,
     ConfigurationError,
     ConnectionLost,
@@ -34,11 +31,14 @@ from runtime.errors import (
     InvalidArgument,
     LeaseLost,
 )
+from runtime.contract.rendered import Step
+from runtime.counts import Counts
+from runtime.delivery import Batch, Delivery
+from runtime.drivers.base import Connection
 from runtime.forms import Form
 from runtime.handler import check_timeout
 from runtime.metrics import Metrics, call, fields
 from runtime.outcomes import RetryPolicy
-from runtime.rendered import Step
 from runtime.settle import Decision
 from runtime.steps import run_step
 from runtime.wake import Wakeup

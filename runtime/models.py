@@ -30,7 +30,7 @@ from datetime import date, datetime, time
 from decimal import Decimal, InvalidOperation
 from typing import Any, Generic
 
-from runtime.errors import ConfigurationError, PayloadError
+from runtime.contract.errors import ConfigurationError, PayloadError
 from runtime.payloads import P, encode_payload
 
 __all__ = ["PayloadModel", "codec", "payload_model"]

@@ -17,12 +17,12 @@ from decimal import Decimal
 from typing import Any
 
 from runtime.adapters import adapted
-from runtime.errors import ConfigurationError, InvalidArgument, RedriveRefused
+from runtime.contract.errors import ConfigurationError, InvalidArgument, RedriveRefused
+from runtime.contract.rendered import StatementName as S
 from runtime.loaded import Loaded, LoadedQueue
 from runtime.outcomes import delay_seconds
 from runtime.payloads import shown_payload
 from runtime.process_keys import key_held
-from runtime.rendered import StatementName as S
 from runtime.steps import run_step
 
 log = logging.getLogger("runtime")

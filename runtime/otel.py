@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from runtime.errors import ConfigurationError
+from runtime.contract.errors import ConfigurationError
 from runtime.metrics import Metrics
 
 __all__ = ["OpenTelemetryMetrics"]

@@ -22,17 +22,17 @@ from typing import Any, Generic
 
 from runtime.adapters import adapt, adapted, run_sync
 from runtime.connect import Opener, opener
+from runtime.contract.dialects import Dialect
+from runtime.contract.errors import ConfigurationError, InvalidArgument, PayloadError
+from runtime.contract.rendered import RenderedFile
+from runtime.contract.rendered import StatementName as S
 from runtime.delivery import Ctx, Message
-from runtime.dialects import Dialect
 from runtime.drivers.base import Connection
-from runtime.errors import ConfigurationError, InvalidArgument, PayloadError
 from runtime.handler import Invocation
 from runtime.models import codec
 from runtime.outcomes import Outcome, OutcomeKind, delay_seconds
 from runtime.payloads import Decoder, Encoder, P, decode_payload, encode_payload
 from runtime.queue import check_dialect
-from runtime.rendered import RenderedFile
-from runtime.rendered import StatementName as S
 from runtime.steps import run_step
 
 log = logging.getLogger("runtime")

@@ -9,7 +9,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from runtime.errors import InvalidArgument
+from runtime.contract.errors import InvalidArgument
 
 #: the longest delay retry_after() and enqueue(delay=) accept: one year, in seconds
 MAX_DELAY_S = 365 * 24 * 3600.0

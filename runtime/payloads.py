@@ -22,7 +22,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runtime.errors import PayloadError
+from runtime.contract.errors import PayloadError
 
 #: a queue's payload type: the model of ``runtime.load(path, payload=Model)``, else Any; its
 #: default (PEP 696, for type checkers: typing has it from 3.13) makes a bare ``Queue`` or

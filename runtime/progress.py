@@ -13,12 +13,12 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from runtime.contract.errors import ConfigurationError, PayloadError
+from runtime.contract.rendered import StatementName as S
 from runtime.delivery import Delivery
 from runtime.drivers.base import Connection
-from runtime.errors import ConfigurationError, PayloadError
 from runtime.forms.base import Form
 from runtime.payloads import encode_payload
-from runtime.rendered import StatementName as S
 
 
 class ProgressWriter:

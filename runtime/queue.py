@@ -12,7 +12,14 @@ from typing import Any, Generic, Unpack
 import runtime.operate as operate
 import runtime.wake as wake
 from runtime.adapters import Adapted, adapt, adapted, run_sync
-from runtime.dialects import Dialect, Server
+from runtime.contract.dialects import Dialect, Server
+from runtime.contract.errors import (
+    ConfigurationError,
+    DatabaseError,
+    PayloadError,
+)
+from runtime.contract.rendered import Kind, RenderedFile
+from runtime.contract.rendered import StatementName as S
 from runtime.drivers.base import Connection, atomic
 from runtime.enqueue import (
     BATCH_OPTION_NAMES,
@@ -21,16 +28,9 @@ from runtime.enqueue import (
     Options,
     check_dedupe_keys,
 )
-from runtime.errors import (
-    ConfigurationError,
-    DatabaseError,
-    PayloadError,
-)
 from runtime.models import PayloadModel, codec
 from runtime.outcomes import delay_seconds
 from runtime.payloads import Decoder, Encoder, P, decode_payload, encode_payload
-from runtime.rendered import Kind, RenderedFile
-from runtime.rendered import StatementName as S
 from runtime.status import Status, status
 from runtime.steps import run_step
 

@@ -5,7 +5,7 @@ Every queue with schedules has a schedule table (rendered in its ``schema`` bloc
 row per schedule: ``horizon``, the last slot decided (fired or skipped), ``last_slot``, the
 last one that fired, and ``paused``. A scheduler reads the database's clock
 (``schedule_now``), works out from the horizon it read which slots fire by the schedule's
-catch-up policy (``runtime.schedule_slots.plan``), then in one transaction moves the row
+catch-up policy (``runtime.contract.schedule_slots.plan``), then in one transaction moves the row
 from that horizon to the new one (``schedule_fire``, which changes no row when another
 scheduler moved it first, or the schedule is paused) and enqueues one message per slot.
 The row's update and the messages commit together or not at all, so a slot's message is
@@ -24,11 +24,11 @@ from typing import Any
 
 from runtime.backoff import Backoff
 from runtime.connect import Opener, connect, opener
+from runtime.contract.errors import BrokerError, ConfigurationError
+from runtime.contract.rendered import StatementName as S
+from runtime.contract.schedule_slots import Schedule, plan, slot_text
 from runtime.drivers.base import Connection
-from runtime.errors import BrokerError, ConfigurationError
 from runtime.queue import Queue, check_dialect
-from runtime.rendered import StatementName as S
-from runtime.schedule_slots import Schedule, plan, slot_text
 from runtime.steps import run_step
 
 log = logging.getLogger("runtime")

@@ -5,15 +5,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from runtime.contract.errors import PayloadError, UnknownCustomEvent
+from runtime.contract.rendered import StatementName as S
+
 # Decision is defined with the Delivery that carries it; the forms import it from here
 from runtime.delivery import Decision as Decision
 from runtime.delivery import Delivery
-from runtime.errors import PayloadError, UnknownCustomEvent
 from runtime.loaded import LoadedQueue
 from runtime.metrics import fields
 from runtime.outcomes import PLAIN_RETRY, Outcome, OutcomeKind
 from runtime.payloads import encode_payload
-from runtime.rendered import StatementName as S
 
 log = logging.getLogger("runtime")
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from runtime.errors import InvalidArgument, PayloadError
+from runtime.contract.errors import InvalidArgument, PayloadError
+from runtime.contract.rendered import StatementName as S
 from runtime.loaded import LoadedQueue
 from runtime.operate import _run
 from runtime.payloads import decode_payload, shown_payload
 from runtime.process_keys import key_held
-from runtime.rendered import StatementName as S
 
 State = Literal["pending", "running", "done", "dead", "cancelled"]
 #: every state a Status may be in

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.contract.rendered import Kind, Statement, Step
 from runtime.drivers.base import Connection, atomic
-from runtime.rendered import Kind, Statement, Step
 
 
 @dataclass

@@ -38,16 +38,16 @@ import pytest
 from runtime.apply import apply
 from runtime.connect import connect
 from runtime.consumer import Consumer, Handler, _is_async
+from runtime.contract.errors import ConfigurationError, PayloadError
+from runtime.contract.rendered import StatementName as S
 from runtime.counts import Counts
 from runtime.delivery import Ctx, Delivery, Message
 from runtime.drivers.base import Connection
 from runtime.enqueue import Options
-from runtime.errors import ConfigurationError, PayloadError
 from runtime.loading import load
 from runtime.outcomes import RetryPolicy
 from runtime.payloads import P, encode_payload
 from runtime.queue import Enqueued, Queue
-from runtime.rendered import StatementName as S
 from runtime.steps import run_step
 
 __all__ = ["Drained", "Harness", "Settled", "SyncHarness"]

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.dialects import PENDING_KEY
+from runtime.contract.dialects import PENDING_KEY
+from runtime.contract.errors import ConfigurationError
 from runtime.drivers.base import Connection
-from runtime.errors import ConfigurationError
 from runtime.loaded import Loaded
 from runtime.steps import run_step
 

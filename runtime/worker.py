@@ -27,8 +27,8 @@ from urllib.parse import unquote, urlsplit
 
 from runtime.connect import check_url
 from runtime.consumer import Consumer
+from runtime.contract.errors import BrokerError, ConfigurationError
 from runtime.counts import Counts
-from runtime.errors import BrokerError, ConfigurationError
 from runtime.loading import load
 from runtime.outcomes import Immediate, RetryPolicy, default_retry_policy
 from runtime.queue import Queue

@@ -23,7 +23,7 @@ from typing import Any
 
 import runtime.operate as operate
 from runtime.connect import connect
-from runtime.errors import (
+from runtime.contract.errors import (
     BrokerError,
     ConfigurationError,
     InvalidArgument,

@@ -10,7 +10,7 @@ import secrets
 import time
 from pathlib import Path
 
-from runtime.errors import ConfigurationError
+from runtime.contract.errors import ConfigurationError
 
 #: the environment variable holding the token (``--token-file`` reads it from a file instead)
 TOKEN_ENV = "QGEN_CONSOLE_TOKEN"

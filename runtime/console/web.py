@@ -40,7 +40,7 @@ from runtime.console.core import (
 )
 from runtime.console.prometheus import CONTENT_TYPE, exposition
 from runtime.console.security import COOKIE, HEADERS, SESSION_S, Guard
-from runtime.errors import ConfigurationError
+from runtime.contract.errors import ConfigurationError
 from runtime.operate import STATS_KEYS
 from runtime.queue import Queue
 

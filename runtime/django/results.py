@@ -12,6 +12,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from runtime.contract.errors import PayloadError
 from runtime.django.compat import (
     InvalidTask,
     Task,
@@ -20,7 +21,6 @@ from runtime.django.compat import (
     TaskResultDoesNotExist,
     TaskResultStatus,
 )
-from runtime.errors import PayloadError
 from runtime.outcomes import LAST_ERROR_MAX, error_text
 from runtime.payloads import encode_payload
 from runtime.queue import Queue

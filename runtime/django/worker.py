@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
+from runtime.contract.errors import ConfigurationError, PayloadError
 from runtime.delivery import Ctx, Message
 from runtime.django.backend import QgenBackend, dialect_of
 from runtime.django.compat import (
@@ -27,7 +28,6 @@ from runtime.django.compat import (
     task_started,
 )
 from runtime.django.results import error_of, task_error, task_of, task_result
-from runtime.errors import ConfigurationError, PayloadError
 from runtime.outcomes import Outcome, ack, retry
 from runtime.payloads import encode_payload
 from runtime.worker import run_worker

@@ -26,8 +26,8 @@ from types import ModuleType, TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-from runtime.dialects import Dialect
-from runtime.errors import ConfigurationError, ConnectionLost, DatabaseError
+from runtime.contract.dialects import Dialect
+from runtime.contract.errors import ConfigurationError, ConnectionLost, DatabaseError
 
 #: one result row
 Row = dict[str, Any]

@@ -18,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from runtime.dialects import DIALECTS, Dialect
+from runtime.contract.dialects import DIALECTS, Dialect
+from runtime.contract.errors import ConfigurationError, ConnectionLost
 from runtime.drivers.base import (
     Connection,
     Params,
@@ -29,7 +30,6 @@ from runtime.drivers.base import (
     redact_url,
 )
 from runtime.drivers.private import mysql_force_close, mysql_socket
-from runtime.errors import ConfigurationError, ConnectionLost
 
 if TYPE_CHECKING:
     import pymysql

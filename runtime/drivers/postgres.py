@@ -25,7 +25,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from runtime.dialects import DIALECTS
+from runtime.contract.dialects import DIALECTS
+from runtime.contract.errors import ConfigurationError, ConnectionLost
 from runtime.drivers.base import (
     Connection,
     Params,
@@ -35,7 +36,6 @@ from runtime.drivers.base import (
     import_driver,
     redact_url,
 )
-from runtime.errors import ConfigurationError, ConnectionLost
 
 if TYPE_CHECKING:
     import psycopg

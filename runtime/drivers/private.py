@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from runtime.errors import ConfigurationError
+from runtime.contract.errors import ConfigurationError
 
 if TYPE_CHECKING:
     import sqlite3

@@ -22,7 +22,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from runtime.dialects import DIALECTS
+from runtime.contract.dialects import DIALECTS
+from runtime.contract.errors import ConfigurationError, DatabaseError
 from runtime.drivers.base import (
     Connection,
     Params,
@@ -33,7 +34,6 @@ from runtime.drivers.base import (
     redact_url,
 )
 from runtime.drivers.private import aiosqlite_call, aiosqlite_raw, aiosqlite_thread
-from runtime.errors import ConfigurationError, DatabaseError
 
 if TYPE_CHECKING:
     import sqlite3

@@ -7,12 +7,12 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from runtime.contract.errors import LeaseLost
+from runtime.contract.rendered import StatementName as S
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
-from runtime.errors import LeaseLost
 from runtime.forms.base import Form
 from runtime.process_keys import release_key, take_key
-from runtime.rendered import StatementName as S
 from runtime.settle import Decision
 
 log = logging.getLogger("runtime")

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from runtime.backoff import Backoff, Outage
+from runtime.contract.errors import LeaseLost
+from runtime.contract.rendered import StatementName
+from runtime.contract.rendered import StatementName as S
 from runtime.counts import Counts
 from runtime.delivery import Batch, Delivery, Message
 from runtime.drivers.base import Connection
-from runtime.errors import LeaseLost
 from runtime.loaded import LoadedQueue
-from runtime.rendered import StatementName
-from runtime.rendered import StatementName as S
 from runtime.settle import Decision
 from runtime.steps import StepResult, run_step
 

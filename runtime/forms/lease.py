@@ -8,11 +8,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
+from runtime.contract.rendered import StatementName as S
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
-from runtime.errors import ConnectionLost, DatabaseError, LeaseLost
 from runtime.forms.base import Form, Upkeep
-from runtime.rendered import StatementName as S
 from runtime.settle import Decision
 
 log = logging.getLogger("runtime")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
+from runtime.contract.errors import LeaseLost
+from runtime.contract.rendered import StatementName as S
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
-from runtime.errors import LeaseLost
 from runtime.forms.base import Form
-from runtime.rendered import StatementName as S
 from runtime.settle import Decision
 
 _SAVEPOINT = "qgen_delivery"

@@ -20,7 +20,7 @@ from support.queues import make_queue
 
 import runtime
 from runtime.connect import connect, split_hosts
-from runtime.errors import ConfigurationError, ConnectionLost
+from runtime.contract.errors import ConfigurationError, ConnectionLost
 
 SECRET = "pw_must_not_show"
 

@@ -14,8 +14,8 @@ import aiosqlite
 import pymysql
 import pytest
 
+from runtime.contract.errors import ConfigurationError
 from runtime.drivers import private
-from runtime.errors import ConfigurationError
 
 
 def test_every_private_name_exists_in_the_installed_library() -> None:

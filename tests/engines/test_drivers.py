@@ -17,15 +17,15 @@ import pytest
 from support.engines import Engine, drop_tables, engine_params, run, unique_table
 
 from runtime.connect import check_server_version, connect, parse_server_version
-from runtime.dialects import DIALECTS
-from runtime.drivers.base import Connection, import_driver, redact_url
-from runtime.errors import (
+from runtime.contract.dialects import DIALECTS
+from runtime.contract.errors import (
     BrokerError,
     ConfigurationError,
     ConnectionLost,
     DatabaseError,
     ServerTooOld,
 )
+from runtime.drivers.base import Connection, import_driver, redact_url
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -708,7 +708,7 @@ def test_runtime_imports_without_any_driver() -> None:
         import runtime, runtime.drivers, runtime.drivers.postgres, runtime.drivers.mysql
         import runtime.drivers.sqlite
         from runtime.connect import connect
-        from runtime.errors import ConfigurationError
+        from runtime.contract.errors import ConfigurationError
         for url, extra in [
             ("postgresql://postgres@127.0.0.1:5432/test", "postgres"),
             ("mysql://root@127.0.0.1:3306/test", "mysql"),

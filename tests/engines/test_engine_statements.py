@@ -31,7 +31,7 @@ from support.statements import (
 
 from qgen.build import render_declaration
 from qgen.declaration import parse_declaration
-from runtime.rendered import read_rendered
+from runtime.contract.rendered import read_rendered
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "generated_examples" / "sql"

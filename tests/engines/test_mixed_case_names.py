@@ -15,7 +15,7 @@ from support.queues import make_queue
 
 import runtime
 from runtime.connect import connect
-from runtime.dialects import DIALECTS
+from runtime.contract.dialects import DIALECTS
 
 FORMS = ["row_lock", "lease", "advisory"]
 ROLES = (

@@ -1,5 +1,5 @@
 """Servers that speak a dialect's protocol but behave apart are recognised from what they say of
-themselves (``runtime.dialects.recognise``), and a form unsafe there is refused in one line
+themselves (``runtime.contract.dialects.recognise``), and a form unsafe there is refused in one line
 naming the safe one. The strings are the engines' own, as their documentation and trackers
 show them; the real Galera cluster is in test_galera.py."""
 
@@ -9,8 +9,8 @@ import pytest
 from support.engines import Engine, run
 from support.queues import make_queue
 
-from runtime.dialects import recognise
-from runtime.errors import ConfigurationError
+from runtime.contract.dialects import recognise
+from runtime.contract.errors import ConfigurationError
 from runtime.queue import check_server
 
 IDENTITIES = [

@@ -17,7 +17,7 @@ from support.queues import make_queue
 from support.services import _assert_together, _setup, _teardown, sqlalchemy_url, sync_connection
 
 import runtime
-from runtime.errors import ConfigurationError
+from runtime.contract.errors import ConfigurationError
 
 SYNC_KINDS = ["driver", "sqlalchemy", "session"]
 
@@ -164,7 +164,7 @@ def test_other_columns_take_their_values_at_enqueue(engine: Engine) -> None:
                 },
             }
             text = build_unit(parse_declaration(decl).queues["q"], engine.dialect_name)
-            queue = runtime.Queue(runtime.rendered.parse_rendered(text, "q.sql"))
+            queue = runtime.Queue(runtime.contract.rendered.parse_rendered(text, "q.sql"))
             async with await runtime.connect(qt.url) as db:
                 await queue.enqueue(db, {"n": 1}, values={"kind": "welcome"})
                 await queue.enqueue(db, {"n": 2})
@@ -231,7 +231,7 @@ def test_a_connection_of_the_wrong_kind_is_one_clear_error(tmp_path: Path) -> No
     import sqlite3
 
     qt_text = _sqlite_queue_text()
-    queue = runtime.Queue(runtime.rendered.parse_rendered(qt_text, "q.sql"))
+    queue = runtime.Queue(runtime.contract.rendered.parse_rendered(qt_text, "q.sql"))
     conn = sqlite3.connect(tmp_path / "x.db")
     with pytest.raises(ConfigurationError, match=r"sqlite3\.Connection is a blocking connection"):
         run(queue.enqueue(conn, {"n": 1}))
@@ -319,7 +319,7 @@ def test_a_schema_qualified_table_with_other_columns_runs_end_to_end(engine: Eng
         },
     }
     text = build_unit(parse_declaration(decl).queues["q"], engine.dialect_name)
-    queue = runtime.Queue(runtime.rendered.parse_rendered(text, "q.sql"))
+    queue = runtime.Queue(runtime.contract.rendered.parse_rendered(text, "q.sql"))
 
     async def fail(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
         return runtime.retry() if message.payload["n"] else runtime.ack()

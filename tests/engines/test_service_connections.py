@@ -26,9 +26,9 @@ import runtime
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
 from runtime.adapters import adapt, adapted, dollar_params, run_sync
-from runtime.errors import ConfigurationError, InvalidArgument
+from runtime.contract.errors import ConfigurationError, InvalidArgument
+from runtime.contract.rendered import parse_rendered
 from runtime.queue import Queue
-from runtime.rendered import parse_rendered
 
 
 class Rollback(Exception):

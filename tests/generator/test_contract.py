@@ -19,8 +19,8 @@ import runtime
 from qgen.build import build_unit, render_declaration
 from qgen.cli import main
 from qgen.declaration import DeclarationError, parse_declaration
-from runtime.errors import RenderedFileError
-from runtime.rendered import Header, Kind, parse_rendered, read_rendered, write_file
+from runtime.contract.errors import RenderedFileError
+from runtime.contract.rendered import Header, Kind, parse_rendered, read_rendered, write_file
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "generated_examples" / "sql" / "postgres" / "orders.sql"

@@ -16,7 +16,7 @@ from qgen.build import render_declaration
 from qgen.cli import main
 from qgen.declaration import DeclarationError, load_declaration, parse_declaration
 from qgen.render import render_unit
-from runtime.dialects import DIALECTS
+from runtime.contract.dialects import DIALECTS
 
 ALL = 'dialects = ["postgres", "mysql", "mariadb", "sqlite"]\n'
 
@@ -463,7 +463,7 @@ def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_a_form_the_dialect_cannot_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Every dialect in runtime/dialects.py runs all three forms today, so the check cannot be
+    # Every dialect in runtime/contract/dialects.py runs all three forms today, so the check cannot be
     # reached without changing the table: this one case swaps in a SQLite that lacks the
     # advisory form (dataclasses.replace; no SQL is monkeypatched).
     reduced = dataclasses.replace(DIALECTS["sqlite"], forms=("row_lock", "lease"))
@@ -624,7 +624,7 @@ def test_custom_as_a_list_of_statements(tmp_path: Path) -> None:
         "UPDATE reports_queue SET attempt = 1 WHERE id = :id;",
         "DELETE FROM reports_queue WHERE id = :id;",
     ]
-    from runtime.rendered import parse_rendered
+    from runtime.contract.rendered import parse_rendered
 
     assert parse_rendered(text).statements["custom.reset"] == (
         "UPDATE reports_queue SET attempt = 1 WHERE id = :id",

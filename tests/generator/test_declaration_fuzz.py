@@ -26,7 +26,7 @@ from support.statements import namespace, params_for
 
 import runtime
 from qgen.cli import main
-from runtime.rendered import RenderedFile
+from runtime.contract.rendered import RenderedFile
 
 #: what the property tests saw; each test records its own line for the terminal summary
 COUNTS: dict[str, int] = {"tried": 0, "accepted": 0, "refused": 0, "statements": 0}

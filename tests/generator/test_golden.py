@@ -19,7 +19,7 @@ import pytest
 
 from qgen.build import render_declaration
 from qgen.declaration import load_declaration
-from runtime.rendered import read_rendered
+from runtime.contract.rendered import read_rendered
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 CASES = sorted(p.parent.name for p in GOLDEN.glob("*/qgen.toml"))

@@ -1,11 +1,12 @@
 """The layers the code keeps: the file-format contract is a leaf, the generator stands on it alone,
 and no import, at the top of a module or inside a function, closes a cycle.
 
-The contract is the part of `runtime` both halves share: the rendered file's format
-(runtime.rendered), the dialect table (runtime.dialects), parameter style (runtime.sqltext), the
-errors (runtime.errors) and the schedules' declaration and slots (runtime.schedule_slots). It imports nothing but the standard library and itself, so the
-generator (`qgen render`, `qgen check`) never loads the consumer, the drivers or the forms, and
-`import runtime` stays cheap (its public names load on first use).
+The contract is the package ``runtime.contract``, the part both halves share: the rendered
+file's format (``rendered``), the dialect table (``dialects``), parameter style (``sqltext``),
+the errors (``errors``) and the schedules' declaration and slots (``schedule_slots``). It imports
+nothing but the standard library and itself, so the generator (`qgen render`, `qgen check`) never
+loads the consumer, the drivers or the forms, and `import runtime` stays cheap (its public names
+load on first use).
 
 The import graph counts every import statement, inside functions and under TYPE_CHECKING too:
 ``from a import b`` is an edge to ``a`` (its ``__init__`` runs) and to ``a.b`` when that is a
@@ -27,14 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTRACT = {
-    "runtime",
-    "runtime.dialects",
-    "runtime.errors",
-    "runtime.rendered",
-    "runtime.schedule_slots",
-    "runtime.sqltext",
-}
 #: optional libraries a contract module may import where it needs them (inside a function):
 #: cron expressions are read by cronsim, which only a queue with schedules needs
 CONTRACT_OPTIONAL = {"cronsim"}
@@ -66,6 +59,10 @@ def module_files() -> dict[str, Path]:
                 parts.pop()
             found[".".join(parts)] = path
     return found
+
+
+#: the contract package and the lazy ``runtime/__init__`` above it
+CONTRACT = {"runtime"} | {n for n in module_files() if n.split(".")[:2] == ["runtime", "contract"]}
 
 
 @dataclass(frozen=True)
@@ -211,8 +208,9 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_the_contract_imports_only_the_standard_library_and_itself() -> None:
+    files = module_files()
     for module in sorted(CONTRACT - {"runtime"}):
-        path = ROOT / (module.replace(".", "/") + ".py")
+        path = files[module]
         for name in imported_modules(path):
             top = name.split(".")[0]
             allowed = top in sys.stdlib_module_names or top in CONTRACT_OPTIONAL
@@ -254,7 +252,9 @@ def test_qgen_render_never_loads_the_consumer(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     loaded = set(done.stdout.splitlines()[-1].split()[1:])
     assert (tmp_path / "sql" / "postgres" / "orders.sql").exists()
-    assert "runtime.dialects" in loaded, "the probe must have rendered through the contract"
+    assert "runtime.contract.dialects" in loaded, (
+        "the probe must have rendered through the contract"
+    )
     assert loaded <= CONTRACT, f"qgen render loaded {sorted(loaded - CONTRACT)}"
 
 
@@ -383,7 +383,7 @@ def test_the_generator_imports_the_runtime_only_inside_its_operating_commands() 
 
 def test_cronsim_is_imported_only_inside_functions() -> None:
     for name in sorted(CONTRACT - {"runtime"}):
-        path = ROOT / (name.replace(".", "/") + ".py")
+        path = module_files()[name]
         tree = ast.parse(path.read_text())
         lazy = _inside_functions(tree)
         for node in ast.walk(tree):

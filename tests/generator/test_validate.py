@@ -17,8 +17,8 @@ from qgen.cli import main
 from qgen.declaration import DeclarationError, GeneratorBug, parse_declaration
 from qgen.render import render_unit
 from qgen.validate import parse
-from runtime.dialects import DIALECTS
-from runtime.sqltext import driver_params, named_params, to_driver, to_named
+from runtime.contract.dialects import DIALECTS
+from runtime.contract.sqltext import driver_params, named_params, to_driver, to_named
 
 COLUMNS = {
     "id": "id",

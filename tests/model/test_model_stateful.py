@@ -49,9 +49,9 @@ from support.model.profiles import model_settings, profile_name
 from support.model.session import Session
 from support.model.tables import AN_HOUR_AGO, BACK_BY, NOW, REFILL_S
 
+from runtime.contract.errors import LeaseLost
 from runtime.delivery import Delivery as RuntimeDelivery
 from runtime.drivers.base import Connection
-from runtime.errors import LeaseLost
 from runtime.forms import Form, form_for
 from runtime.forms.row_lock import RowLockForm
 from runtime.outcomes import Outcome, ack, drop, outcome_of, retry, retry_after

@@ -37,8 +37,8 @@ from support.model.schedule_model import ScheduleModel, Spec, State
 from support.queues import QueueUnderTest, make_queue
 
 import runtime
+from runtime.contract.errors import BrokerError
 from runtime.drivers.base import Connection
-from runtime.errors import BrokerError
 from runtime.payloads import decode_payload
 from runtime.schedules import _states, fire, pause, resume, tick
 

@@ -17,7 +17,7 @@ from support.engines import Engine, engine_params, run
 
 from runtime.console import create_app
 from runtime.console.security import CSP
-from runtime.errors import ConfigurationError
+from runtime.contract.errors import ConfigurationError
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -19,8 +19,8 @@ from support.queues import make_queue
 
 import runtime
 from runtime.connect import connect
+from runtime.contract.errors import ConnectionLost, InvalidArgument
 from runtime.delivery import Ctx, Message
-from runtime.errors import ConnectionLost, InvalidArgument
 from runtime.handler import Invocation, check_timeout
 from runtime.loop import ConsumerSettings
 from runtime.outcomes import Outcome, OutcomeKind

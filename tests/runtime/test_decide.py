@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import runtime
+from runtime.contract.errors import UnknownCustomEvent
 from runtime.delivery import Delivery, Message
-from runtime.errors import UnknownCustomEvent
 from runtime.settle import dead_letter_now, decide
 
 SQL = Path(__file__).resolve().parents[2] / "generated_examples" / "sql" / "sqlite"

@@ -208,7 +208,7 @@ def test_a_duplicate_enqueue_neither_waits_for_nor_disturbs_a_row_lock_claim(eng
 def test_a_literal_in_ddl_reads_back_as_written(engine):
     """The dead group goes into the unique index's predicate as text: quotes and backslashes
     must mean themselves on every engine."""
-    from runtime.dialects import DIALECTS
+    from runtime.contract.dialects import DIALECTS
 
     text = "it's a \\ dead\\'group"
 

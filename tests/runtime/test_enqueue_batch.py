@@ -7,7 +7,7 @@ from support.engines import engine_params, run
 from support.queues import make_queue
 
 import runtime
-from runtime.errors import DatabaseError
+from runtime.contract.errors import DatabaseError
 
 pytestmark = pytest.mark.parametrize("engine", engine_params(), indirect=True)
 

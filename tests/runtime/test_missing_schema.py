@@ -15,8 +15,8 @@ from support.queues import make_queue
 import runtime
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
+from runtime.contract.rendered import parse_rendered
 from runtime.queue import Queue
-from runtime.rendered import parse_rendered
 
 
 async def _ack(message, ctx):

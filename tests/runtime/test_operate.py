@@ -10,9 +10,9 @@ from support.queues import PAST, make_queue
 import runtime
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
+from runtime.contract.rendered import parse_rendered
 from runtime.forms import form_for
 from runtime.queue import Queue
-from runtime.rendered import parse_rendered
 
 FORMS = ["row_lock", "lease", "advisory"]
 COLUMNS = ("attempt", "retry_after", "processed_at", "enqueued_at")
@@ -265,7 +265,7 @@ def test_redrive_group_moves_only_that_groups_dead_messages(engine, dedupe):
             fail = _by_payload({n: runtime.retry() for n in (1, 2, 3, 4)})
             for g in ("a", "b"):
                 await runtime.Consumer(engine.url, q, fail, concurrency=1, group=g).drain()
-            quote = runtime.dialects.DIALECTS[engine.dialect_name].quote_ident
+            quote = runtime.contract.dialects.DIALECTS[engine.dialect_name].quote_ident
 
             async def where(t: str) -> dict[int, tuple[str, int]]:
                 async with await runtime.connect(engine.url) as db:

@@ -15,7 +15,7 @@ from support.services import sync_connection
 from support.statements import namespace, params_for, run_file, statements_in
 
 import runtime
-from runtime.errors import ConfigurationError
+from runtime.contract.errors import ConfigurationError
 from runtime.forms import form_for
 from runtime.settle import decide
 from runtime.verify import verify

@@ -21,10 +21,10 @@ import runtime
 from qgen.build import render_declaration
 from qgen.declaration import DeclarationError, parse_declaration
 from runtime.connect import connect
+from runtime.contract.dialects import DIALECTS
+from runtime.contract.errors import ConfigurationError, DialectMismatch
 from runtime.delivery import Ctx, Message
-from runtime.dialects import DIALECTS
 from runtime.drivers.base import Connection
-from runtime.errors import ConfigurationError, DialectMismatch
 from runtime.outbox import Outbox, OutboxMessage
 
 

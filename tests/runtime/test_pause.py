@@ -18,9 +18,9 @@ from support.queues import QueueUnderTest, make_queue
 import runtime
 from qgen.build import build_unit
 from qgen.declaration import DeclarationError, parse_declaration
-from runtime.errors import ConfigurationError, InvalidArgument
+from runtime.contract.errors import ConfigurationError, InvalidArgument
+from runtime.contract.rendered import parse_rendered
 from runtime.forms import form_for
-from runtime.rendered import parse_rendered
 from runtime.settle import decide
 
 FORMS = ["row_lock", "lease", "advisory"]

@@ -25,9 +25,9 @@ import runtime
 from qgen.build import render_declaration
 from qgen.cli import main
 from qgen.declaration import DeclarationError, load_declaration
+from runtime.contract.schedule_slots import Schedule, due, parse_schedule, plan, slot_text
 from runtime.forms import form_for
 from runtime.payloads import decode_payload
-from runtime.schedule_slots import Schedule, due, parse_schedule, plan, slot_text
 from runtime.schedules import (
     Scheduler,
     _ready_states,
@@ -114,7 +114,7 @@ def test_a_good_schedule_is_in_the_sealed_header(tmp_path: Path) -> None:
     text = files[Path("sql/postgres/reports.sql")]
     assert '-- schedule_table: "reports_queue_schedules"' in text
     assert '"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris"' in text
-    header = runtime.rendered.parse_rendered(text).header
+    header = runtime.contract.rendered.parse_rendered(text).header
     (nightly,) = header.schedules
     assert (nightly.catch_up, nightly.payload, nightly.slot_column) == (
         "latest",

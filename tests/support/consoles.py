@@ -93,7 +93,7 @@ class Project:
     outbox: Any = None
 
     def q(self, name: str) -> str:
-        return runtime.dialects.DIALECTS[self.engine.dialect_name].quote_ident(name)
+        return runtime.contract.dialects.DIALECTS[self.engine.dialect_name].quote_ident(name)
 
     async def count(self, table: str, where: str = "1=1") -> int:
         async with await runtime.connect(self.url) as db:

@@ -10,8 +10,8 @@ import runtime
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
 from qgen.render import environment
+from runtime.contract.rendered import parse_rendered
 from runtime.queue import Queue, decode_payload
-from runtime.rendered import parse_rendered
 from support.engines import Engine, drop_tables, unique_table
 
 # the database's clock, as the tests compare against it (never the client's)
@@ -45,13 +45,13 @@ class QueueUnderTest:
         return self.engine.url
 
     def q(self, name: str) -> str:
-        return runtime.dialects.DIALECTS[self.engine.dialect_name].quote_ident(name)
+        return runtime.contract.dialects.DIALECTS[self.engine.dialect_name].quote_ident(name)
 
     def col(self, logical: str) -> str:
         return self.q(self.columns[logical])
 
     def p(self, name: str) -> str:
-        return runtime.dialects.DIALECTS[self.engine.dialect_name].placeholder(name)
+        return runtime.contract.dialects.DIALECTS[self.engine.dialect_name].placeholder(name)
 
     async def sql(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run the test's own SQL on a fresh connection (autocommit)."""
@@ -157,7 +157,7 @@ async def make_queue(
         else:
             dead_table = table + names.get("dead", "_dead")
             decl["dead_letter"] = {"table": dead_table}
-    quote = runtime.dialects.DIALECTS[engine.dialect_name].quote_ident
+    quote = runtime.contract.dialects.DIALECTS[engine.dialect_name].quote_ident
     # {t} the table as declared, {qt} quoted, {c_<role>} a column quoted
     fmt = {"t": table, "now": NOW[engine.dialect_name], "qt": quote(table)}
     fmt |= {f"c_{role}": quote(name) for role, name in cols.items()}

@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from runtime.connect import connect
+from runtime.contract.rendered import read_rendered
 from runtime.drivers.base import Connection
-from runtime.rendered import read_rendered
 from support.engines import Engine
 
 

@@ -31,7 +31,7 @@ from support.pg_cluster import PrivatePostgres, sync_replication
 from support.queues import QueueUnderTest, make_queue
 
 import runtime
-from runtime.errors import ConnectionLost
+from runtime.contract.errors import ConnectionLost
 
 pytestmark = [pytest.mark.slow, pytest.mark.chaos]
 

@@ -34,8 +34,8 @@ from support.galera_cluster import GaleraCluster
 from support.queues import QueueUnderTest, make_queue
 
 import runtime
-from runtime.dialects import recognise
-from runtime.errors import ConfigurationError
+from runtime.contract.dialects import recognise
+from runtime.contract.errors import ConfigurationError
 
 pytestmark = [pytest.mark.slow, pytest.mark.chaos, pytest.mark.engine("mariadb")]
 

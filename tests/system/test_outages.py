@@ -24,8 +24,8 @@ from support.tcp_proxy import TcpProxy
 
 import runtime
 from runtime.backoff import Backoff
+from runtime.contract.errors import ConfigurationError, ConnectionLost
 from runtime.drivers.postgres import connect_error
-from runtime.errors import ConfigurationError, ConnectionLost
 
 SERVERS = ["postgres", "mariadb", "mysql"]
 FORMS = ["row_lock", "lease", "advisory"]

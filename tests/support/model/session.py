@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from runtime.connect import connect
-from runtime.dialects import DIALECTS
+from runtime.contract.dialects import DIALECTS
 from runtime.drivers.base import Connection
 from runtime.process_keys import forget_keys
 from runtime.queue import Queue

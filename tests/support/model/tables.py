@@ -8,8 +8,8 @@ from typing import Any
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
 from qgen.render import environment
+from runtime.contract.rendered import parse_rendered
 from runtime.queue import Queue
-from runtime.rendered import parse_rendered
 from support.model.outcome_model import DEAD_GROUP, DEFAULT_GROUP, Shape
 
 #: long enough that no lease runs out by itself during a test; the tests expire them

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from runtime.dialects import Dialect
+from runtime.contract.dialects import Dialect
 
 # :name outside quotes and not part of a PostgreSQL ::cast
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")

@@ -36,9 +36,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from runtime.dialects import DIALECTS, FORMS, Dialect
-from runtime.errors import DialectMismatch, RenderedFileError
-from runtime.schedule_slots import Schedule, ScheduleError, parse_schedule
+from runtime.contract.dialects import DIALECTS, FORMS, Dialect
+from runtime.contract.errors import DialectMismatch, RenderedFileError
+from runtime.contract.schedule_slots import Schedule, ScheduleError, parse_schedule
 
 TITLE = (
     "-- DO NOT EDIT: rendered by `qgen render` from qgen.toml; "
@@ -209,7 +209,7 @@ class Header:
     note: str | None = None
     #: the channel the enqueue notifies and idle consumers listen on (LISTEN/NOTIFY engines)
     channel: str | None = None
-    #: the queue's schedules, checked (``runtime.schedule_slots.Schedule``), in name order
+    #: the queue's schedules, checked (``runtime.contract.schedule_slots.Schedule``), in name order
     schedules: tuple[Schedule, ...] = ()
     #: the table that keeps each schedule's last decided slot (queues with schedules)
     schedule_table: str | None = None
