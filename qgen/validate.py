@@ -541,6 +541,8 @@ def validate_statements(
             return _fail(path, unit, d, name, origin, problem, fix)
 
         found = [_check_sql(fail, sql, d, origin, kind, tables, allowed_cols) for sql in sqls]
+        if own and isinstance(unit, QueueDeclaration) and unit.partitioned:
+            _partition_key_problem(fail, sqls, d, unit.columns["processed_at"])
         lease = own and isinstance(unit, QueueDeclaration) and unit.form == "lease"
         if lease and sqls and "token" not in driver_params(sqls[0]):
             raise fail(
@@ -549,6 +551,26 @@ def validate_statements(
             )
         kinds[name] = tuple(found)
     return kinds
+
+
+def _partition_key_problem(
+    fail: Callable[[str, str], Exception], sqls: tuple[str, ...], d: Dialect, column: str
+) -> None:
+    """A partitioned table is ranged by processed_at: an UPDATE that sets it moves the row to
+    another partition, and a consumer waiting to lock that row then fails instead of skipping
+    it. The service's own SQL must move the row as the rendered ack does."""
+    for sql in sqls:
+        for update in parse(sql, d).find_all(exp.Update):
+            for assignment in update.expressions:
+                target = assignment.this if isinstance(assignment, exp.EQ) else None
+                if isinstance(target, exp.Column) and _folded(target.this) == column:
+                    raise fail(
+                        f"an UPDATE of {column} moves the row to another partition of a "
+                        "partitioned table, and a consumer waiting on the row then fails",
+                        f"move the row as the rendered ack does: WITH moved AS (DELETE … "
+                        f"RETURNING …) INSERT … SELECT … with {column} set, or use "
+                        'layout = "plain"',
+                    )
 
 
 def _statement_word(tree: exp.Expression) -> str:

@@ -352,6 +352,35 @@ def test_lease_statement_needs_the_token_in_its_first_statement() -> None:
     assert "without the token guard" in exc.problem
 
 
+@pytest.mark.parametrize("key", ["statements.ack", "statements.drop", "custom.x"])
+def test_own_sql_may_not_update_the_partition_key_of_a_partitioned_table(key: str) -> None:
+    """An UPDATE of processed_at moves the row between partitions, which fails a consumer
+    waiting to lock it; the service's SQL must move the row as the rendered ack does."""
+    section, _, name = key.partition(".")
+
+    def partitioned(sql: str) -> dict:
+        decl = declaration("postgres", sql, key=name if section == "statements" else "custom")
+        decl["queues"]["jobs"]["layout"] = "partitioned"
+        return render_declaration(parse_declaration(decl, "svc/qgen.toml"))
+
+    with pytest.raises(DeclarationError) as info:
+        partitioned("UPDATE jobs_q SET attempt = 0, processed_at = now() WHERE id = :id")
+    exc = info.value
+    assert exc.key == key
+    assert exc.problem.startswith("an UPDATE of processed_at moves the row to another partition")
+    assert "WITH moved AS (DELETE" in exc.fix
+    # the rendered ack's shape is accepted, and so is an UPDATE that leaves the key alone
+    partitioned(
+        "WITH moved AS (DELETE FROM jobs_q WHERE id = :id AND processed_at IS NULL "
+        "RETURNING id, payload, grp, attempt, retry_after) "
+        "INSERT INTO jobs_q (id, payload, grp, attempt, retry_after, processed_at) "
+        "SELECT id, payload, grp, attempt, retry_after, now() FROM moved"
+    )
+    partitioned("UPDATE jobs_q SET attempt = 0 WHERE id = :id")
+    # a plain table takes the UPDATE as it is
+    check("postgres", "UPDATE jobs_q SET processed_at = now() WHERE id = :id")
+
+
 # ------------------------------------------------------------------ placeholders per driver
 
 SERVICE_SQL = (
