@@ -287,7 +287,26 @@ async def verify(conn: Connection, queue: Loaded) -> list[Finding]:
         found += await _dedupe_index_findings(conn, queue)
     found += await _dead_letter_findings(conn, queue, cols)
     found += await _pause_findings(conn, queue)
+    found += await _partition_findings(conn, queue)
     return found
+
+
+async def _partition_findings(conn: Connection, queue: Loaded) -> list[Finding]:
+    """A file with a partitioned layout names the default partition that holds the pending
+    rows; a table created plain (before the layout was declared) has none, and the file's
+    acks and enqueues would fail on it."""
+    pending = queue.rendered.header.pending_table
+    if pending is None or await describe(conn, queue, pending):
+        return []
+    return [
+        Finding(
+            queue.table,
+            f"the file lays the table out in partitions, but {pending}, its partition of "
+            "pending rows, does not exist: the table was created with the plain layout",
+            f"rename {queue.table}, run the file's schema statements and copy the rows "
+            'across (INSERT … SELECT), or declare layout = "plain" and render again',
+        )
+    ]
 
 
 def _dead_table_findings(

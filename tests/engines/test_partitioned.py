@@ -124,6 +124,31 @@ def test_apply_creates_the_layout_once_and_verify_finds_it_matching(engine: Engi
 
 
 @POSTGRES
+def test_verify_finds_a_plain_table_behind_a_partitioned_file(engine: Engine) -> None:
+    """A table created before layout = "partitioned" was declared has no pending partition:
+    verify says so, with the fix, instead of passing it."""
+
+    async def go() -> None:
+        qt = await make_queue(engine, "lease", columns=KEPT, extra={"layout": "partitioned"})
+        try:
+            await qt.drop()
+            await qt.sql(
+                f"CREATE TABLE {qt.q(qt.table)} (id BIGSERIAL PRIMARY KEY, payload JSONB NOT "
+                "NULL, attempt INTEGER NOT NULL DEFAULT 0, retry_after TIMESTAMPTZ, "
+                "locked_until TIMESTAMPTZ, processed_at TIMESTAMPTZ)"
+            )
+            async with await runtime.connect(qt.url) as db:
+                found = [str(f) for f in await verify(db, qt.queue)]
+            plain = [f for f in found if "partition of pending rows, does not exist" in f]
+            assert len(plain) == 1, found
+            assert f"{qt.table}_pending" in plain[0] and 'layout = "plain"' in plain[0]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@POSTGRES
 @pytest.mark.parametrize("form", ["row_lock", "lease", "advisory"])
 def test_an_ack_moves_the_row_out_of_the_pending_partition(engine: Engine, form: str) -> None:
     async def go() -> None:
