@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.contract.dialects import PENDING_KEY
-from runtime.contract.errors import ConfigurationError
 from runtime.drivers.base import Connection
 from runtime.loaded import Loaded
 from runtime.steps import run_step
@@ -136,17 +135,6 @@ def attempt_problem(queue: Loaded, columns: dict[str, dict[str, Any]]) -> Findin
         "table with DEFAULT 1), after setting the rows waiting now to the number their next "
         "delivery should read",
     )
-
-
-async def check_attempt_default(conn: Connection, queue: Loaded) -> None:
-    """Raise ConfigurationError (one line, with the fix) when the attempt default is wrong."""
-    if "attempt" not in queue.columns or not queue.rendered.get("columns"):
-        return
-    problem = attempt_problem(queue, await describe(conn, queue, queue.table))
-    if problem is not None:
-        raise ConfigurationError(
-            f"queue '{queue.name}': {problem}; `qgen verify` lists every difference"
-        )
 
 
 def _column_findings(queue: Loaded, cols: dict[str, dict[str, Any]]) -> list[Finding]:
