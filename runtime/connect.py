@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit, urlunsplit
 
 from runtime.contract.dialects import DIALECTS, Dialect, dialect_for_scheme
 from runtime.contract.errors import ConfigurationError, ServerTooOld
@@ -79,15 +79,7 @@ async def connect(url: str, *, read_only: bool = False, **kwargs: Any) -> Connec
     database, an sslmode it cannot meet); ConnectionLost when the server cannot be reached
     (or is starting up or shutting down); ServerTooOld when it is below the floor.
     """
-    if not isinstance(url, str) or "://" not in url:
-        raise _bad_url(str(url), "it has no scheme://")
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise _bad_url(url, str(exc)) from None
-    dialect = dialect_for_scheme(parts.scheme)
-    if dialect is None:
-        raise _bad_url(url, f"unknown scheme {parts.scheme!r}")
+    parts, dialect = _parsed(url)
     hosts = split_hosts(url, parts.netloc) if dialect.name != "sqlite" else []
 
     conn: Connection
@@ -207,11 +199,8 @@ def _mysql_options(url: str, query: str) -> dict[str, Any]:
     return options
 
 
-def check_url(url: str) -> None:
-    """What ``connect`` would refuse in the URL itself (no scheme, an unknown one, a bad
-    port), as ConfigurationError before anything connects; and a SQLite file that does not
-    exist unless the URL asks SQLite to create it (``?mode=rwc``): a mistyped path or a
-    command run from another folder must not leave an empty database behind."""
+def _parsed(url: str) -> tuple[SplitResult, Dialect]:
+    """The URL's parts and the dialect its scheme names, or the one error for a bad URL."""
     if not isinstance(url, str) or "://" not in url:
         raise _bad_url(str(url), "it has no scheme://")
     try:
@@ -221,6 +210,15 @@ def check_url(url: str) -> None:
     dialect = dialect_for_scheme(parts.scheme)
     if dialect is None:
         raise _bad_url(url, f"unknown scheme {parts.scheme!r}")
+    return parts, dialect
+
+
+def check_url(url: str) -> None:
+    """What ``connect`` would refuse in the URL itself (no scheme, an unknown one, a bad
+    port), as ConfigurationError before anything connects; and a SQLite file that does not
+    exist unless the URL asks SQLite to create it (``?mode=rwc``): a mistyped path or a
+    command run from another folder must not leave an empty database behind."""
+    parts, dialect = _parsed(url)
     if dialect.name != "sqlite":
         split_hosts(url, parts.netloc)  # validates every host's port
         return
