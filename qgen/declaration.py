@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from runtime.contract.dialects import DIALECTS, FORMS, PENDING_KEY
+from runtime.contract.names import KEY_MAX, is_identifier, is_table_name
 from runtime.contract.schedule_slots import Schedule, ScheduleError, parse_schedule
 
-IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-#: a group column holds at most this many characters (MySQL's indexed VARCHAR(191))
-GROUP_MAX = 191
 #: lease_s and max_attempts: anything outside these is a mistake, not a setting
 LEASE_RANGE = (0.1, 86_400.0)
 MAX_ATTEMPTS_RANGE = (1, 10_000)
@@ -287,7 +285,7 @@ class _Reader:
                 )
 
     def identifier(self, where: str, key: str, value: Any) -> str:
-        if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
+        if not is_identifier(value):
             raise self.fail(
                 where,
                 key,
@@ -300,12 +298,7 @@ class _Reader:
     def table_name(self, where: str, key: str, value: Any) -> str:
         """A table: an identifier, or schema.identifier (a PostgreSQL schema, a MySQL/MariaDB
         database, an attached SQLite database)."""
-        parts = value.split(".") if isinstance(value, str) else []
-        if (
-            not isinstance(value, str)
-            or len(parts) > 2
-            or not all(IDENTIFIER.fullmatch(p) for p in parts)
-        ):
+        if not is_table_name(value):
             raise self.fail(
                 where,
                 key,
@@ -320,7 +313,7 @@ class _Reader:
         if (
             not isinstance(value, str)
             or not value
-            or len(value) > GROUP_MAX
+            or len(value) > KEY_MAX
             or not value.isprintable()
             or value != value.strip()
         ):
@@ -328,7 +321,7 @@ class _Reader:
                 where,
                 key,
                 f"{_show(value)} is not a group name",
-                f"use 1 to {GROUP_MAX} printable characters, without spaces at either end "
+                f"use 1 to {KEY_MAX} printable characters, without spaces at either end "
                 "or control and line-break characters",
             )
         return value

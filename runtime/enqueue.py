@@ -18,15 +18,12 @@ from typing import Any, TypedDict
 
 from runtime.contract.dialects import DIALECTS
 from runtime.contract.errors import ConfigurationError, InvalidArgument
+from runtime.contract.names import KEY_MAX
 from runtime.contract.rendered import Header
 from runtime.outcomes import delay_seconds
 
 #: a priority fits the column every engine stores it in (a 32-bit INTEGER)
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)
-#: a fifo_key fits the column every engine stores it in (MySQL's indexed VARCHAR(191))
-FIFO_KEY_MAX = 191
-#: the longest group and dedupe_key (MySQL's indexed VARCHAR(191))
-GROUP_MAX = 191
 
 
 def _no_column(queue: str, role: str) -> ConfigurationError:
@@ -49,13 +46,13 @@ def _priority(queue: str, priority: Any) -> int | None:
 
 
 def _fifo_key(queue: str, key: Any, role: str = "fifo_key") -> str | None:
-    """A fifo_key (or concurrency_key) as the enqueue binds it: 1 to FIFO_KEY_MAX characters,
+    """A fifo_key (or concurrency_key) as the enqueue binds it: 1 to KEY_MAX characters,
     or None."""
     if key is None:
         return None
-    if not isinstance(key, str) or not 1 <= len(key) <= FIFO_KEY_MAX:
+    if not isinstance(key, str) or not 1 <= len(key) <= KEY_MAX:
         raise InvalidArgument(
-            f"queue '{queue}': {role} {key!r} is not a string of 1 to {FIFO_KEY_MAX} characters"
+            f"queue '{queue}': {role} {key!r} is not a string of 1 to {KEY_MAX} characters"
         )
     return key
 
@@ -65,9 +62,9 @@ def _dedupe_key(key: Any) -> str | None:
         return None
     # MySQL and MariaDB compare text ignoring trailing spaces (PAD SPACE), even in binary
     # collations: "k " would be "k" there, so no key ends with a space
-    if not isinstance(key, str) or not key or len(key) > GROUP_MAX or key.endswith(" "):
+    if not isinstance(key, str) or not key or len(key) > KEY_MAX or key.endswith(" "):
         raise InvalidArgument(
-            f"dedupe_key must be text of 1 to {GROUP_MAX} characters not ending with a "
+            f"dedupe_key must be text of 1 to {KEY_MAX} characters not ending with a "
             f"space, not {key!r:.60}"
         )
     return key
@@ -119,8 +116,8 @@ def _values(header: Header, values: Any) -> dict[str, Any]:
 def _fits(header: Header, group: str | None, values: Mapping[str, Any]) -> None:
     """A dedupe enqueue on MySQL and MariaDB is an INSERT IGNORE, which would cut a value
     too long for its column instead of failing: refuse such a value first."""
-    if group is not None and len(group) > GROUP_MAX:
-        raise InvalidArgument(f"group must be at most {GROUP_MAX} characters, not {len(group)}")
+    if group is not None and len(group) > KEY_MAX:
+        raise InvalidArgument(f"group must be at most {KEY_MAX} characters, not {len(group)}")
     limit = DIALECTS[header.dialect].text_bytes
     for name, value in values.items():
         if limit and isinstance(value, str | bytes):
@@ -133,7 +130,7 @@ def _fits(header: Header, group: str | None, values: Mapping[str, Any]) -> None:
 
 
 def check_dedupe_key(header: Header, key: Any) -> str | None:
-    """One dedupe_key as bound: text of 1 to GROUP_MAX characters, or None; a key given to a
+    """One dedupe_key as bound: text of 1 to KEY_MAX characters, or None; a key given to a
     queue without the column is refused."""
     if "dedupe_key" in header.columns:
         return _dedupe_key(key)

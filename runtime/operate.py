@@ -18,6 +18,7 @@ from typing import Any
 
 from runtime.adapters import adapted
 from runtime.contract.errors import ConfigurationError, InvalidArgument, RedriveRefused
+from runtime.contract.names import KEY_MAX
 from runtime.contract.rendered import StatementName as S
 from runtime.loaded import Loaded, LoadedQueue
 from runtime.outcomes import delay_seconds
@@ -433,9 +434,9 @@ def _scope(queue: LoadedQueue, group: str | None) -> str:
         raise InvalidArgument(
             f"queue '{queue.name}' has no group column: pause or resume the whole queue (no group)"
         )
-    if not isinstance(group, str) or not group or not group.isprintable() or len(group) > 191:
+    if not isinstance(group, str) or not group or not group.isprintable() or len(group) > KEY_MAX:
         raise InvalidArgument(
-            f"group must be a group's name (1 to 191 printable characters), not {group!r}"
+            f"group must be a group's name (1 to {KEY_MAX} printable characters), not {group!r}"
         )
     return group
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from runtime.contract.dialects import DIALECTS, FORMS, Dialect
 from runtime.contract.errors import DialectMismatch, RenderedFileError
+from runtime.contract.names import is_identifier, is_table_name
 from runtime.contract.schedule_slots import Schedule, ScheduleError, parse_schedule
 
 TITLE = (
@@ -50,7 +51,6 @@ _SEAL_LINE = re.compile(r"-- seal: sha256:([0-9a-f]{64})")
 _NAME_LINE = re.compile(r"-- name: (.*)")
 #: statement names: an outcome or step (``ack``, ``dead_letter``) or ``custom.<identifier>``
 _STATEMENT_NAME = re.compile(r"[a-z_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _KINDS_PREFIX = "-- kinds: "
 #: a notification channel: an identifier of at most 63 bytes (PostgreSQL's NAMEDATALEN - 1)
 _CHANNEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,62}")
@@ -493,7 +493,7 @@ def _header_kind(values: Mapping[str, Any], path: str) -> str:
 
 
 def _header_ident(key: str, v: Any, bad: _Bad) -> str:
-    if not isinstance(v, str) or not _IDENTIFIER.fullmatch(v):
+    if not is_identifier(v):
         raise bad(key)
     return v
 
@@ -645,7 +645,7 @@ def _schedules(value: Any, bad: Any) -> tuple[Schedule, ...]:
         raise bad("schedules")
     out = []
     for name, raw in value.items():
-        if not isinstance(raw, dict) or not _IDENTIFIER.fullmatch(name):
+        if not isinstance(raw, dict) or not is_identifier(name):
             raise bad("schedules")
         try:
             out.append(parse_schedule(name, raw, from_header=True))
@@ -656,8 +656,6 @@ def _schedules(value: Any, bad: Any) -> tuple[Schedule, ...]:
 
 def _schema_table(value: Any, bad: Any) -> str:
     """A table name: an identifier, or schema.identifier."""
-    if not isinstance(value, str) or not all(
-        _IDENTIFIER.fullmatch(part) for part in value.split(".", 1)
-    ):
+    if not is_table_name(value):
         raise bad("table")
     return value
