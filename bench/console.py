@@ -44,6 +44,7 @@ from bench.queues import DEFAULT_URLS, table_prefix
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
 from runtime import operate
+from runtime.console.core import COUNT_CAP
 from runtime.queue import Queue
 
 TARGET_MS = 100.0
@@ -161,7 +162,7 @@ def timed(fn: Callable[[], Any], runs: int, warmup: int = 2) -> list[float]:
 
 
 async def statement_times(
-    url: str, queues: list[Queue], runs: int
+    url: str, queues: list[Queue], runs: int, cap: int = COUNT_CAP
 ) -> list[tuple[str, list[float]]]:
     """Each statement the overview runs, summed over the ten queues, on one connection."""
     out: dict[str, list[float]] = {"groups (once)": [], "stats": [], "per_minute": []}
@@ -171,7 +172,7 @@ async def statement_times(
             await operate.groups(queues[0], db)
             t1 = time.perf_counter()
             for q in queues:
-                await operate.stats(q, db)
+                await operate.stats(q, db, processed_cap=cap, count_cap=cap)
             t2 = time.perf_counter()
             for q in queues:
                 await operate.per_minute(q, db)
@@ -216,7 +217,7 @@ def _block_ms(node: Any) -> float:
 
 
 async def server_times(
-    url: str, queues: list[Queue], runs: int, engine: str = "postgres"
+    url: str, queues: list[Queue], runs: int, engine: str = "postgres", cap: int = COUNT_CAP
 ) -> list[tuple[str, list[float]]]:
     """What the server itself spends on the overview's statements for the ten queues,
     summed, and per statement: the database's share of the overview, apart from round trips,
@@ -232,7 +233,8 @@ async def server_times(
                     "group": q.default_group,
                     "dead_group": q.dead_group,
                     "window_s": 3600,
-                    "processed_limit": operate.PROCESSED_CAP + 1,
+                    "processed_limit": cap + 1,
+                    "count_limit": cap + 1,
                 }
                 for name in names:
                     if name == "groups" and n:
@@ -259,13 +261,13 @@ def line(name: str, samples: list[float]) -> str:
 
 
 def measure(
-    url: str, queues: list[Queue], runs: int, engine: str = "postgres"
+    url: str, queues: list[Queue], runs: int, engine: str = "postgres", cap: int = COUNT_CAP
 ) -> list[tuple[str, list[float]]]:
     from starlette.testclient import TestClient
 
     from runtime.console import create_app
 
-    app = create_app(queues, url, cache_s=0)
+    app = create_app(queues, url, cache_s=0, count_cap=cap)
     console = app.state.console
     results = []
     with TestClient(app) as c:
@@ -287,8 +289,8 @@ def measure(
             results.append((name, timed(getter(path), runs)))
         console.minutes_s = 3600  # the per-minute counts kept, as between their 30 s reads
         results.insert(1, ("GET / (overview), steady", timed(getter("/"), runs)))
-    results += asyncio.run(statement_times(url, queues, runs))
-    results += asyncio.run(server_times(url, queues, runs, engine))
+    results += asyncio.run(statement_times(url, queues, runs, cap))
+    results += asyncio.run(server_times(url, queues, runs, engine, cap))
     return results
 
 
@@ -303,6 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queues", type=int, default=10)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--mix", choices=[*MIXES, "both"], default="both")
+    ap.add_argument(
+        "--count-cap",
+        type=int,
+        default=COUNT_CAP,
+        help=f"the console's count_cap: rows of each kind a queue's counts read (default {COUNT_CAP:,})",
+    )
     args = ap.parse_args(argv)
 
     table = f"{table_prefix()}_console"
@@ -317,12 +325,13 @@ def main(argv: list[str] | None = None) -> int:
             queues = declare(table, args.queues, Path(tmp), engine)
             try:
                 fill_s = asyncio.run(fill(url, queues, args.rows, mix, engine))
-                results = measure(url, queues, args.runs, engine)
+                results = measure(url, queues, args.runs, engine, args.count_cap)
             finally:
                 asyncio.run(drop(url, table, engine))
         print(
             f"\n{engine}, {mix}: {args.rows:,} rows, {args.queues} queues on one table "
-            f"(filled in {fill_s:.1f} s); {args.runs} runs each, milliseconds\n"
+            f"(filled in {fill_s:.1f} s), count_cap {args.count_cap:,}; {args.runs} runs each, "
+            "milliseconds\n"
         )
         print("| request | median | p95 | max |\n|---|---|---|---|")
         for name, samples in results:

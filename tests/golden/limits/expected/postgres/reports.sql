@@ -9,7 +9,7 @@
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
 -- pause_table: "reports_queue_pause"
--- seal: sha256:45a100da756042c410db4e77e32cef56ecc7fefc7710fd453c9c0c2c745e2ba5
+-- seal: sha256:4c2154a5eb2f2cb64775abddba1512ca76750ff6de113a8d83644885cf8a1172
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table "reports_queue_limits" of its in-flight slots.
@@ -160,18 +160,23 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "reports_queue_pause"
   WHERE queue_table = 'reports_queue'
     AND queue_group IN ('', %(group)s)
 ) AS paused
 FROM (
-  SELECT COUNT(*) AS qgen_ready
-  FROM "reports_queue"
-  WHERE "queue" = %(group)s
+  SELECT COUNT(*) AS qgen_pending, COUNT(*) AS qgen_ready
+  FROM (
+    SELECT "id"
+    FROM "reports_queue"
+    WHERE "queue" = %(group)s
+    ORDER BY "id"
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status

@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
 -- pause_table: "tasks_pause"
--- seal: sha256:1484ba760cd9641384dc3259a28792902a9ac6583b436c64fb28428945d14685
+-- seal: sha256:063ac58928bf1d2a13be42e40ff3dd55f1f1b9fcff2d3a9edcc8b8df8b9992aa
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -180,12 +180,16 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter, counted up to count_limit rows), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
   SELECT COUNT(*)
-  FROM "tasks"
-  WHERE "lane" = %(dead_group)s
+  FROM (
+    SELECT 1 AS dead
+    FROM "tasks"
+    WHERE "lane" = %(dead_group)s
+    LIMIT %(count_limit)s
+  ) AS qgen_dead
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "tasks_pause"
@@ -193,11 +197,16 @@ SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qge
     AND queue_group IN ('', %(group)s)
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed,
     COALESCE(SUM(CASE WHEN "locked_until" >= now() THEN 1 ELSE 0 END), 0) AS qgen_in_flight
-  FROM "tasks"
-  WHERE "lane" = %(group)s
+  FROM (
+    SELECT "id", "retry_after", "locked_until"
+    FROM "tasks"
+    WHERE "lane" = %(group)s
+    ORDER BY "id"
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status
