@@ -14,7 +14,7 @@ then VACUUM ANALYZE (ANALYZE TABLE on MariaDB), as autovacuum would. It times, i
 network): ``GET /`` cold (the stats cache and the per-minute cache off: every request reads
 every count) and steady (the per-minute counts kept for their 30 s, the stats read every
 time), ``GET /api/queues``, ``GET /metrics`` and one queue's page (cold), and, apart, the
-statements the overview runs for the ten queues (``groups`` once for the table, then
+statements the overview runs for the ten queues (``group_names`` once for the table, then
 ``stats``, ``finished_per_minute`` and ``enqueued_per_minute`` per queue), and what the
 server itself spends on them (PostgreSQL: EXPLAIN ANALYZE's execution time, timing off;
 MariaDB: ANALYZE FORMAT=JSON's r_total_time_ms). The overview reads its queues over four
@@ -165,11 +165,11 @@ async def statement_times(
     url: str, queues: list[Queue], runs: int, cap: int = COUNT_CAP
 ) -> list[tuple[str, list[float]]]:
     """Each statement the overview runs, summed over the ten queues, on one connection."""
-    out: dict[str, list[float]] = {"groups (once)": [], "stats": [], "per_minute": []}
+    out: dict[str, list[float]] = {"group_names (once)": [], "stats": [], "per_minute": []}
     async with await runtime.connect(url) as db:
         for i in range(runs + 2):
             t0 = time.perf_counter()
-            await operate.groups(queues[0], db)
+            await operate.group_names(queues[0], db)
             t1 = time.perf_counter()
             for q in queues:
                 await operate.stats(q, db, processed_cap=cap, count_cap=cap)
@@ -178,11 +178,12 @@ async def statement_times(
                 await operate.per_minute(q, db)
             t3 = time.perf_counter()
             if i >= 2:
-                out["groups (once)"].append((t1 - t0) * 1000)
+                out["group_names (once)"].append((t1 - t0) * 1000)
                 out["stats"].append((t2 - t1) * 1000)
                 out["per_minute"].append((t3 - t2) * 1000)
     return [
-        (f"{k}, {len(queues)} queues" if k != "groups (once)" else k, v) for k, v in out.items()
+        (f"{k}, {len(queues)} queues" if k != "group_names (once)" else k, v)
+        for k, v in out.items()
     ]
 
 
@@ -222,7 +223,7 @@ async def server_times(
     """What the server itself spends on the overview's statements for the ten queues,
     summed, and per statement: the database's share of the overview, apart from round trips,
     Python and the machine's load on the client."""
-    names = ("groups", "stats", "finished_per_minute", "enqueued_per_minute")
+    names = ("group_names", "stats", "finished_per_minute", "enqueued_per_minute")
     out: dict[str, list[float]] = {n: [] for n in names}
     totals: list[float] = []
     async with await runtime.connect(url) as db:
@@ -237,7 +238,7 @@ async def server_times(
                     "count_limit": cap + 1,
                 }
                 for name in names:
-                    if name == "groups" and n:
+                    if name == "group_names" and n:
                         continue  # once for the table
                     sql = EXPLAINS[engine] + q.rendered.require(name)[0]
                     row = await db.fetchone(sql, params)

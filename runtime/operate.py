@@ -281,6 +281,17 @@ async def groups(queue: LoadedQueue, db: Any) -> dict[str, int]:
     return {str(r["group"]): int(r["pending"]) for r in result.rows}
 
 
+async def group_names(queue: LoadedQueue, db: Any) -> list[str]:
+    """The groups of the queue's table that hold unfinished rows, in order: what ``groups``
+    lists, without counting their rows (one index probe per group; a file rendered before
+    ``group_names`` counts them with ``groups``)."""
+    _need_group(queue)
+    if not queue.rendered.get(S.GROUP_NAMES):
+        return list(await groups(queue, db))
+    result = await _run(queue, db, S.GROUP_NAMES, {})
+    return [str(r["group"]) for r in result.rows]
+
+
 async def regroup(queue: LoadedQueue, db: Any, from_group: str, group: str | None = None) -> int:
     """Move the unfinished rows of ``from_group`` to ``group`` (default: the queue's own),
     e.g. the rows a renamed queue left in its old group; how many moved. Refuses the queue's

@@ -329,7 +329,7 @@ class Console:
                 tables.setdefault(q.table, []).append(q)
         out: dict[str, list[str]] = {}
         for qs in tables.values():
-            # a scan of every unfinished row of the table: kept for minutes_s, as the
+            # one index probe per group of the table: kept for minutes_s, as the
             # per-minute counts are (a group appears or goes rarely)
             key, now = f"groups:{qs[0].table}", time.time()
             kept = self._groups.get(key)
@@ -337,7 +337,7 @@ class Console:
                 present = kept[1]
             else:
                 try:
-                    present = list(await operate.groups(qs[0], conn))
+                    present = await operate.group_names(qs[0], conn)
                 except BrokerError:  # the table missing: its queues' stats say so
                     continue
                 self._groups[key] = (now, present)

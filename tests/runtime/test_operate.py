@@ -8,6 +8,7 @@ from support.engines import drop_tables, run, unique_table
 from support.queues import PAST, make_queue
 
 import runtime
+import runtime.operate as operate
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
 from runtime.contract.rendered import parse_rendered
@@ -159,6 +160,32 @@ def test_stats_counts_unfinished_and_dead_rows_up_to_count_cap(engine, dead):
                 3: ([1, 1, 1, 1, 1], []),
                 None: ([1, 1, 1, 1, 1], []),
             }
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_group_names_lists_the_groups_groups_counts(engine):
+    """group_names (one index probe per group) lists exactly the groups that groups counts:
+    those with unfinished rows, in order; a group whose rows are all processed is not one."""
+
+    async def go():
+        qt = await make_queue(engine, "lease", columns=COLUMNS, dead="group", max_attempts=1)
+        try:
+            async with await runtime.connect(qt.url) as db:
+                assert await operate.group_names(qt.queue, db) == []
+                for group in ("b", "a", "c", "b"):
+                    await qt.queue.enqueue(db, {"g": group}, group=group)
+                await qt.queue.enqueue(db, {"g": "d"}, group="d", delay=600)
+            # every row of group c processed: no longer a group with work
+            done = runtime.Consumer(qt.url, qt.queue, lambda m, ctx: runtime.ack(), group="c")
+            await done.drain()
+            async with await runtime.connect(qt.url) as db:
+                counted = await operate.groups(qt.queue, db)
+                names = await operate.group_names(qt.queue, db)
+            assert counted == {"a": 1, "b": 2, "d": 1}
+            assert names == ["a", "b", "d"]
         finally:
             await qt.drop()
 

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- pause_table: "exports_queue_pause"
--- seal: sha256:b71428a9f378e83884739a3f10d6f1d8709052859fbbbb4addb29692bdffddc5
+-- seal: sha256:665e05dc07b1c87e3c721686fa09c60b9127d6ab12c8a41ce783ee2960b1c919
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -278,6 +278,13 @@ ORDER BY queue_group;
 SELECT `lane` AS `group`, COUNT(*) AS pending
 FROM `exports_queue`
 GROUP BY `lane`
+ORDER BY `lane`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `lane` AS `group`
+FROM `exports_queue`
 ORDER BY `lane`;
 
 -- name: regroup

@@ -10,7 +10,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
 -- pause_table: "reports_queue_pause"
--- seal: sha256:8cd4c6268f7e239f6c97a900dad8e3f73835d367672cced9d51acd4d71845510
+-- seal: sha256:f71cf51d18a6b11dde226782f0e1fefbebc222d3c9868b5d04c5a6181d4ef8b4
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -301,6 +301,13 @@ ORDER BY queue_group;
 SELECT `grp` AS `group`, COUNT(*) AS pending
 FROM `reports_queue`
 GROUP BY `grp`
+ORDER BY `grp`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `grp` AS `group`
+FROM `reports_queue`
 ORDER BY `grp`;
 
 -- name: regroup

@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- pause_table: "exports_queue_pause"
--- seal: sha256:25688443cf96ce32ba32eeb95902f396f00e4be50928bf7cf047d02073955a5b
+-- seal: sha256:040e50591798402447911e1f5ff65a67a365ed7da7fca7601200be20fdc01ded
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -278,6 +278,13 @@ ORDER BY queue_group;
 SELECT `lane` AS `group`, COUNT(*) AS pending
 FROM `exports_queue`
 GROUP BY `lane`
+ORDER BY `lane`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `lane` AS `group`
+FROM `exports_queue`
 ORDER BY `lane`;
 
 -- name: regroup

@@ -10,7 +10,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
 -- pause_table: "reports_queue_pause"
--- seal: sha256:d3b58245a473772b297ddd86fc16c88af2ddd6ab54e35ad95ae28f564a6f338c
+-- seal: sha256:3ef0c4ea41d452f3ce50a5a5965f3c7dff6614276cd4f2034b663183ae9156c8
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -301,6 +301,13 @@ ORDER BY queue_group;
 SELECT `grp` AS `group`, COUNT(*) AS pending
 FROM `reports_queue`
 GROUP BY `grp`
+ORDER BY `grp`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `grp` AS `group`
+FROM `reports_queue`
 ORDER BY `grp`;
 
 -- name: regroup

@@ -9,7 +9,7 @@
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
 -- pause_table: "exports_queue_pause"
--- seal: sha256:fddc0fafe0e9feda8b1d14791021a9b3d3f7dc3c612e79ea5e75f8cad8958326
+-- seal: sha256:cc2aad172ab54bb43c0beee2afeb44e68182812ff6bf92d7adc84014f8ef458d
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -307,6 +307,31 @@ SELECT "lane" AS "group", COUNT(*) AS pending
 FROM "exports_queue"
 GROUP BY "lane"
 ORDER BY "lane";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "lane"
+    FROM "exports_queue"
+    ORDER BY "lane"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "lane"
+    FROM "exports_queue"
+    WHERE "lane" > qgen_groups.qgen_group
+    ORDER BY "lane"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

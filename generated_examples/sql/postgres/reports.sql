@@ -11,7 +11,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
 -- pause_table: "reports_queue_pause"
--- seal: sha256:608126e0bceb0fb97c62aba1b15e7ba14f0cdf8e4f6e41ead9ef7e0e8a2c747f
+-- seal: sha256:141edd084389e288393ee5dbb38d2794027b7f3e3db1a2d46e5efb4a2dab9ab7
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -312,6 +312,31 @@ SELECT "grp" AS "group", COUNT(*) AS pending
 FROM "reports_queue"
 GROUP BY "grp"
 ORDER BY "grp";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "grp"
+    FROM "reports_queue"
+    ORDER BY "grp"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "grp"
+    FROM "reports_queue"
+    WHERE "grp" > qgen_groups.qgen_group
+    ORDER BY "grp"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

@@ -9,7 +9,7 @@
 -- default_group: "exports"
 -- pause_table: "exports_queue_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:4013c1df0b0415318d2c21c399fa4e8cc29b19bfca55ecfffd8879a766ccb124
+-- seal: sha256:ed008d1c47246fcbaf39b545ee75a8e79ce5bec6a322c4a7667bd66a0e3013ae
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -257,6 +257,31 @@ SELECT "lane" AS "group", COUNT(*) AS pending
 FROM "exports_queue"
 GROUP BY "lane"
 ORDER BY "lane";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "lane"
+    FROM "exports_queue"
+    ORDER BY "lane"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "lane"
+    FROM "exports_queue"
+    WHERE "lane" > qgen_groups.qgen_group
+    ORDER BY "lane"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

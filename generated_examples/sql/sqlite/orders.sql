@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- pause_table: "orders_queue_pause"
--- seal: sha256:7fce2d85d5b40f9cda0378fdefcd17a5689af4a5811e47cca970be68861d796f
+-- seal: sha256:931c0cd936b2fdb0767cc9a63f13ae00f2c10fa3683df9e5431fb26a060aed27
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -419,6 +419,33 @@ FROM "orders_queue"
 WHERE "processed_at" IS NULL
 GROUP BY "queue"
 ORDER BY "queue";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "queue"
+    FROM "orders_queue"
+    WHERE "processed_at" IS NULL
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "queue"
+    FROM "orders_queue"
+    WHERE "processed_at" IS NULL
+      AND "queue" > qgen_groups.qgen_group
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

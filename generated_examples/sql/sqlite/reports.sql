@@ -11,7 +11,7 @@
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"report": "daily"}, "catch_up": "latest", "catch_up_limit": 10}}
 -- pause_table: "reports_queue_pause"
 -- note: "BEGIN IMMEDIATE holds the database's write lock while the handler runs: correct but serial"
--- seal: sha256:81b6e4693d800d4e4c988f036e98b46dc545f80154ed6b2379573d3e89a5842a
+-- seal: sha256:475cddba4c60ea62f50ebbcb9eca93c2ab768f6f578be6f4cf6b59e4519e4b2e
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -294,6 +294,31 @@ SELECT "grp" AS "group", COUNT(*) AS pending
 FROM "reports_queue"
 GROUP BY "grp"
 ORDER BY "grp";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "grp"
+    FROM "reports_queue"
+    ORDER BY "grp"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "grp"
+    FROM "reports_queue"
+    WHERE "grp" > qgen_groups.qgen_group
+    ORDER BY "grp"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

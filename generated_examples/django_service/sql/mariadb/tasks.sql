@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:e2742eb961125a61ea60aabd423917ceb7e102eb2c442d7367a8fc96a6db9488
+-- seal: sha256:abdde0237d1f42bebd08f607c6a4e6f1ea2037c350b508034059e4d26ef6c932
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -391,6 +391,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `shop_tasks`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `shop_tasks`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

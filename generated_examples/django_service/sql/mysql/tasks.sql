@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:79f31509c02e2aa044fea80d566eb84f1dd4728a51dfa85554650a91058390fc
+-- seal: sha256:c3c44953fb483918462678f7f69a4dded64fbceccba3d546399692049d865e12
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -391,6 +391,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `shop_tasks`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `shop_tasks`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.shop_tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:1fa1ed68afab2343a7cf75c55f649dd6f9eced44c53cc1a9ee848a30a66b0330
+-- seal: sha256:258fdb9ae76f10e72442330c9af3ed0dfb6bdeff92b9c7d1bba0b589d7e7a5a0
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -397,6 +397,33 @@ FROM "shop_tasks"
 WHERE "processed_at" IS NULL
 GROUP BY "queue"
 ORDER BY "queue";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "queue"
+    FROM "shop_tasks"
+    WHERE "processed_at" IS NULL
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "queue"
+    FROM "shop_tasks"
+    WHERE "processed_at" IS NULL
+      AND "queue" > qgen_groups.qgen_group
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

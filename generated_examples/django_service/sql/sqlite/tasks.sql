@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:b0682c5fee1d2a5013069abe84ab0e5baefa4191fb2062fef707b88475768f15
+-- seal: sha256:eb420032e11abc0d1db193d04ec8ad66e735ebf0b9bc602e581b599846c9f4ce
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -374,6 +374,33 @@ FROM "shop_tasks"
 WHERE "processed_at" IS NULL
 GROUP BY "queue"
 ORDER BY "queue";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "queue"
+    FROM "shop_tasks"
+    WHERE "processed_at" IS NULL
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "queue"
+    FROM "shop_tasks"
+    WHERE "processed_at" IS NULL
+      AND "queue" > qgen_groups.qgen_group
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

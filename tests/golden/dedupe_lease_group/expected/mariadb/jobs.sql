@@ -9,7 +9,7 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- pause_table: "jobs_pause"
--- seal: sha256:0a8121bd03e4ff4c7836e297a9077dc5bff5aa81280df28f9f0936f19f022f56
+-- seal: sha256:17899f5f5fa7fb2fe037192f490839f1144cff32fb8944ed85ffdd8856d8b3eb
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -422,6 +422,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `jobs`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `jobs`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

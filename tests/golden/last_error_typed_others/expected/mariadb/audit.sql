@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- pause_table: "audit_queue_pause"
--- seal: sha256:03dabeab600bba42391e2d2ba291831ddca29a810ba7396da6a0d826f3a9e3de
+-- seal: sha256:1912c2899b55da57b4e06c78383e532fddece0fcd7080492a95ba6e71d25e18d
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -345,6 +345,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `audit_queue`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `audit_queue`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

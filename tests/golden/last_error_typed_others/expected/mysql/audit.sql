@@ -9,7 +9,7 @@
 -- default_group: "audit"
 -- other_columns: ["source"]
 -- pause_table: "audit_queue_pause"
--- seal: sha256:327d2f80c51e5f6c1827560047e13ed08621b77c64b42794f5b61dd62ad6e246
+-- seal: sha256:4dffba6b65c5653b97949a2c3c577063ad96ac5fc90ef68ffa507a70e7c1f48b
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -345,6 +345,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `audit_queue`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `audit_queue`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

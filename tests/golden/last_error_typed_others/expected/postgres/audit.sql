@@ -10,7 +10,7 @@
 -- other_columns: ["source"]
 -- channel: "qgen.audit_queue"
 -- pause_table: "audit_queue_pause"
--- seal: sha256:66e0ae2c880b3c940d4baeb6d7d692f378dbc183ae441325a9ad5d59cebd4144
+-- seal: sha256:6c042ccc4f6433f387dd64157b07324b87a3c21fb2b2f83754806f58cfb1dccb
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -362,6 +362,33 @@ FROM "audit_queue"
 WHERE "processed_at" IS NULL
 GROUP BY "queue"
 ORDER BY "queue";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "queue"
+    FROM "audit_queue"
+    WHERE "processed_at" IS NULL
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "queue"
+    FROM "audit_queue"
+    WHERE "processed_at" IS NULL
+      AND "queue" > qgen_groups.qgen_group
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

@@ -9,7 +9,7 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- pause_table: "jobs_pause"
--- seal: sha256:dcc7eb4c2dfea6930a43dc606c924d239596a0528fcffb7e18acd2d7e9b6c5f1
+-- seal: sha256:cc4ef8fe15a74cca6b68edfff91d323e64ba640ea134d10a6122a1ffa3c29b5b
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -355,6 +355,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `jobs`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `jobs`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

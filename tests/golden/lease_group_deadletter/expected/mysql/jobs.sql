@@ -9,7 +9,7 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- pause_table: "jobs_pause"
--- seal: sha256:a80e640da2917c10d9d0cb5af4cf6341201fd1b7b3fe97f8d3d99c802984b94d
+-- seal: sha256:b4c2abf02c067f84f9ffd9b28669130a98d58a6be465b3385e0fe8a3f55d2f75
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -355,6 +355,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `jobs`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `jobs`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- default_group: "reports"
 -- pause_table: "reports_queue_pause"
--- seal: sha256:73278107336b4dd59875b189db86ada579c353dd52f251f3fb8abab6333a5efc
+-- seal: sha256:d7d079bbd1139f17f054f8884acc9527d0fdfb5e09d3dbe6279cbca331c2a88b
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table `reports_queue_limits` of its in-flight slots.
@@ -203,6 +203,13 @@ ORDER BY queue_group;
 SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `reports_queue`
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `reports_queue`
 ORDER BY `queue`;
 
 -- name: regroup

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- default_group: "reports"
 -- pause_table: "reports_queue_pause"
--- seal: sha256:faadc797f57b429760540eb269cace3bcddc140a859fb4b40abb4112cd1118fb
+-- seal: sha256:66e879f9b9ec630bdbfb261ef2b5689b0128d39dbdf617f2d7997633591002bf
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table `reports_queue_limits` of its in-flight slots.
@@ -203,6 +203,13 @@ ORDER BY queue_group;
 SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `reports_queue`
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `reports_queue`
 ORDER BY `queue`;
 
 -- name: regroup

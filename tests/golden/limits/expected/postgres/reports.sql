@@ -9,7 +9,7 @@
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
 -- pause_table: "reports_queue_pause"
--- seal: sha256:4c2154a5eb2f2cb64775abddba1512ca76750ff6de113a8d83644885cf8a1172
+-- seal: sha256:78198be959dac8e88f15a47d9a134c9981a0bf6a16537833b3c2dbb8008badf4
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table "reports_queue_limits" of its in-flight slots.
@@ -215,6 +215,31 @@ SELECT "queue" AS "group", COUNT(*) AS pending
 FROM "reports_queue"
 GROUP BY "queue"
 ORDER BY "queue";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "queue"
+    FROM "reports_queue"
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "queue"
+    FROM "reports_queue"
+    WHERE "queue" > qgen_groups.qgen_group
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- pause_table: "tasks_pause"
--- seal: sha256:c6b9c48fdf35ab9ed2abbef73d80ec0b52bae516f0ab51dc6cfc712112506f82
+-- seal: sha256:ded6caaf2e86381e99309105b56c01bd09bdc68a6a50c9429a04b513be55a822
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -296,6 +296,13 @@ ORDER BY queue_group;
 SELECT `lane` AS `group`, COUNT(*) AS pending
 FROM `tasks`
 GROUP BY `lane`
+ORDER BY `lane`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `lane` AS `group`
+FROM `tasks`
 ORDER BY `lane`;
 
 -- name: regroup

@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
 -- pause_table: "tasks_pause"
--- seal: sha256:063ac58928bf1d2a13be42e40ff3dd55f1f1b9fcff2d3a9edcc8b8df8b9992aa
+-- seal: sha256:8c71947e17601f530042935ca24b49aa47e3135c7eecb0db4d6d57313de18c59
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -301,6 +301,31 @@ SELECT "lane" AS "group", COUNT(*) AS pending
 FROM "tasks"
 GROUP BY "lane"
 ORDER BY "lane";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "lane"
+    FROM "tasks"
+    ORDER BY "lane"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "lane"
+    FROM "tasks"
+    WHERE "lane" > qgen_groups.qgen_group
+    ORDER BY "lane"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

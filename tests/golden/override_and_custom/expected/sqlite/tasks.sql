@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- pause_table: "tasks_pause"
--- seal: sha256:fa429f1188ef0c2ca92b16f93313d1639737f7344c139d35c5ae06252da3101e
+-- seal: sha256:f4e09ac98c19aa3de966f6c8364b6ca28dd9187e394504b54aaf365afcbd52d8
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -280,6 +280,31 @@ SELECT "lane" AS "group", COUNT(*) AS pending
 FROM "tasks"
 GROUP BY "lane"
 ORDER BY "lane";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "lane"
+    FROM "tasks"
+    ORDER BY "lane"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "lane"
+    FROM "tasks"
+    WHERE "lane" > qgen_groups.qgen_group
+    ORDER BY "lane"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ledger"
 -- pause_table: "ledger_pause"
--- seal: sha256:6dbdd04b8de9201d35f670749220abd071cc09b7c857f60b13fb8330416a97be
+-- seal: sha256:158ed7cd09f0f189f523a633c312973b7eaa398379b83ee8e586be1be7bf1139
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -366,6 +366,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `ledger`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `ledger`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

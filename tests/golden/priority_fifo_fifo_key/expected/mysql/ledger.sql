@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ledger"
 -- pause_table: "ledger_pause"
--- seal: sha256:b680c314b4d98a0c359f330da6b33739fbe0c76e8891cac127d89b0a36687879
+-- seal: sha256:0a72853ba857c2b97ba093dacbefbcd654bf4fd30c6f63daaa3eb0ce84602538
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, and the index that finds a key's earlier rows, if missing.
@@ -366,6 +366,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `ledger`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `ledger`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ranked"
 -- pause_table: "ranked_pause"
--- seal: sha256:2712be5cdc9422113c0cf4e8cfdd3b9e353cc1c193e59889119d24087e82e735
+-- seal: sha256:7c936cc90b809654302ad90f42cee60baca6bd35c0f95d4dba0b6ff6e5e24bec
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -356,6 +356,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `ranked`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `ranked`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ranked"
 -- pause_table: "ranked_pause"
--- seal: sha256:e83aae577837c7246d211311522e8ea1e3def3a35806b2aae8b8e5df086f4e97
+-- seal: sha256:d41f40b33e1447292b9af9daf01c81384018b369c4ace51db9bcb99425db80cc
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -356,6 +356,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `ranked`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `ranked`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

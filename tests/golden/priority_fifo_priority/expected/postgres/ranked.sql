@@ -10,7 +10,7 @@
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
 -- pause_table: "ranked_pause"
--- seal: sha256:8048964eb1836ec9bb99bb0354e6d4db0db99ad069eb7d402bf336284c4b8adf
+-- seal: sha256:11bfe0a33d6bbe827a3b17f2ea09ce01cf12ab4da519de068d3c93ef1cfb1c4c
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -362,6 +362,33 @@ FROM "ranked"
 WHERE "processed_at" IS NULL
 GROUP BY "queue"
 ORDER BY "queue";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "queue"
+    FROM "ranked"
+    WHERE "processed_at" IS NULL
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "queue"
+    FROM "ranked"
+    WHERE "processed_at" IS NULL
+      AND "queue" > qgen_groups.qgen_group
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.
