@@ -97,9 +97,12 @@ async def stats(
     capped = _capped(out, "processed", processed_cap)
     out["processed_capped"] = bool(capped)
     # more unfinished rows than count_cap: ready, delayed and in_flight counted the oldest
-    # count_cap + 1 of them only (each at least what it says); an outbox has no such bound
+    # count_cap + 1 of them only (each at least what it says; delayed is always 0 without
+    # a retry_after column, in_flight None where SQL cannot see a hold)
     if count_cap is not None and int(row.get("pending") or 0) > count_cap:
-        capped += [k for k in LIVE_KEYS if _capped(out, k, count_cap, anyway=True)]
+        delays = "retry_after" in queue.rendered.header.columns
+        live = [k for k in LIVE_KEYS if k != "delayed" or delays]
+        capped += [k for k in live if _capped(out, k, count_cap, anyway=True)]
     capped += _capped(out, "dead", count_cap)
     out["capped"] = [k for k in STATS_KEYS if k in capped]
     if out["oldest_ready_s"] is not None:

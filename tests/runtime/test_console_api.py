@@ -87,6 +87,16 @@ def test_a_count_past_count_cap_says_capped(project):
         metrics = c.get("/metrics").text
         assert 'qgen_queue_capped{queue="jobs",group="",count="dead"} 1' in metrics
         assert 'qgen_queue_capped{queue="jobs",group="",count="processed"}' not in metrics
+    run(_enqueue(project, "pings", 2))
+    with client(project, count_cap=1, outbox=project.outbox) as c:
+        lines = {q["name"]: q["stats"] for q in c.get("/api/queues").json()["queues"]}
+        # the outbox's 2 unmarked records; pings (2 or more ready, no retry_after): its
+        # delayed is always 0, so never capped
+        assert (lines["outbox"]["ready"], lines["outbox"]["capped"]) == (1, ["ready"])
+        assert lines["pings"]["capped"] == ["ready", "in_flight"]
+        assert _cell(c.get("/").text, "outbox", "ready") == (
+            ' data-capped title="counted up to 1 rows: there are more"|≥ 1'
+        )
     with client(project, count_cap=3) as c:
         jobs = c.get("/api/queues/jobs").json()["stats"]
         assert jobs["capped"] == [] and {k: jobs[k] for k in want} == want
@@ -336,11 +346,12 @@ def test_metrics_format_and_cache(project):
         assert again == text
 
 
-async def _enqueue(p: Project) -> None:
+async def _enqueue(p: Project, queue: str = "jobs", n: int = 1) -> None:
     import runtime
 
     async with await runtime.connect(p.url) as db:
-        await p.queues["jobs"].enqueue(db, {"n": 8})
+        for _ in range(n):
+            await p.queues[queue].enqueue(db, {"n": 8})
 
 
 def test_the_app_mounts_in_a_service(project):
