@@ -1,8 +1,9 @@
-"""The operator console's server time over a 1,000,000-row table on PostgreSQL and MariaDB.
+"""The operator console's server time over a 1,000,000-row table on PostgreSQL and MariaDB
+(and SQLite, ``--engines sqlite``: a file in a temporary folder).
 
 Ten queues share one table (a group column, a dead-letter group each, processed rows kept,
 enqueued_at), filled with one set-based INSERT … SELECT (PostgreSQL's generate_series,
-MariaDB's sequence engine), in two mixes:
+MariaDB's sequence engine, SQLite's recursive WITH), in two mixes:
 
 * ``history``: per 1,000 rows 980 processed (their processed_at spread over the last two
   days, so about 2% of them in the last hour), 10 ready (enqueued over the last hour),
@@ -10,14 +11,15 @@ MariaDB's sequence engine), in two mixes:
 * ``backlog``: 900 processed, 80 ready, 10 delayed, 5 in flight, 5 dead: 100,000 unfinished
   rows, a deep backlog.
 
-then VACUUM ANALYZE (ANALYZE TABLE on MariaDB), as autovacuum would. It times, in this process through the ASGI app (no
+then VACUUM ANALYZE (ANALYZE TABLE on MariaDB, ANALYZE on SQLite), as autovacuum would. It times, in this process through the ASGI app (no
 network): ``GET /`` cold (the stats cache and the per-minute cache off: every request reads
 every count) and steady (the per-minute counts kept for their 30 s, the stats read every
 time), ``GET /api/queues``, ``GET /metrics`` and one queue's page (cold), and, apart, the
 statements the overview runs for the ten queues (``group_names`` once for the table, then
 ``stats``, ``finished_per_minute`` and ``enqueued_per_minute`` per queue), and what the
 server itself spends on them (PostgreSQL: EXPLAIN ANALYZE's execution time, timing off;
-MariaDB: ANALYZE FORMAT=JSON's r_total_time_ms). The overview reads its queues over four
+MariaDB: ANALYZE FORMAT=JSON's r_total_time_ms; SQLite runs in this process, so its
+statements' times are its own). The overview reads its queues over four
 connections at once. The table is dropped at the end.
 
     python bench/console.py                      # 1M rows, 20 timed runs, both engines
@@ -116,7 +118,25 @@ SELECT
        ELSE UTC_TIMESTAMP(6) - INTERVAL (g %% 3600) SECOND END
 FROM (SELECT seq AS g, (seq DIV {queues}) %% 1000 AS s FROM seq_1_to_{rows}) AS state
 """
-FILL = {"postgres": FILL_POSTGRES, "mariadb": FILL_MARIADB}
+#: SQLite binds no parameters here: its % is the modulo and strftime's, not escaped
+FILL_SQLITE = """
+WITH RECURSIVE seq(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM seq WHERE g < {rows}),
+state AS (SELECT g, (g / {queues}) % 1000 AS s FROM seq)
+INSERT INTO {t} (payload, grp, attempt, retry_after, locked_until, processed_at, enqueued_at)
+SELECT
+  '{{"order": 12345, "note": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}',
+  'q' || (g % {queues}) || CASE WHEN s >= {f} THEN '_dead' ELSE '' END,
+  1,
+  CASE WHEN s >= {r} AND s < {d} THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '+600 seconds') END,
+  CASE WHEN s >= {d} AND s < {f} THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '+30 seconds') END,
+  CASE WHEN s < {p}
+       THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (g % 172800) || ' seconds') END,
+  CASE WHEN s < {p}
+       THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (g % 172800 + 5) || ' seconds')
+       ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (g % 3600) || ' seconds') END
+FROM state
+"""
+FILL = {"postgres": FILL_POSTGRES, "mariadb": FILL_MARIADB, "sqlite": FILL_SQLITE}
 
 
 def quoted(engine: str, name: str) -> str:
@@ -135,6 +155,8 @@ async def fill(
         await db.execute(sql, {})
         if engine == "mariadb":
             await db.execute(f"ANALYZE TABLE {t}", {})
+        if engine == "sqlite":
+            await db.execute(f"ANALYZE {t}", {})
     if engine == "postgres":
         # VACUUM cannot run in a transaction block: its own autocommit connection
         import psycopg
@@ -291,7 +313,8 @@ def measure(
         console.minutes_s = 3600  # the per-minute counts kept, as between their 30 s reads
         results.insert(1, ("GET / (overview), steady", timed(getter("/"), runs)))
     results += asyncio.run(statement_times(url, queues, runs, cap))
-    results += asyncio.run(server_times(url, queues, runs, engine, cap))
+    if engine in EXPLAINS:  # SQLite runs in this process: its time is the statements'
+        results += asyncio.run(server_times(url, queues, runs, engine, cap))
     return results
 
 
@@ -300,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--postgres-url", default=DEFAULT_URLS["postgres"])
     ap.add_argument("--mariadb-url", default=DEFAULT_URLS["mariadb"])
     ap.add_argument(
-        "--engines", default="postgres,mariadb", help="comma-separated: postgres, mariadb"
+        "--engines",
+        default="postgres,mariadb",
+        help="comma-separated: postgres, mariadb, sqlite (a file in a temporary folder)",
     )
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--queues", type=int, default=10)
@@ -319,10 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     for engine in engines:
         if engine not in FILL:
-            ap.error(f"--engines: {engine!r} is not one of postgres, mariadb")
+            ap.error(f"--engines: {engine!r} is not one of postgres, mariadb, sqlite")
     for engine, mix in ((e, m) for e in engines for m in MIXES if args.mix in ("both", m)):
-        url = args.postgres_url if engine == "postgres" else args.mariadb_url
         with tempfile.TemporaryDirectory() as tmp:
+            urls = {"postgres": args.postgres_url, "mariadb": args.mariadb_url}
+            url = urls.get(engine) or f"sqlite:///{Path(tmp) / 'console.db'}"
             queues = declare(table, args.queues, Path(tmp), engine)
             try:
                 fill_s = asyncio.run(fill(url, queues, args.rows, mix, engine))
