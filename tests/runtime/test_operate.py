@@ -3,6 +3,8 @@ purge) and prune."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from support.engines import drop_tables, run, unique_table
 from support.queues import PAST, make_queue
@@ -186,6 +188,12 @@ def test_group_names_lists_the_groups_groups_counts(engine):
                 names = await operate.group_names(qt.queue, db)
             assert counted == {"a": 1, "b": 2, "d": 1}
             assert names == ["a", "b", "d"]
+            # a file rendered before group_names: the groups groups counts
+            statements = dict(qt.queue.rendered.statements)
+            del statements["group_names"]
+            older = Queue(dataclasses.replace(qt.queue.rendered, statements=statements))
+            async with await runtime.connect(qt.url) as db:
+                assert await operate.group_names(older, db) == names
         finally:
             await qt.drop()
 
