@@ -77,6 +77,7 @@ def test_stats_dead_and_prune_from_the_command_line(project) -> None:
     ("argv", "says"),
     [
         (["stats", "nosuch"], "no queue 'nosuch'"),
+        (["stats", "--count-cap", "0"], "--count-cap must be 1 or more"),
         (["dead", "redrive", "jobs"], "give the message ids, or --all"),
         (["dead", "purge", "jobs", "1", "--all"], "give the message ids, or --all"),
         (["dead", "show", "jobs"], "give exactly one message id"),
