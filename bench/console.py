@@ -1,8 +1,9 @@
-"""The operator console's server time over a 1,000,000-row table on PostgreSQL and MariaDB.
+"""The operator console's server time over a 1,000,000-row table on PostgreSQL and MariaDB
+(and SQLite, ``--engines sqlite``: a file in a temporary folder).
 
 Ten queues share one table (a group column, a dead-letter group each, processed rows kept,
 enqueued_at), filled with one set-based INSERT … SELECT (PostgreSQL's generate_series,
-MariaDB's sequence engine), in two mixes:
+MariaDB's sequence engine, SQLite's recursive WITH), in two mixes:
 
 * ``history``: per 1,000 rows 980 processed (their processed_at spread over the last two
   days, so about 2% of them in the last hour), 10 ready (enqueued over the last hour),
@@ -10,14 +11,15 @@ MariaDB's sequence engine), in two mixes:
 * ``backlog``: 900 processed, 80 ready, 10 delayed, 5 in flight, 5 dead: 100,000 unfinished
   rows, a deep backlog.
 
-then VACUUM ANALYZE (ANALYZE TABLE on MariaDB), as autovacuum would. It times, in this process through the ASGI app (no
+then VACUUM ANALYZE (ANALYZE TABLE on MariaDB, ANALYZE on SQLite), as autovacuum would. It times, in this process through the ASGI app (no
 network): ``GET /`` cold (the stats cache and the per-minute cache off: every request reads
 every count) and steady (the per-minute counts kept for their 30 s, the stats read every
 time), ``GET /api/queues``, ``GET /metrics`` and one queue's page (cold), and, apart, the
-statements the overview runs for the ten queues (``groups`` once for the table, then
+statements the overview runs for the ten queues (``group_names`` once for the table, then
 ``stats``, ``finished_per_minute`` and ``enqueued_per_minute`` per queue), and what the
 server itself spends on them (PostgreSQL: EXPLAIN ANALYZE's execution time, timing off;
-MariaDB: ANALYZE FORMAT=JSON's r_total_time_ms). The overview reads its queues over four
+MariaDB: ANALYZE FORMAT=JSON's r_total_time_ms; SQLite runs in this process, so its
+statements' times are its own). The overview reads its queues over four
 connections at once. The table is dropped at the end.
 
     python bench/console.py                      # 1M rows, 20 timed runs, both engines
@@ -44,6 +46,7 @@ from bench.queues import DEFAULT_URLS, table_prefix
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
 from runtime import operate
+from runtime.console.core import COUNT_CAP
 from runtime.queue import Queue
 
 TARGET_MS = 100.0
@@ -115,7 +118,25 @@ SELECT
        ELSE UTC_TIMESTAMP(6) - INTERVAL (g %% 3600) SECOND END
 FROM (SELECT seq AS g, (seq DIV {queues}) %% 1000 AS s FROM seq_1_to_{rows}) AS state
 """
-FILL = {"postgres": FILL_POSTGRES, "mariadb": FILL_MARIADB}
+#: SQLite binds no parameters here: its % is the modulo and strftime's, not escaped
+FILL_SQLITE = """
+WITH RECURSIVE seq(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM seq WHERE g < {rows}),
+state AS (SELECT g, (g / {queues}) % 1000 AS s FROM seq)
+INSERT INTO {t} (payload, grp, attempt, retry_after, locked_until, processed_at, enqueued_at)
+SELECT
+  '{{"order": 12345, "note": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}',
+  'q' || (g % {queues}) || CASE WHEN s >= {f} THEN '_dead' ELSE '' END,
+  1,
+  CASE WHEN s >= {r} AND s < {d} THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '+600 seconds') END,
+  CASE WHEN s >= {d} AND s < {f} THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '+30 seconds') END,
+  CASE WHEN s < {p}
+       THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (g % 172800) || ' seconds') END,
+  CASE WHEN s < {p}
+       THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (g % 172800 + 5) || ' seconds')
+       ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (g % 3600) || ' seconds') END
+FROM state
+"""
+FILL = {"postgres": FILL_POSTGRES, "mariadb": FILL_MARIADB, "sqlite": FILL_SQLITE}
 
 
 def quoted(engine: str, name: str) -> str:
@@ -134,6 +155,8 @@ async def fill(
         await db.execute(sql, {})
         if engine == "mariadb":
             await db.execute(f"ANALYZE TABLE {t}", {})
+        if engine == "sqlite":
+            await db.execute(f"ANALYZE {t}", {})
     if engine == "postgres":
         # VACUUM cannot run in a transaction block: its own autocommit connection
         import psycopg
@@ -161,27 +184,28 @@ def timed(fn: Callable[[], Any], runs: int, warmup: int = 2) -> list[float]:
 
 
 async def statement_times(
-    url: str, queues: list[Queue], runs: int
+    url: str, queues: list[Queue], runs: int, cap: int = COUNT_CAP
 ) -> list[tuple[str, list[float]]]:
     """Each statement the overview runs, summed over the ten queues, on one connection."""
-    out: dict[str, list[float]] = {"groups (once)": [], "stats": [], "per_minute": []}
+    out: dict[str, list[float]] = {"group_names (once)": [], "stats": [], "per_minute": []}
     async with await runtime.connect(url) as db:
         for i in range(runs + 2):
             t0 = time.perf_counter()
-            await operate.groups(queues[0], db)
+            await operate.group_names(queues[0], db)
             t1 = time.perf_counter()
             for q in queues:
-                await operate.stats(q, db)
+                await operate.stats(q, db, processed_cap=cap, count_cap=cap)
             t2 = time.perf_counter()
             for q in queues:
                 await operate.per_minute(q, db)
             t3 = time.perf_counter()
             if i >= 2:
-                out["groups (once)"].append((t1 - t0) * 1000)
+                out["group_names (once)"].append((t1 - t0) * 1000)
                 out["stats"].append((t2 - t1) * 1000)
                 out["per_minute"].append((t3 - t2) * 1000)
     return [
-        (f"{k}, {len(queues)} queues" if k != "groups (once)" else k, v) for k, v in out.items()
+        (f"{k}, {len(queues)} queues" if k != "group_names (once)" else k, v)
+        for k, v in out.items()
     ]
 
 
@@ -216,12 +240,12 @@ def _block_ms(node: Any) -> float:
 
 
 async def server_times(
-    url: str, queues: list[Queue], runs: int, engine: str = "postgres"
+    url: str, queues: list[Queue], runs: int, engine: str = "postgres", cap: int = COUNT_CAP
 ) -> list[tuple[str, list[float]]]:
     """What the server itself spends on the overview's statements for the ten queues,
     summed, and per statement: the database's share of the overview, apart from round trips,
     Python and the machine's load on the client."""
-    names = ("groups", "stats", "finished_per_minute", "enqueued_per_minute")
+    names = ("group_names", "stats", "finished_per_minute", "enqueued_per_minute")
     out: dict[str, list[float]] = {n: [] for n in names}
     totals: list[float] = []
     async with await runtime.connect(url) as db:
@@ -232,10 +256,11 @@ async def server_times(
                     "group": q.default_group,
                     "dead_group": q.dead_group,
                     "window_s": 3600,
-                    "processed_limit": operate.PROCESSED_CAP + 1,
+                    "processed_limit": cap + 1,
+                    "count_limit": cap + 1,
                 }
                 for name in names:
-                    if name == "groups" and n:
+                    if name == "group_names" and n:
                         continue  # once for the table
                     sql = EXPLAINS[engine] + q.rendered.require(name)[0]
                     row = await db.fetchone(sql, params)
@@ -259,13 +284,13 @@ def line(name: str, samples: list[float]) -> str:
 
 
 def measure(
-    url: str, queues: list[Queue], runs: int, engine: str = "postgres"
+    url: str, queues: list[Queue], runs: int, engine: str = "postgres", cap: int = COUNT_CAP
 ) -> list[tuple[str, list[float]]]:
     from starlette.testclient import TestClient
 
     from runtime.console import create_app
 
-    app = create_app(queues, url, cache_s=0)
+    app = create_app(queues, url, cache_s=0, count_cap=cap)
     console = app.state.console
     results = []
     with TestClient(app) as c:
@@ -287,8 +312,9 @@ def measure(
             results.append((name, timed(getter(path), runs)))
         console.minutes_s = 3600  # the per-minute counts kept, as between their 30 s reads
         results.insert(1, ("GET / (overview), steady", timed(getter("/"), runs)))
-    results += asyncio.run(statement_times(url, queues, runs))
-    results += asyncio.run(server_times(url, queues, runs, engine))
+    results += asyncio.run(statement_times(url, queues, runs, cap))
+    if engine in EXPLAINS:  # SQLite runs in this process: its time is the statements'
+        results += asyncio.run(server_times(url, queues, runs, engine, cap))
     return results
 
 
@@ -297,12 +323,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--postgres-url", default=DEFAULT_URLS["postgres"])
     ap.add_argument("--mariadb-url", default=DEFAULT_URLS["mariadb"])
     ap.add_argument(
-        "--engines", default="postgres,mariadb", help="comma-separated: postgres, mariadb"
+        "--engines",
+        default="postgres,mariadb",
+        help="comma-separated: postgres, mariadb, sqlite (a file in a temporary folder)",
     )
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--queues", type=int, default=10)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--mix", choices=[*MIXES, "both"], default="both")
+    ap.add_argument(
+        "--count-cap",
+        type=int,
+        default=COUNT_CAP,
+        help=f"the console's count_cap: rows of each kind a queue's counts read (default {COUNT_CAP:,})",
+    )
     args = ap.parse_args(argv)
 
     table = f"{table_prefix()}_console"
@@ -310,19 +344,21 @@ def main(argv: list[str] | None = None) -> int:
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     for engine in engines:
         if engine not in FILL:
-            ap.error(f"--engines: {engine!r} is not one of postgres, mariadb")
+            ap.error(f"--engines: {engine!r} is not one of postgres, mariadb, sqlite")
     for engine, mix in ((e, m) for e in engines for m in MIXES if args.mix in ("both", m)):
-        url = args.postgres_url if engine == "postgres" else args.mariadb_url
         with tempfile.TemporaryDirectory() as tmp:
+            urls = {"postgres": args.postgres_url, "mariadb": args.mariadb_url}
+            url = urls.get(engine) or f"sqlite:///{Path(tmp) / 'console.db'}"
             queues = declare(table, args.queues, Path(tmp), engine)
             try:
                 fill_s = asyncio.run(fill(url, queues, args.rows, mix, engine))
-                results = measure(url, queues, args.runs, engine)
+                results = measure(url, queues, args.runs, engine, args.count_cap)
             finally:
                 asyncio.run(drop(url, table, engine))
         print(
             f"\n{engine}, {mix}: {args.rows:,} rows, {args.queues} queues on one table "
-            f"(filled in {fill_s:.1f} s); {args.runs} runs each, milliseconds\n"
+            f"(filled in {fill_s:.1f} s), count_cap {args.count_cap:,}; {args.runs} runs each, "
+            "milliseconds\n"
         )
         print("| request | median | p95 | max |\n|---|---|---|---|")
         for name, samples in results:

@@ -395,12 +395,17 @@ def _cell(value: Any, at_least: bool = False) -> str:
 def cmd_stats(args: argparse.Namespace) -> int:
     from runtime.operate import STATS_KEYS
 
+    if args.count_cap is not None and args.count_cap < 1:
+        print(
+            f"qgen stats: --count-cap must be 1 or more rows, not {args.count_cap}", file=sys.stderr
+        )
+        return 2
     url, queues = loaded_files(args, args.queues)
 
     async def work(conn: Any) -> list[tuple[str, dict[str, Any]]]:
         found = []
         for q in queues:
-            stats = await q.stats(conn)
+            stats = await q.stats(conn, count_cap=args.count_cap)
             if q.rendered.header.pause_table is not None:  # every paused scope of its table
                 stats["paused_scopes"] = await q.paused(conn)
             found.append((q.name, stats))
@@ -413,10 +418,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     rows = [["queue", *STATS_KEYS]] + [
         [
             n,
-            *(
-                _cell(s[k], at_least=k == "processed" and bool(s.get("processed_capped")))
-                for k in STATS_KEYS
-            ),
+            *(_cell(s[k], at_least=k in s.get("capped", ())) for k in STATS_KEYS),
         ]
         for n, s in found
     ]
@@ -869,6 +871,13 @@ def parser() -> argparse.ArgumentParser:
     on_db(p)
     read_db(p, "the counts")
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
+    p.add_argument(
+        "--count-cap",
+        type=int,
+        metavar="ROWS",
+        help="read at most this many unfinished and dead rows per queue (the oldest; default: "
+        "all); a count that stops there prints as >=N and is listed in capped",
+    )
     p.set_defaults(fn=cmd_stats)
 
     p = sub.add_parser(

@@ -49,6 +49,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="SECONDS",
         help="how long one reading of the stats serves every request and scrape (5)",
     )
+    p.add_argument(
+        "--count-cap",
+        type=int,
+        default=None,
+        metavar="ROWS",
+        help="how many rows of each kind (unfinished, dead, processed) a queue's counts read "
+        'at most; a count that stops there shows as "≥" (1000)',
+    )
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (INFO)")
     p.set_defaults(fn=cmd_serve)
 
@@ -77,6 +85,9 @@ def build(args: argparse.Namespace) -> Starlette:
         outbox = runtime.load(out / f"{decl.outbox.name}.sql")
     if args.cache < 0:
         raise runtime.InvalidArgument(f"--cache must be 0 or more seconds, not {args.cache}")
+    cap = getattr(args, "count_cap", None)
+    if cap is not None and cap < 1:
+        raise runtime.InvalidArgument(f"--count-cap must be 1 or more rows, not {cap}")
     token = read_token(args.token_file)
     if token and not args.allow_writes:
         log.info("qgen serve: read-only: the token opens nothing without --allow-writes")
@@ -88,6 +99,7 @@ def build(args: argparse.Namespace) -> Starlette:
         allow_writes=args.allow_writes,
         token=token,
         cache_s=args.cache,
+        **({"count_cap": cap} if cap is not None else {}),
     )
 
 

@@ -35,6 +35,8 @@ STATS_KEYS = ("ready", "delayed", "in_flight", "dead", "processed", "oldest_read
 PROCESSED_CAP = 10_000
 #: what ``queue.stats`` adds for a queue with a last_error column
 ERROR_KEYS = ("last_error", "dead_last_error")
+#: the counts of unfinished rows ``queue.stats`` reads in one pass, bounded by ``count_cap``
+LIVE_KEYS = ("ready", "delayed", "in_flight")
 _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
 
 
@@ -70,25 +72,40 @@ def _number(value: Any) -> float | int | None:
 
 
 async def stats(
-    queue: LoadedQueue, db: Any, group: str | None = None, processed_cap: int | None = PROCESSED_CAP
+    queue: LoadedQueue,
+    db: Any,
+    group: str | None = None,
+    processed_cap: int | None = PROCESSED_CAP,
+    count_cap: int | None = None,
 ) -> dict[str, Any]:
     """The queue's counts by the database's clock (see ``Queue.stats``); an outbox's too
     (ready: unmarked, processed: marked)."""
-    if processed_cap is not None and processed_cap < 0:
-        raise InvalidArgument(f"processed_cap must be at least 0 or None (got {processed_cap})")
-    # the count of kept rows reads at most cap + 1 of them: one more tells "at least cap"
-    limit = _MAX_ID if processed_cap is None else processed_cap + 1
-    result = await _run(queue, db, S.STATS, {**_params(queue, group), "processed_limit": limit})
-    row = result.rows[0]
+    for name, cap in (("processed_cap", processed_cap), ("count_cap", count_cap)):
+        if cap is not None and (not isinstance(cap, int) or cap < 0):
+            raise InvalidArgument(f"{name} must be at least 0 or None (got {cap!r})")
+    # a bounded count reads at most cap + 1 rows: one more tells "at least cap"
+    params = {
+        **_params(queue, group),
+        "processed_limit": _MAX_ID if processed_cap is None else processed_cap + 1,
+        "count_limit": _MAX_ID if count_cap is None else count_cap + 1,
+    }
+    row = (await _run(queue, db, S.STATS, params)).rows[0]
     # counts are whole numbers (MySQL's and MariaDB's SUM answers a DECIMAL); the age is not
     out: dict[str, Any] = {
         k: _number(row[k]) if k == "oldest_ready_s" or row[k] is None else int(row[k])
         for k in STATS_KEYS
     }
-    capped = processed_cap is not None and (out["processed"] or 0) > processed_cap
-    if capped:
-        out["processed"] = processed_cap
-    out["processed_capped"] = capped
+    capped = _capped(out, "processed", processed_cap)
+    out["processed_capped"] = bool(capped)
+    # more unfinished rows than count_cap: ready, delayed and in_flight counted the oldest
+    # count_cap + 1 of them only (each at least what it says; delayed is always 0 without
+    # a retry_after column, in_flight None where SQL cannot see a hold)
+    if count_cap is not None and int(row.get("pending") or 0) > count_cap:
+        delays = "retry_after" in queue.rendered.header.columns
+        live = [k for k in LIVE_KEYS if k != "delayed" or delays]
+        capped += [k for k in live if _capped(out, k, count_cap, anyway=True)]
+    capped += _capped(out, "dead", count_cap)
+    out["capped"] = [k for k in STATS_KEYS if k in capped]
     if out["oldest_ready_s"] is not None:
         out["oldest_ready_s"] = max(0.0, float(out["oldest_ready_s"]))
     for k in ERROR_KEYS:  # a last_error column: why the newest failed and dead messages failed
@@ -97,6 +114,15 @@ async def stats(
     if "paused" in row:  # a pause table: a pause holds the queue or the group
         out["paused"] = bool(row["paused"])
     return out
+
+
+def _capped(out: dict[str, Any], key: str, cap: int | None, anyway: bool = False) -> list[str]:
+    """``[key]`` when the count of ``key`` stopped at ``cap`` (or ``anyway``: a count over
+    some of the rows only), which it is then set to at most; else ``[]``."""
+    if cap is None or out[key] is None or not (anyway or out[key] > cap):
+        return []
+    out[key] = min(out[key], cap)
+    return [key]
 
 
 def _shown_row(queue: LoadedQueue, row: dict[str, Any]) -> dict[str, Any]:
@@ -257,6 +283,17 @@ async def groups(queue: LoadedQueue, db: Any) -> dict[str, int]:
     _need_group(queue)
     result = await _run(queue, db, S.GROUPS, {})
     return {str(r["group"]): int(r["pending"]) for r in result.rows}
+
+
+async def group_names(queue: LoadedQueue, db: Any) -> list[str]:
+    """The groups of the queue's table that hold unfinished rows, in order: what ``groups``
+    lists, without counting their rows (one index probe per group; a file rendered before
+    ``group_names`` counts them with ``groups``)."""
+    _need_group(queue)
+    if not queue.rendered.get(S.GROUP_NAMES):
+        return list(await groups(queue, db))
+    result = await _run(queue, db, S.GROUP_NAMES, {})
+    return [str(r["group"]) for r in result.rows]
 
 
 async def regroup(queue: LoadedQueue, db: Any, from_group: str, group: str | None = None) -> int:

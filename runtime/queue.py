@@ -286,11 +286,15 @@ class Queue(Generic[P]):
     # ----------------------------------------------------------------- operating
 
     async def stats(
-        self, db: Any, group: str | None = None, processed_cap: int | None = 10_000
+        self,
+        db: Any,
+        group: str | None = None,
+        processed_cap: int | None = 10_000,
+        count_cap: int | None = None,
     ) -> dict[str, Any]:
         """The queue's counts by the database's clock: ``await queue.stats(db)`` →
         ``{"ready": 3, "delayed": 1, "in_flight": 0, "dead": 2, "processed": 10,
-        "processed_capped": False, "oldest_ready_s": 4.2}``.
+        "processed_capped": False, "capped": [], "oldest_ready_s": 4.2}``.
 
         ready: claimable now (row lock, and advisory but on PostgreSQL: including rows a
         consumer holds, which SQL cannot see); delayed: retry_after in the future; in_flight:
@@ -302,8 +306,12 @@ class Queue(Generic[P]):
         oldest_ready_s: seconds since the first ready message in id order was enqueued (None
         without an enqueued_at column); paused (with a pause table): whether a pause holds the
         queue or the group, its ready messages waiting. ``group`` defaults to the queue's
-        default_group."""
-        return await operate.stats(self, db, group, processed_cap)
+        default_group. ``count_cap`` (None: no bound) bounds the rest as ``processed_cap``
+        does processed: the counts read at most that many dead rows, and at most that many
+        unfinished rows, the oldest in id order (past that, ready, delayed and in_flight
+        count those only); ``capped`` lists the keys whose count stopped at its cap (each at
+        least what it says), processed among them when ``processed_capped``."""
+        return await operate.stats(self, db, group, processed_cap, count_cap)
 
     async def dead_list(
         self, db: Any, limit: int = 100, after_id: int | None = None, newest_first: bool = False

@@ -46,6 +46,8 @@ MAX_GROUPS = 50
 FIFO_KEYS = 20
 #: how long a read connection is kept idle for the next request
 IDLE_S = 60.0
+#: how many rows of each kind a queue's counts read at most (``Console.count_cap``)
+COUNT_CAP = 1_000
 _ID = re.compile(r"-?[0-9]{1,19}")
 _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
 
@@ -156,6 +158,9 @@ class Console:
     minutes_s: float = 30.0
     #: how many connections one reading of the stats uses at once
     read_connections: int = 4
+    #: how many rows of each kind (unfinished, dead, processed) one queue's counts read at
+    #: most: a count that stopped there is listed in its stats' "capped" and shown as "≥"
+    count_cap: int = COUNT_CAP
     sample_s: float = 10.0
     history_size: int = 360
     _snapshot: Snapshot | None = field(default=None, repr=False)
@@ -292,10 +297,11 @@ class Console:
             why = "its rendered file has no stats statement: render it again with `qgen render`"
             return QueueStats(q.name, kind, group, None, why)
         try:
-            own = await operate.stats(q, conn)
+            cap = self.count_cap
+            own = await operate.stats(q, conn, processed_cap=cap, count_cap=cap)
             groups = [{"group": group, "stats": own}]
             for g in extra:
-                counts = await operate.stats(q, conn, g)
+                counts = await operate.stats(q, conn, g, processed_cap=cap, count_cap=cap)
                 groups.append({"group": g, "stats": {**counts, "dead": None}})
             minutes = await self._per_minute(conn, q, kind)
         except BrokerError as exc:
@@ -323,7 +329,7 @@ class Console:
                 tables.setdefault(q.table, []).append(q)
         out: dict[str, list[str]] = {}
         for qs in tables.values():
-            # a scan of every unfinished row of the table: kept for minutes_s, as the
+            # one index probe per group of the table: kept for minutes_s, as the
             # per-minute counts are (a group appears or goes rarely)
             key, now = f"groups:{qs[0].table}", time.time()
             kept = self._groups.get(key)
@@ -331,7 +337,7 @@ class Console:
                 present = kept[1]
             else:
                 try:
-                    present = list(await operate.groups(qs[0], conn))
+                    present = await operate.group_names(qs[0], conn)
                 except BrokerError:  # the table missing: its queues' stats say so
                     continue
                 self._groups[key] = (now, present)

@@ -14,7 +14,7 @@ METRICS = {
     "dead": ("qgen_queue_dead", "Messages in the dead letter."),
     "processed": (
         "qgen_queue_processed",
-        "Finished rows the table keeps (processed_at), counted up to 10000.",
+        "Finished rows the table keeps (processed_at).",
     ),
     "oldest_ready_s": (
         "qgen_queue_oldest_ready_seconds",
@@ -32,7 +32,9 @@ def exposition(snap: Snapshot) -> str:
     """Every queue's (and the outbox's) counts as gauges labelled ``queue`` and ``group``, a
     series per group the overview lists (the queue's own group, empty when it has none, and
     the groups of its table no declared queue claims); a count the queue's form or columns
-    cannot give is left out, and ``qgen_queue_up`` is 0 for a queue whose stats could not be
+    cannot give is left out, a count that stopped at the console's count_cap is exported as
+    what it read (at least that many) and named by ``qgen_queue_capped``, and
+    ``qgen_queue_up`` is 0 for a queue whose stats could not be
     read."""
     lines: list[str] = []
     queues = snap.queues
@@ -51,6 +53,16 @@ def exposition(snap: Snapshot) -> str:
                     if isinstance(value, float)
                     else f"{name}{{{labels}}} {value}"
                 )
+    lines += [
+        "# HELP qgen_queue_capped 1 for a count that stopped at the console's count_cap: "
+        "at least its value.",
+        "# TYPE qgen_queue_capped gauge",
+    ]
+    for q in queues:
+        for g in q.groups:
+            for key in (g["stats"] or {}).get("capped", ()):
+                labels = f'queue="{_label(q.name)}",group="{_label(g["group"] or "")}"'
+                lines.append(f'qgen_queue_capped{{{labels},count="{key}"}} 1')
     lines += [
         "# HELP qgen_queue_up 1 when the queue's stats were read, 0 when reading them failed.",
         "# TYPE qgen_queue_up gauge",

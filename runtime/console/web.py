@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runtime.console.chart import Series, bar_chart, line_chart
 from runtime.console.core import (
+    COUNT_CAP,
     MAX_PAGE_ROWS,
     MAX_PAGE_SIZE,
     NEWEST_DEAD,
@@ -81,6 +82,7 @@ def create_app(
     allow_writes: bool = False,
     token: str | None = None,
     cache_s: float = 5.0,
+    count_cap: int = COUNT_CAP,
 ) -> Starlette:
     """The console as an ASGI app.
 
@@ -88,7 +90,10 @@ def create_app(
     write through (and the reads, unless ``read_db`` is given, e.g. a replica); ``outbox``: a
     loaded outbox to list; ``allow_writes``: open redrive, purge and cancel to holders of
     ``token`` (required then, at least 16 characters); ``cache_s``: how long one reading of
-    the stats serves every request (pages, API, /metrics).
+    the stats serves every request (pages, API, /metrics); ``count_cap``: how many rows of
+    each kind (unfinished, dead, processed) a queue's counts read at most, so the overview
+    costs the same at any depth (a count that stopped there is shown as "≥ count_cap" and
+    listed in its stats' "capped").
     """
     if allow_writes and not token:
         raise ConfigurationError(
@@ -96,7 +101,14 @@ def create_app(
             "(or leave writes off)"
         )
     by_name = dict(queues) if isinstance(queues, dict) else {q.name: q for q in queues}
-    console = Console(queues=by_name, db=db, read_db=read_db, outbox=outbox, cache_s=cache_s)
+    console = Console(
+        queues=by_name,
+        db=db,
+        read_db=read_db,
+        outbox=outbox,
+        cache_s=cache_s,
+        count_cap=count_cap,
+    )
     web = _Web(console, Guard(token), allow_writes)
 
     @contextlib.asynccontextmanager
@@ -391,6 +403,7 @@ class _Web:
             "keys": _COUNT_KEYS,
             "labels": _LABELS,
             "cache_s": f"{self.console.cache_s:g}",
+            "count_cap": self.console.count_cap,
             "sample_s": f"{self.console.sample_s:g}",
             **values,
         }
@@ -440,8 +453,8 @@ class _Web:
                 and q.kind == "queue"
                 and q.stats
                 and q.stats.get(key) is not None
-                # a count stats stopped at (processed_capped) is no point of the series
-                and not (key == "processed" and q.stats.get("processed_capped"))
+                # a count stats stopped at (capped) is no point of the series
+                and key not in q.stats.get("capped", ())
             ]
             if pts:
                 out.append((name, pts))

@@ -118,6 +118,8 @@ class StatementName(StrEnum):
     PURGE_DEAD_ALL = "purge_dead_all"
     # the unfinished rows of each group, and moving a group's rows to another (qgen verify)
     GROUPS = "groups"
+    #: the groups holding unfinished rows, one index probe each (the console's overview)
+    GROUP_NAMES = "group_names"
     REGROUP = "regroup"
     CANCEL = "cancel"
     # a rate limit's token bucket (qgen.toml rate_limit): taken before a claim, the unused returned

@@ -46,6 +46,7 @@ def test_stats_and_prune_read_indexes_at_a_large_table(engine):
                     "age_s": 86400.0,
                     "batch": 1000,
                     "processed_limit": 10_001,
+                    "count_limit": 1_001,
                 }
                 plans, text = {}, {}
                 for name in ("stats", "prune"):

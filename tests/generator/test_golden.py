@@ -92,7 +92,7 @@ STEPS = {
     ("lease_group_deadletter", "jobs"): (
         "schema enqueue listen next_due claim extend ack drop retry retry_after ack_many "
         "drop_many retry_many retry_after_many dead_letter_many dead_letter release unclaim "
-        f"columns indexes {DEAD} prune groups regroup pending_list advance finished_per_minute cancel"
+        f"columns indexes {DEAD} prune groups group_names regroup pending_list advance finished_per_minute cancel"
     ),
     (
         "row_lock_table_deadletter",
@@ -120,7 +120,7 @@ STEPS = {
     ("override_and_custom", "tasks"): (
         "schema enqueue listen next_due claim extend ack drop retry retry_after ack_many "
         "retry_many dead_letter_many dead_letter "
-        f"release unclaim columns indexes {DEAD} groups regroup pending_list advance cancel custom.bump custom.park"
+        f"release unclaim columns indexes {DEAD} groups group_names regroup pending_list advance cancel custom.bump custom.park"
     ),
     # dedupe_key: enqueue_existing after enqueue (and enqueue_unlock on MySQL and MariaDB);
     # redrive refuses a dead message whose key is taken
@@ -129,7 +129,7 @@ STEPS = {
         "ack_many drop_many retry_many retry_after_many dead_letter_many dead_letter release "
         "unclaim columns indexes "
         "stats status dead_list dead_list_newest dead_show redrive redrive_blocked "
-        "redrive_blocked_all redrive_all purge_dead purge_dead_all prune groups regroup pending_list advance finished_per_minute cancel"
+        "redrive_blocked_all redrive_all purge_dead purge_dead_all prune groups group_names regroup pending_list advance finished_per_minute cancel"
     ),
     # last_error: every form writes it, so row lock and advisory render a retry (and
     # retry_many) where they have none without it

@@ -61,6 +61,51 @@ def test_the_numbers_are_the_databases(project):
         )
 
 
+def _cell(page: str, queue: str, key: str) -> str:
+    """The overview's cell of ``queue``'s own line for ``key``: its attributes and text."""
+    row = re.search(rf'<tr data-queue="{queue}">(.*?)</tr>', page, re.S)
+    assert row, queue
+    cell = re.search(rf'<td class="num" data-key="{key}"([^>]*)>([^<]*)</td>', row.group(1))
+    assert cell, (queue, key)
+    return cell.group(1) + "|" + cell.group(2)
+
+
+def test_a_count_past_count_cap_says_capped(project):
+    """jobs holds 3 unfinished rows (2 ready, 1 delayed) and 3 dead: with count_cap 2 the
+    counts stop and the API, the page and /metrics say so; with 3 they are the database's."""
+    want = run(project.jobs_counts())
+    assert want == {"ready": 2, "delayed": 1, "in_flight": 0, "dead": 3, "processed": 1}
+    with client(project, count_cap=2) as c:
+        jobs = c.get("/api/queues/jobs").json()["stats"]
+        assert jobs["capped"] == ["ready", "delayed", "in_flight", "dead"]
+        assert {k: jobs[k] for k in want} == {**want, "dead": 2}
+        page = c.get("/").text
+        assert _cell(page, "jobs", "dead").endswith("|≥ 2")
+        assert "data-capped" in _cell(page, "jobs", "ready")
+        assert _cell(page, "jobs", "processed") == "|1"  # 1 kept row: exact
+        assert "≥ 2" in c.get("/queues/jobs").text
+        metrics = c.get("/metrics").text
+        assert 'qgen_queue_capped{queue="jobs",group="",count="dead"} 1' in metrics
+        assert 'qgen_queue_capped{queue="jobs",group="",count="processed"}' not in metrics
+    run(_enqueue(project, "pings", 2))
+    with client(project, count_cap=1, outbox=project.outbox) as c:
+        lines = {q["name"]: q["stats"] for q in c.get("/api/queues").json()["queues"]}
+        # the outbox's 2 unmarked records; pings (2 or more ready, no retry_after): its
+        # delayed is always 0, so never capped
+        assert (lines["outbox"]["ready"], lines["outbox"]["capped"]) == (1, ["ready"])
+        assert lines["pings"]["capped"] == ["ready", "in_flight"]
+        assert _cell(c.get("/").text, "outbox", "ready") == (
+            ' data-capped title="counted up to 1 rows: there are more"|≥ 1'
+        )
+    with client(project, count_cap=3) as c:
+        jobs = c.get("/api/queues/jobs").json()["stats"]
+        assert jobs["capped"] == [] and {k: jobs[k] for k in want} == want
+        page = c.get("/").text
+        cells = {k: _cell(page, "jobs", k) for k in want}
+        assert cells == {k: f"|{n}" for k, n in want.items()}  # no "≥", no data-capped
+        assert 'qgen_queue_capped{queue="jobs"' not in c.get("/metrics").text
+
+
 def test_dead_letter_pages_and_one_message(project):
     ids = sorted(run(project.dead_ids()), reverse=True)
     with client(project) as c:
@@ -301,11 +346,12 @@ def test_metrics_format_and_cache(project):
         assert again == text
 
 
-async def _enqueue(p: Project) -> None:
+async def _enqueue(p: Project, queue: str = "jobs", n: int = 1) -> None:
     import runtime
 
     async with await runtime.connect(p.url) as db:
-        await p.queues["jobs"].enqueue(db, {"n": 8})
+        for _ in range(n):
+            await p.queues[queue].enqueue(db, {"n": 8})
 
 
 def test_the_app_mounts_in_a_service(project):

@@ -3,11 +3,14 @@ purge) and prune."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from support.engines import drop_tables, run, unique_table
 from support.queues import PAST, make_queue
 
 import runtime
+import runtime.operate as operate
 from qgen.build import build_unit
 from qgen.declaration import parse_declaration
 from runtime.contract.rendered import parse_rendered
@@ -52,6 +55,7 @@ def test_stats_count_what_the_test_made(engine, form):
                 "dead": 1,
                 "processed": 1,
                 "processed_capped": False,
+                "capped": [],
                 "paused": False,
             }
             assert oldest is not None and 0 <= oldest < 60
@@ -75,6 +79,7 @@ def test_stats_without_the_optional_columns_say_none(engine):
                 "dead": None,
                 "processed": None,
                 "processed_capped": False,
+                "capped": [],
                 "oldest_ready_s": None,
                 "paused": False,
             }
@@ -97,7 +102,7 @@ def test_stats_counts_processed_rows_up_to_its_cap(engine, form):
             await qt.enqueue({"n": 5})  # one pending: never counted as processed
             async with await runtime.connect(qt.url) as db:
                 seen = {
-                    cap: (s["processed"], s["processed_capped"])
+                    cap: (s["processed"], s["processed_capped"], s["capped"])
                     for cap in (0, 3, 5, 6, None)
                     for s in [await qt.queue.stats(db, processed_cap=cap)]
                 }
@@ -105,17 +110,90 @@ def test_stats_counts_processed_rows_up_to_its_cap(engine, form):
                 with pytest.raises(runtime.InvalidArgument, match="processed_cap"):
                     await qt.queue.stats(db, processed_cap=-1)
             assert seen == {
-                0: (0, True),
-                3: (3, True),
-                5: (5, False),
-                6: (5, False),
-                None: (5, False),
+                0: (0, True, ["processed"]),
+                3: (3, True, ["processed"]),
+                5: (5, False, []),
+                6: (5, False, []),
+                None: (5, False, []),
             }
             assert (default["processed"], default["processed_capped"], default["ready"]) == (
                 5,
                 False,
                 1,
             )
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("dead", ["group", "table"])
+def test_stats_counts_unfinished_and_dead_rows_up_to_count_cap(engine, dead):
+    """count_cap bounds what the counts read: exact while the unfinished rows (and the dead
+    ones) are no more than the cap; past it, ready, delayed and in_flight count the oldest
+    unfinished rows only, each listed in capped, and dead stops at the cap."""
+
+    async def go():
+        qt = await make_queue(engine, "lease", columns=COLUMNS, dead=dead, max_attempts=1)
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2})
+            handle = _by_payload({1: runtime.ack(), 2: runtime.retry()})
+            await runtime.Consumer(qt.url, qt.queue, handle, concurrency=1).drain()
+            # in id order: 3 delayed, 4 in flight (leased below), 5 ready; 2 dead, 1 processed
+            await qt.enqueue({"n": 3}, delay=600)
+            await qt.enqueue({"n": 4}, {"n": 5})
+            async with await runtime.connect(qt.url) as db:
+                (_held,) = await form_for(qt.queue).claim(db, 1, None)
+                seen = {
+                    cap: (
+                        [s[k] for k in ("ready", "delayed", "in_flight", "dead", "processed")],
+                        s["capped"],
+                    )
+                    for cap in (0, 1, 2, 3, None)
+                    for s in [await qt.queue.stats(db, processed_cap=cap, count_cap=cap)]
+                }
+                with pytest.raises(runtime.InvalidArgument, match="count_cap"):
+                    await qt.queue.stats(db, count_cap=-1)
+            live = ["ready", "delayed", "in_flight"]
+            assert seen == {
+                0: ([0, 0, 0, 0, 0], [*live, "dead", "processed"]),
+                1: ([0, 1, 1, 1, 1], live),  # the oldest two: 3 delayed, 4 in flight
+                2: ([1, 1, 1, 1, 1], live),  # all three read, but more than 2
+                3: ([1, 1, 1, 1, 1], []),
+                None: ([1, 1, 1, 1, 1], []),
+            }
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_group_names_lists_the_groups_groups_counts(engine):
+    """group_names (one index probe per group) lists exactly the groups that groups counts:
+    those with unfinished rows, in order; a group whose rows are all processed is not one."""
+
+    async def go():
+        qt = await make_queue(engine, "lease", columns=COLUMNS, dead="group", max_attempts=1)
+        try:
+            async with await runtime.connect(qt.url) as db:
+                assert await operate.group_names(qt.queue, db) == []
+                for group in ("b", "a", "c", "b"):
+                    await qt.queue.enqueue(db, {"g": group}, group=group)
+                await qt.queue.enqueue(db, {"g": "d"}, group="d", delay=600)
+            # every row of group c processed: no longer a group with work
+            done = runtime.Consumer(qt.url, qt.queue, lambda m, ctx: runtime.ack(), group="c")
+            await done.drain()
+            async with await runtime.connect(qt.url) as db:
+                counted = await operate.groups(qt.queue, db)
+                names = await operate.group_names(qt.queue, db)
+            assert counted == {"a": 1, "b": 2, "d": 1}
+            assert names == ["a", "b", "d"]
+            # a file rendered before group_names: the groups groups counts
+            statements = dict(qt.queue.rendered.statements)
+            del statements["group_names"]
+            older = Queue(dataclasses.replace(qt.queue.rendered, statements=statements))
+            async with await runtime.connect(qt.url) as db:
+                assert await operate.group_names(older, db) == names
         finally:
             await qt.drop()
 

@@ -57,9 +57,11 @@ def params_for(dialect: str) -> dict[str, Any]:
         "by_s": 30.0,
         # the console's per-minute counts: the last hour
         "window_s": 3600,
-        # operating a queue: prune's batch; stats counts kept rows up to processed_limit
+        # operating a queue: prune's batch; stats counts kept rows up to processed_limit,
+        # unfinished and dead rows up to count_limit
         "batch": 100,
         "processed_limit": 10_001,
+        "count_limit": 10_001,
         # regroup: the group its rows are moved from; last_error: why a delivery failed
         "from_group": "old",
         "error": "RuntimeError: boom",

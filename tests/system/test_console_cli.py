@@ -114,6 +114,7 @@ def test_qgen_serve_refuses_bad_options_in_one_line(project, tmp_path, monkeypat
         ),
         (["--port", "70000"], "--port must be from 1 to 65535"),
         (["--cache", "-1"], "--cache must be 0 or more"),
+        (["--count-cap", "0"], "--count-cap must be 1 or more"),
     ]
     for extra, words in cases:
         code, err = _qgen(*common, *extra)

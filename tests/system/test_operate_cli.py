@@ -45,6 +45,13 @@ def test_stats_dead_and_prune_from_the_command_line(project) -> None:
     code, out, err = qgen("stats", *c)
     assert code == 0 and out.splitlines()[0].split()[:3] == ["queue", "ready", "delayed"], out
     assert out.splitlines()[1].split()[:2] == ["jobs", "1"], out
+    # at most one row of each kind read: the 2 dead stop at 1, the 1 unfinished is exact
+    code, out, err = qgen("stats", *c, "--count-cap", "1", "--json")
+    assert code == 0, err
+    capped = json.loads(out)["jobs"]
+    assert (capped["ready"], capped["dead"], capped["capped"]) == (1, 1, ["dead"]), out
+    code, out, err = qgen("stats", *c, "--count-cap", "1")
+    assert code == 0 and out.splitlines()[1].split()[:5] == ["jobs", "1", "0", "0", ">=1"], out
 
     code, out, err = qgen("dead", "list", "jobs", *c, "--json")
     dead = json.loads(out)
@@ -70,6 +77,7 @@ def test_stats_dead_and_prune_from_the_command_line(project) -> None:
     ("argv", "says"),
     [
         (["stats", "nosuch"], "no queue 'nosuch'"),
+        (["stats", "--count-cap", "0"], "--count-cap must be 1 or more"),
         (["dead", "redrive", "jobs"], "give the message ids, or --all"),
         (["dead", "purge", "jobs", "1", "--all"], "give the message ids, or --all"),
         (["dead", "show", "jobs"], "give exactly one message id"),

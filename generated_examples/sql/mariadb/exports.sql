@@ -8,7 +8,7 @@
 -- dead_letter: {"group": "exports_dead"}
 -- default_group: "exports"
 -- pause_table: "exports_queue_pause"
--- seal: sha256:fff59fb2434f7f0f6efe0f9523156eef8243954000299a37eb5ef78c45589e6e
+-- seal: sha256:665e05dc07b1c87e3c721686fa09c60b9127d6ab12c8a41ce783ee2960b1c919
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -159,12 +159,16 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter, counted up to count_limit rows), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, NULL AS `in_flight`, (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, NULL AS `in_flight`, (
   SELECT COUNT(*)
-  FROM `exports_queue`
-  WHERE `lane` = %(dead_group)s
+  FROM (
+    SELECT 1 AS dead
+    FROM `exports_queue`
+    WHERE `lane` = %(dead_group)s
+    LIMIT %(count_limit)s
+  ) AS qgen_dead
 ) AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
   FROM `exports_queue_pause`
@@ -172,10 +176,15 @@ SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, NUL
     AND queue_group IN ('', %(group)s)
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN `retry_after` > UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_delayed
-  FROM `exports_queue`
-  WHERE `lane` = %(group)s
+  FROM (
+    SELECT `id`, `retry_after`
+    FROM `exports_queue`
+    WHERE `lane` = %(group)s
+    ORDER BY `id`
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status
@@ -269,6 +278,13 @@ ORDER BY queue_group;
 SELECT `lane` AS `group`, COUNT(*) AS pending
 FROM `exports_queue`
 GROUP BY `lane`
+ORDER BY `lane`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `lane` AS `group`
+FROM `exports_queue`
 ORDER BY `lane`;
 
 -- name: regroup

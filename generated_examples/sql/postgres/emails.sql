@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- channel: "qgen.emails_queue"
 -- pause_table: "emails_queue_pause"
--- seal: sha256:56df2a4c51ca4e174f89b70d18bc20d4f3ac85e42a9c70ef8fb1ab633ab774ac
+-- seal: sha256:c3d8cf6edf9beb3dcda02dd70562b91a2bc5fa6bd5f261c7f93ae3d5297f736a
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -207,11 +207,15 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter, counted up to count_limit rows), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
   SELECT COUNT(*)
-  FROM "emails_dead"
+  FROM (
+    SELECT 1 AS dead
+    FROM "emails_dead"
+    LIMIT %(count_limit)s
+  ) AS qgen_dead
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "emails_queue_pause"
@@ -219,10 +223,15 @@ SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qge
     AND queue_group = ''
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed,
     COALESCE(SUM(CASE WHEN "locked_until" >= now() THEN 1 ELSE 0 END), 0) AS qgen_in_flight
-  FROM "emails_queue"
+  FROM (
+    SELECT "id", "retry_after", "locked_until"
+    FROM "emails_queue"
+    ORDER BY "id"
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status

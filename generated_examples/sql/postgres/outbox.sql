@@ -3,7 +3,7 @@
 -- dialect: "postgres"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:1e5334964b1522d5dd43d8553a2cadcad76980ea2bd16fdcd5482536224cb13e
+-- seal: sha256:97803c71d74d0d967218b602fbe374fa1816bd4d500c8dc9e078f6cffb40f830
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
@@ -52,13 +52,9 @@ DELETE FROM "outbox"
 WHERE "processed_at" < clock_timestamp() - make_interval(secs => %(age_s)s);
 
 -- name: stats
--- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune; counted up to processed_limit rows), oldest_ready_s (seconds since the first unmarked record was created).
+-- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked, counted up to count_limit rows; pending: the same count), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune; counted up to processed_limit rows), oldest_ready_s (seconds since the first unmarked record was created).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "outbox"
-  WHERE "processed_at" IS NULL
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
+SELECT qgen_unmarked.qgen_pending AS pending, qgen_unmarked.qgen_pending AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
   FROM (
     SELECT 1 AS kept
@@ -72,7 +68,16 @@ SELECT (
   WHERE "processed_at" IS NULL
   ORDER BY "id"
   LIMIT 1
-) AS "oldest_ready_s";
+) AS "oldest_ready_s"
+FROM (
+  SELECT COUNT(*) AS qgen_pending
+  FROM (
+    SELECT 1 AS unmarked
+    FROM "outbox"
+    WHERE "processed_at" IS NULL
+    LIMIT %(count_limit)s
+  ) AS qgen_head
+) AS qgen_unmarked;
 
 -- name: finished_per_minute
 -- Counts the records marked in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.

@@ -9,7 +9,7 @@
 -- default_group: "exports"
 -- pause_table: "exports_queue_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:5a9e6113c40c0594c282420421831aaadab80bcb942474055c1f96a018d73765
+-- seal: sha256:ed008d1c47246fcbaf39b545ee75a8e79ce5bec6a322c4a7667bd66a0e3013ae
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -137,12 +137,16 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter, counted up to count_limit rows), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", (
   SELECT COUNT(*)
-  FROM "exports_queue"
-  WHERE "lane" = :dead_group
+  FROM (
+    SELECT 1 AS dead
+    FROM "exports_queue"
+    WHERE "lane" = :dead_group
+    LIMIT :count_limit
+  ) AS qgen_dead
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "exports_queue_pause"
@@ -150,10 +154,15 @@ SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NUL
     AND queue_group IN ('', :group)
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 1 ELSE 0 END), 0) AS qgen_delayed
-  FROM "exports_queue"
-  WHERE "lane" = :group
+  FROM (
+    SELECT "id", "retry_after"
+    FROM "exports_queue"
+    WHERE "lane" = :group
+    ORDER BY "id"
+    LIMIT :count_limit
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status
@@ -248,6 +257,31 @@ SELECT "lane" AS "group", COUNT(*) AS pending
 FROM "exports_queue"
 GROUP BY "lane"
 ORDER BY "lane";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "lane"
+    FROM "exports_queue"
+    ORDER BY "lane"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "lane"
+    FROM "exports_queue"
+    WHERE "lane" > qgen_groups.qgen_group
+    ORDER BY "lane"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

@@ -4,7 +4,7 @@
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
 -- note: "the relay's BEGIN IMMEDIATE holds the database's write lock while its handler runs: one relay at a time, and put waits for the relay's batch"
--- seal: sha256:e060655ebd81efa221c4ae469df634079beb9360c48d845809aa0bffdb971234
+-- seal: sha256:8845ba31d3ca6745a247c449ef7f4fda2403183e757efaa10ef171fc880083c4
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
@@ -52,13 +52,9 @@ DELETE FROM "outbox"
 WHERE "processed_at" < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :age_s || ' seconds');
 
 -- name: stats
--- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune; counted up to processed_limit rows), oldest_ready_s (seconds since the first unmarked record was created).
+-- Counts the records by the database's clock, in the keys a queue's stats reads: ready (unmarked, counted up to count_limit rows; pending: the same count), delayed (0), in_flight and dead (NULL: a relay's hold is its transaction's, and an outbox has no dead letter), processed (marked, kept until prune; counted up to processed_limit rows), oldest_ready_s (seconds since the first unmarked record was created).
 -- kinds: reads
-SELECT (
-  SELECT COUNT(*)
-  FROM "outbox"
-  WHERE "processed_at" IS NULL
-) AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
+SELECT qgen_unmarked.qgen_pending AS pending, qgen_unmarked.qgen_pending AS "ready", 0 AS "delayed", NULL AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
   FROM (
     SELECT 1 AS kept
@@ -72,7 +68,16 @@ SELECT (
   WHERE "processed_at" IS NULL
   ORDER BY "id"
   LIMIT 1
-) AS "oldest_ready_s";
+) AS "oldest_ready_s"
+FROM (
+  SELECT COUNT(*) AS qgen_pending
+  FROM (
+    SELECT 1 AS unmarked
+    FROM "outbox"
+    WHERE "processed_at" IS NULL
+    LIMIT :count_limit
+  ) AS qgen_head
+) AS qgen_unmarked;
 
 -- name: finished_per_minute
 -- Counts the records marked in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.

@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "webhooks_dead"}
 -- pause_table: "webhooks_queue_pause"
 -- note: "advisory keys are held in the consumer's process: run one consumer process per database file"
--- seal: sha256:564189b352e5d00ecb895987a4bc86eb3e2cf37f549273ed0ec071006aff0b1f
+-- seal: sha256:a1810bdd51bb85524c875ef68fef917fb37c1db4afc73af1e5aadb5036c96e3b
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -183,11 +183,15 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter, counted up to count_limit rows), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", (
   SELECT COUNT(*)
-  FROM "webhooks_dead"
+  FROM (
+    SELECT 1 AS dead
+    FROM "webhooks_dead"
+    LIMIT :count_limit
+  ) AS qgen_dead
 ) AS "dead", (
   SELECT COUNT(*)
   FROM (
@@ -203,10 +207,15 @@ SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NUL
     AND queue_group = ''
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN "retry_after" > strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 1 ELSE 0 END), 0) AS qgen_delayed
-  FROM "webhooks_queue"
-  WHERE "processed_at" IS NULL
+  FROM (
+    SELECT "id", "retry_after"
+    FROM "webhooks_queue"
+    WHERE "processed_at" IS NULL
+    ORDER BY "id"
+    LIMIT :count_limit
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status

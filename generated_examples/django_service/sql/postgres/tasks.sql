@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.shop_tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:a284addd6baee5d4b47bee3b8945ec76f0bca06f89e8d43b86e0fea19964c2c6
+-- seal: sha256:258fdb9ae76f10e72442330c9af3ed0dfb6bdeff92b9c7d1bba0b589d7e7a5a0
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -219,13 +219,17 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter, counted up to count_limit rows), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (seconds since the first ready row in id order was enqueued), last_error (why the newest unfinished row that failed failed) and dead_last_error (why the newest dead message died), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qgen_live.qgen_in_flight AS "in_flight", (
   SELECT COUNT(*)
-  FROM "shop_tasks"
-  WHERE "queue" = %(dead_group)s
-    AND "processed_at" IS NULL
+  FROM (
+    SELECT 1 AS dead
+    FROM "shop_tasks"
+    WHERE "queue" = %(dead_group)s
+      AND "processed_at" IS NULL
+    LIMIT %(count_limit)s
+  ) AS qgen_dead
 ) AS "dead", (
   SELECT COUNT(*)
   FROM (
@@ -267,12 +271,17 @@ SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", qge
     AND queue_group IN ('', %(group)s)
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) AND ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed,
     COALESCE(SUM(CASE WHEN "locked_until" >= now() THEN 1 ELSE 0 END), 0) AS qgen_in_flight
-  FROM "shop_tasks"
-  WHERE "queue" = %(group)s
-    AND "processed_at" IS NULL
+  FROM (
+    SELECT "id", "retry_after", "locked_until"
+    FROM "shop_tasks"
+    WHERE "queue" = %(group)s
+      AND "processed_at" IS NULL
+    ORDER BY "id"
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status
@@ -388,6 +397,33 @@ FROM "shop_tasks"
 WHERE "processed_at" IS NULL
 GROUP BY "queue"
 ORDER BY "queue";
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group (each the next group name above the last), where groups counts every row.
+-- kinds: reads
+WITH RECURSIVE qgen_groups AS (
+  SELECT (
+    SELECT "queue"
+    FROM "shop_tasks"
+    WHERE "processed_at" IS NULL
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  UNION ALL
+  SELECT (
+    SELECT "queue"
+    FROM "shop_tasks"
+    WHERE "processed_at" IS NULL
+      AND "queue" > qgen_groups.qgen_group
+    ORDER BY "queue"
+    LIMIT 1
+  ) AS qgen_group
+  FROM qgen_groups
+  WHERE qgen_groups.qgen_group IS NOT NULL
+)
+SELECT qgen_group AS "group"
+FROM qgen_groups
+WHERE qgen_group IS NOT NULL;
 
 -- name: regroup
 -- Moves the unfinished rows of group from_group to group (`qgen regroup`): rows a renamed queue left behind.

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- pause_table: "locks_pause"
--- seal: sha256:1271b7f1b68711a5e7dd06afd77c0b102577dd41251662151c81f1279f4fe85e
+-- seal: sha256:552ff175390096846678a697ffad8b3c172f2e21e75c3883a34f2c7fc7dd238b
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -137,9 +137,9 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, (
   SELECT COUNT(*)
   FROM (
     SELECT 1 AS kept
@@ -154,9 +154,14 @@ SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NUL
     AND queue_group = ''
 ) AS paused
 FROM (
-  SELECT COUNT(*) AS qgen_ready
-  FROM `locks`
-  WHERE `processed_at` IS NULL
+  SELECT COUNT(*) AS qgen_pending, COUNT(*) AS qgen_ready
+  FROM (
+    SELECT `id`
+    FROM `locks`
+    WHERE `processed_at` IS NULL
+    ORDER BY `id`
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- pause_table: "ping_queue_pause"
--- seal: sha256:ea79ded70489a192aa685a2b9c70dc649a7d03ece0cea8a5f71619ef1255b081
+-- seal: sha256:0e97355196426a856a279a47ff02a66f7001317b1620b4bc8b67cfc2522486cc
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -128,9 +128,9 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed), paused (how many pauses hold it: the queue's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT `last_error`
   FROM `ping_queue`
   WHERE `last_error` IS NOT NULL
@@ -143,8 +143,13 @@ SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NUL
     AND queue_group = ''
 ) AS paused
 FROM (
-  SELECT COUNT(*) AS qgen_ready
-  FROM `ping_queue`
+  SELECT COUNT(*) AS qgen_pending, COUNT(*) AS qgen_ready
+  FROM (
+    SELECT `id`
+    FROM `ping_queue`
+    ORDER BY `id`
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status

@@ -7,7 +7,7 @@
 -- max_attempts: null
 -- dead_letter: null
 -- pause_table: "ping_queue_pause"
--- seal: sha256:790bc63dc82d3f4bf9feb83ba7d039ecf6f7798da4e8373b9799987c3992f39b
+-- seal: sha256:eacce06dfcc9f5ae3f720521eba114b91841d9cd29f7d49f8a4f278a43cddf31
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -128,9 +128,9 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed), paused (how many pauses hold it: the queue's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now, including rows a consumer holds: advisory holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), last_error (why the newest unfinished row that failed failed), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT `last_error`
   FROM `ping_queue`
   WHERE `last_error` IS NOT NULL
@@ -143,8 +143,13 @@ SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NUL
     AND queue_group = ''
 ) AS paused
 FROM (
-  SELECT COUNT(*) AS qgen_ready
-  FROM `ping_queue`
+  SELECT COUNT(*) AS qgen_pending, COUNT(*) AS qgen_ready
+  FROM (
+    SELECT `id`
+    FROM `ping_queue`
+    ORDER BY `id`
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status

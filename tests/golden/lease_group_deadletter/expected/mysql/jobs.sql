@@ -9,7 +9,7 @@
 -- lease_s: 15
 -- default_group: "jobs"
 -- pause_table: "jobs_pause"
--- seal: sha256:4bd006c19e289f856298bcfbbe9e732304a27aa740a2e5a909b2b0dc9a23343e
+-- seal: sha256:b4c2abf02c067f84f9ffd9b28669130a98d58a6be465b3385e0fe8a3f55d2f75
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -207,13 +207,17 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter, counted up to count_limit rows), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, (
   SELECT COUNT(*)
-  FROM `jobs`
-  WHERE `queue` = %(dead_group)s
-    AND `processed_at` IS NULL
+  FROM (
+    SELECT 1 AS dead
+    FROM `jobs`
+    WHERE `queue` = %(dead_group)s
+      AND `processed_at` IS NULL
+    LIMIT %(count_limit)s
+  ) AS qgen_dead
 ) AS `dead`, (
   SELECT COUNT(*)
   FROM (
@@ -230,12 +234,17 @@ SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, qge
     AND queue_group IN ('', %(group)s)
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN `retry_after` > UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_delayed,
     COALESCE(SUM(CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
-  FROM `jobs`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NULL
+  FROM (
+    SELECT `id`, `retry_after`, `locked_until`
+    FROM `jobs`
+    WHERE `queue` = %(group)s
+      AND `processed_at` IS NULL
+    ORDER BY `id`
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status
@@ -346,6 +355,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `jobs`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `jobs`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

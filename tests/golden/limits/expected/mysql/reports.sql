@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- default_group: "reports"
 -- pause_table: "reports_queue_pause"
--- seal: sha256:62ab917a2b0b89cd004cd4fc4376141a0d5fd57f76e86bd1459a1ffa1d041b28
+-- seal: sha256:66e879f9b9ec630bdbfb261ef2b5689b0128d39dbdf617f2d7997633591002bf
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table `reports_queue_limits` of its in-flight slots.
@@ -150,18 +150,23 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, NULL AS `in_flight`, NULL AS `dead`, NULL AS `processed`, NULL AS `oldest_ready_s`, (
   SELECT COUNT(*)
   FROM `reports_queue_pause`
   WHERE queue_table = 'reports_queue'
     AND queue_group IN ('', %(group)s)
 ) AS paused
 FROM (
-  SELECT COUNT(*) AS qgen_ready
-  FROM `reports_queue`
-  WHERE `queue` = %(group)s
+  SELECT COUNT(*) AS qgen_pending, COUNT(*) AS qgen_ready
+  FROM (
+    SELECT `id`
+    FROM `reports_queue`
+    WHERE `queue` = %(group)s
+    ORDER BY `id`
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status
@@ -198,6 +203,13 @@ ORDER BY queue_group;
 SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `reports_queue`
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `reports_queue`
 ORDER BY `queue`;
 
 -- name: regroup

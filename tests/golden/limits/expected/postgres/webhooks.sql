@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- channel: "qgen.webhooks_queue"
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:2b748b3d2b49ed746cfd3611c12513501a98513d7244a122430375aaf0157a5b
+-- seal: sha256:f1b4cb17119b37652b60260b481efc3457ccb8234de921da019aa9825840ab1e
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing; the table "webhooks_queue_limits" of its token bucket and in-flight gate.
@@ -205,9 +205,9 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight AS "in_flight", NULL AS "dead", (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight AS "in_flight", NULL AS "dead", (
   SELECT COUNT(*)
   FROM (
     SELECT 1 AS kept
@@ -222,10 +222,15 @@ SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight
     AND queue_group = ''
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN ("locked_until" IS NULL OR "locked_until" < now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN "locked_until" >= now() THEN 1 ELSE 0 END), 0) AS qgen_in_flight
-  FROM "webhooks_queue"
-  WHERE "processed_at" IS NULL
+  FROM (
+    SELECT "id", "locked_until"
+    FROM "webhooks_queue"
+    WHERE "processed_at" IS NULL
+    ORDER BY "id"
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status

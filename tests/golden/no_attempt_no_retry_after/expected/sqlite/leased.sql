@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- lease_s: 30
 -- pause_table: "leased_pause"
--- seal: sha256:6fbeb12cd66d512179c6294819228297026b90f95ea7f6d7ba7cd6012be4a625
+-- seal: sha256:48357282e5bcb6121731bda4ba69f03487ec4ba6be9a5ac89e990b187619e8d4
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -132,18 +132,23 @@ FROM pragma_index_list(:table_name, COALESCE(:table_schema, 'main')) AS l
 ORDER BY l.name;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS "ready", 0 AS "delayed", qgen_live.qgen_in_flight AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "leased_pause"
   WHERE queue_table = 'leased'
     AND queue_group = ''
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN ("locked_until" IS NULL OR "locked_until" < strftime('%Y-%m-%d %H:%M:%f', 'now')) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN "locked_until" >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 1 ELSE 0 END), 0) AS qgen_in_flight
-  FROM "leased"
+  FROM (
+    SELECT "id", "locked_until"
+    FROM "leased"
+    ORDER BY "id"
+    LIMIT :count_limit
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status

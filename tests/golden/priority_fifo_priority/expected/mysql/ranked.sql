@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "ranked"
 -- pause_table: "ranked_pause"
--- seal: sha256:4d215af49abe18f7c2ef2a5d06c3ef925e905e212d12e90c1db5eab0b281a47a
+-- seal: sha256:d41f40b33e1447292b9af9daf01c81384018b369c4ace51db9bcb99425db80cc
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -208,13 +208,17 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (in the dead letter, counted up to count_limit rows), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's or the group's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, (
   SELECT COUNT(*)
-  FROM `ranked`
-  WHERE `queue` = %(dead_group)s
-    AND `processed_at` IS NULL
+  FROM (
+    SELECT 1 AS dead
+    FROM `ranked`
+    WHERE `queue` = %(dead_group)s
+      AND `processed_at` IS NULL
+    LIMIT %(count_limit)s
+  ) AS qgen_dead
 ) AS `dead`, (
   SELECT COUNT(*)
   FROM (
@@ -231,12 +235,17 @@ SELECT qgen_live.qgen_ready AS `ready`, qgen_live.qgen_delayed AS `delayed`, qge
     AND queue_group IN ('', %(group)s)
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN (`retry_after` IS NULL OR `retry_after` <= UTC_TIMESTAMP(6)) AND (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN `retry_after` > UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_delayed,
     COALESCE(SUM(CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
-  FROM `ranked`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NULL
+  FROM (
+    SELECT `id`, `retry_after`, `locked_until`
+    FROM `ranked`
+    WHERE `queue` = %(group)s
+      AND `processed_at` IS NULL
+    ORDER BY `id`
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status
@@ -347,6 +356,14 @@ SELECT `queue` AS `group`, COUNT(*) AS pending
 FROM `ranked`
 WHERE `processed_at` IS NULL
 GROUP BY `queue`
+ORDER BY `queue`;
+
+-- name: group_names
+-- Lists the groups of the table that hold unfinished rows, for the console's overview: one index probe per group, where groups counts every row.
+-- kinds: reads
+SELECT DISTINCT `queue` AS `group`
+FROM `ranked`
+WHERE `processed_at` IS NULL
 ORDER BY `queue`;
 
 -- name: regroup

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.urgent"
 -- pause_table: "urgent_pause"
--- seal: sha256:91965d5ede2f3998db07905504cb3cc68178816bb92dfb4e3182fa374fe0e6a8
+-- seal: sha256:8f125ffa421ab3d50b83e5f3f3507d6decda66220b7157edc101ead87ce43b0f
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -143,18 +143,23 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (NULL: no dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", NULL AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "urgent_pause"
   WHERE queue_table = 'urgent'
     AND queue_group = ''
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN ("retry_after" IS NULL OR "retry_after" <= now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN "retry_after" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed
-  FROM "urgent"
+  FROM (
+    SELECT "id", "retry_after"
+    FROM "urgent"
+    ORDER BY "id"
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status

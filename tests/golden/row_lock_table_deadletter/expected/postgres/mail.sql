@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "mail_dead"}
 -- channel: "qgen.mail_queue"
 -- pause_table: "mail_queue_pause"
--- seal: sha256:6d96017f070e083636b851d8eadc90c18849e533237e6fa4e4fd7dd3dec98d76
+-- seal: sha256:cbdf444d69b096ddb8fc2509e03b144d18e6b0de399eed63388edbd96ec4ef5f
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -180,11 +180,15 @@ WHERE t.relname = %(table_name)s AND ns.nspname = COALESCE(%(table_schema)s, cur
 ORDER BY i.relname;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now, including rows a consumer holds: row lock holds are invisible to SQL), delayed (retry_after in the future), in_flight (NULL: not visible to SQL in this form), dead (in the dead letter, counted up to count_limit rows), processed (NULL: finished rows are deleted), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NULL AS "in_flight", (
   SELECT COUNT(*)
-  FROM "mail_dead"
+  FROM (
+    SELECT 1 AS dead
+    FROM "mail_dead"
+    LIMIT %(count_limit)s
+  ) AS qgen_dead
 ) AS "dead", NULL AS "processed", NULL AS "oldest_ready_s", (
   SELECT COUNT(*)
   FROM "mail_queue_pause"
@@ -192,9 +196,14 @@ SELECT qgen_live.qgen_ready AS "ready", qgen_live.qgen_delayed AS "delayed", NUL
     AND queue_group = ''
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN ("not_before" IS NULL OR "not_before" <= now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN ("not_before" IS NULL OR "not_before" <= now()) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN "not_before" > now() THEN 1 ELSE 0 END), 0) AS qgen_delayed
-  FROM "mail_queue"
+  FROM (
+    SELECT "mail_id", "not_before"
+    FROM "mail_queue"
+    ORDER BY "mail_id"
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status

@@ -11,7 +11,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
 -- pause_table: "reports_queue_pause"
--- seal: sha256:ac3dd65cf357728360f855ddfac5c970b819486ed234668f29a57180479f801c
+-- seal: sha256:6eaa57a275b92893a196264b82ffa6d8807308a126bc6192cb2df2342017f43e
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the table that keeps each schedule's last slot, if missing.
@@ -166,9 +166,9 @@ GROUP BY INDEX_NAME
 ORDER BY INDEX_NAME;
 
 -- name: stats
--- Counts the queue's rows by the database's clock: ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
+-- Counts the queue's rows by the database's clock over its oldest count_limit unfinished rows in id order (pending: how many were read; as many as count_limit: there may be more, and ready, delayed and in_flight count only those): ready (claimable now), delayed (retry_after in the future), in_flight (a lease in the future), dead (NULL: no dead letter), processed (kept rows marked processed, counted up to processed_limit rows), oldest_ready_s (NULL: no enqueued_at column), paused (how many pauses hold it: the queue's; its ready rows wait).
 -- kinds: reads
-SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, NULL AS `dead`, (
+SELECT qgen_live.qgen_pending AS pending, qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, qgen_live.qgen_in_flight AS `in_flight`, NULL AS `dead`, (
   SELECT COUNT(*)
   FROM (
     SELECT 1 AS kept
@@ -183,10 +183,15 @@ SELECT qgen_live.qgen_ready AS `ready`, 0 AS `delayed`, qgen_live.qgen_in_flight
     AND queue_group = ''
 ) AS paused
 FROM (
-  SELECT COALESCE(SUM(CASE WHEN (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
+  SELECT COUNT(*) AS qgen_pending, COALESCE(SUM(CASE WHEN (`locked_until` IS NULL OR `locked_until` < UTC_TIMESTAMP(6)) THEN 1 ELSE 0 END), 0) AS qgen_ready,
     COALESCE(SUM(CASE WHEN `locked_until` >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END), 0) AS qgen_in_flight
-  FROM `reports_queue`
-  WHERE `processed_at` IS NULL
+  FROM (
+    SELECT `id`, `locked_until`
+    FROM `reports_queue`
+    WHERE `processed_at` IS NULL
+    ORDER BY `id`
+    LIMIT %(count_limit)s
+  ) AS qgen_head
 ) AS qgen_live;
 
 -- name: status
