@@ -109,7 +109,7 @@ def _split(table: str) -> dict[str, Any]:
 
 async def describe(conn: Connection, queue: Loaded, table: str) -> dict[str, dict[str, Any]]:
     """The table's columns as the database describes them, by name."""
-    rows = (await run_step(conn, queue.rendered.require("columns"), _split(table))).rows
+    rows = (await run_step(conn, queue.steps.columns, _split(table))).rows
     return {str(r["name"]): r for r in rows}
 
 
@@ -140,7 +140,7 @@ def attempt_problem(queue: Loaded, columns: dict[str, dict[str, Any]]) -> Findin
 
 async def check_attempt_default(conn: Connection, queue: Loaded) -> None:
     """Raise ConfigurationError (one line, with the fix) when the attempt default is wrong."""
-    if "attempt" not in queue.columns or not queue.rendered.get("columns"):
+    if "attempt" not in queue.columns:
         return
     problem = attempt_problem(queue, await describe(conn, queue, queue.table))
     if problem is not None:
@@ -342,7 +342,7 @@ async def _index_findings(conn: Connection, queue: Loaded) -> list[Finding]:
         return []
     # where the engine has partial indexes, the claim's skips finished rows by its predicate
     partial = queue.dialect.partial_index and "processed_at" in c
-    rows = (await run_step(conn, queue.rendered.require("indexes"), _split(queue.table))).rows
+    rows = (await run_step(conn, queue.steps.indexes, _split(queue.table))).rows
     found = []
     for lead, use in needed:
         if not any(
@@ -372,7 +372,7 @@ async def _dedupe_index_findings(conn: Connection, queue: Loaded) -> list[Findin
     partial = queue.dialect.partial_index and pending
     # a partitioned layout keeps it on the default partition, where the pending rows are
     table = queue.rendered.header.pending_table or queue.table
-    rows = (await run_step(conn, queue.rendered.require("indexes"), _split(table))).rows
+    rows = (await run_step(conn, queue.steps.indexes, _split(table))).rows
     for r in rows:
         if str(r["columns"] or "").split(",") == want and (r["partial"] or not partial):
             return []
