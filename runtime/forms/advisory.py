@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterable
@@ -11,7 +12,7 @@ from runtime.contract.errors import LeaseLost
 from runtime.contract.file_steps import present
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
-from runtime.drivers.base import Connection
+from runtime.drivers.base import Connection, atomic
 from runtime.forms.base import Form
 from runtime.process_keys import release_key, take_key
 from runtime.settle import Decision
@@ -118,14 +119,9 @@ class AdvisoryForm(Form):
         parts = self.many_parts(items)
         own_tx = self.needs_transaction(parts)
         try:
-            if own_tx:
-                await conn.begin()
-            await self.settle_held(conn, parts)  # the rows whose keys it holds
-            if own_tx:
-                await conn.commit()
-        except Exception:
-            if conn.in_transaction and not conn.closed:
-                await conn.rollback()
+            async with atomic(conn) if own_tx else contextlib.nullcontext():
+                await self.settle_held(conn, parts)  # the rows whose keys it holds
+        except Exception:  # rolled back (atomic)
             return None  # nothing of it committed: the caller settles them one by one
         for d, _ in items:
             d.settled = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -12,7 +13,7 @@ from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
 from runtime.contract.file_steps import present
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
-from runtime.drivers.base import Connection
+from runtime.drivers.base import Connection, atomic
 from runtime.forms.base import Form, Upkeep
 from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
@@ -87,25 +88,20 @@ class LeaseForm(Form):
         parts = self.many_parts(items)
         own_tx = self.needs_transaction(parts)
         try:
-            if own_tx:
-                await conn.begin()
-            for step, part in parts:
-                for _, d, _ in part:
-                    await d.lock.acquire()
-                try:
+            async with atomic(conn) if own_tx else contextlib.nullcontext():
+                for step, part in parts:
                     for _, d, _ in part:
-                        d.settled = True  # no extension after this point
-                    held.update(await self._settle_part(conn, step, part))
-                finally:
-                    for _, d, _ in part:
-                        d.lock.release()
-            if own_tx:
-                await conn.commit()
-        except Exception:
+                        await d.lock.acquire()
+                    try:
+                        for _, d, _ in part:
+                            d.settled = True  # no extension after this point
+                        held.update(await self._settle_part(conn, step, part))
+                    finally:
+                        for _, d, _ in part:
+                            d.lock.release()
+        except Exception:  # rolled back (atomic): nothing of the group committed
             for d, _ in items:
                 d.settled = False  # nothing committed: they can still be settled or given back
-            if conn.in_transaction and not conn.closed:
-                await conn.rollback()
             return None
         return [
             None if held[i] else self._lost(d, decision.label)
