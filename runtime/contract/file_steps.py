@@ -174,6 +174,8 @@ def needed(header: Header) -> list[tuple[str, str]]:
         out += [(name, why) for name in _DEAD_LETTER]
         if "dedupe_key" in header.columns:
             out += [(name, f"{why} with a dedupe_key column") for name in _DEAD_BLOCKED]
+    elif header.max_attempts is not None:  # the cap moves a message to its dead letter
+        out.append(("dead_letter", "max_attempts"))
     if header.channel is not None:
         out.append(("listen", "the header's channel"))
     if header.pause_table is not None:
