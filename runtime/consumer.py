@@ -26,7 +26,6 @@ from runtime.contract.errors import (
     PayloadError,
     UnknownCustomEvent,
 )
-from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.counts import Counts
 from runtime.delivery import Ctx, Delivery, Message
@@ -218,7 +217,7 @@ class Consumer(Generic[P]):
         self.handle = handle
         #: calls the handler (``runtime.handler``); made again by each drain() or run()
         self._invoke = self._invocation()
-        delays = bool(queue.rendered.get(S.RETRY_AFTER))
+        delays = queue.steps.retry_after is not None
         #: turns retry() (and a handler that raised) into retry_after(delay by attempt)
         self.retry_policy: RetryPolicy = self._policy(retry_policy, delays)
         #: a queue without retry_after given no policy: one warning when it first starts
@@ -242,8 +241,8 @@ class Consumer(Generic[P]):
         self._wakeup = Wakeup()
         self._listen: Step | None = None
         if queue.dialect.listen_notify:
-            self._listen = queue.rendered.get(S.LISTEN)
-        self._next_due = queue.rendered.get(S.NEXT_DUE)
+            self._listen = queue.steps.listen
+        self._next_due = queue.steps.next_due
         self._registered = False  # in the process's registry of waiting consumers
         #: run() also fires the queue's schedules (runtime.schedules), beside the workers
         self._scheduler = Scheduler(self.open, [queue]) if schedules else None
@@ -448,8 +447,6 @@ class Consumer(Generic[P]):
         column the file uses is missing, or when the attempt column does not default to 1
         (a table counting from 0 would cap wrong)."""
         q = self.queue
-        if not q.rendered.get("columns"):
-            return
         cols = await describe(conn, q, q.table)
         needed = [*q.columns.values(), *q.rendered.header.other_columns]
         # in any case: a name that differs only so is left to the claim to find out
