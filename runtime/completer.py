@@ -19,8 +19,9 @@ log = logging.getLogger("runtime")
 
 #: how many times a settlement rolled back by a conflicting transaction is run (lease)
 SETTLE_TRIES = 3
-#: runs a delivery's handler; the decision that settles it
-RunHandler = Callable[[], Awaitable[Decision]]
+#: runs a delivery's handler on the worker's connection: the decision that settles it
+#: (``decide(conn, d)``; passed as it is, not wrapped per delivery)
+Decide = Callable[[Connection, Delivery], Awaitable[Decision]]
 
 
 class Completer:
@@ -34,9 +35,10 @@ class Completer:
         #: written, counted when the batch commits (row lock)
         self.uncommitted: list[tuple[str, Delivery]] = []
 
-    async def handle(self, conn: Connection, d: Delivery, run_handler: RunHandler) -> None:
-        """Run the delivery's handler and settle it (or queue its settlement)."""
-        await self.settle(conn, d, await run_handler())
+    async def handle(self, conn: Connection, d: Delivery, decide: Decide) -> None:
+        """Run the delivery's handler (``decide(conn, d)``) and settle it (or queue its
+        settlement)."""
+        await self.settle(conn, d, await decide(conn, d))
         self.held.discard(d)
 
     async def finish(self, conn: Connection) -> None:
@@ -44,8 +46,7 @@ class Completer:
 
     def committed(self) -> None:
         """The batch's COMMIT went through: count what it settled (row lock)."""
-        for label, d in self.uncommitted:
-            self.counts.settled(label, d)
+        self.counts.settled_all(self.uncommitted)
         self.uncommitted.clear()
 
     def drop(self) -> None:
@@ -111,12 +112,12 @@ class WindowedCompleter(Completer):
         self._timer: asyncio.TimerHandle | None = None
         self._deadline = 0.0
 
-    async def handle(self, conn: Connection, d: Delivery, run_handler: RunHandler) -> None:
+    async def handle(self, conn: Connection, d: Delivery, decide: Decide) -> None:
         if self.waiting and asyncio.get_running_loop().time() >= self._deadline:
             await self._write(conn)
         self._handling = bool(self.waiting)
         try:
-            decision = await run_handler()
+            decision = await decide(conn, d)
         finally:
             self._handling = False
             if self._writing is not None:  # the window closed while the handler ran
@@ -159,12 +160,17 @@ class WindowedCompleter(Completer):
                 await self.settle(conn, d, decision)
                 self.held.discard(d)
             return
+        held, settled = self.held, []
         for (d, decision), lost in zip(items, met, strict=True):
             if lost is None:
-                self.count(decision.label, d)
+                settled.append((decision.label, d))
             else:
                 self.lost(lost)
-            self.held.discard(d)
+            held.discard(d)
+        if self.form.commits_at_batch_end:
+            self.uncommitted.extend(settled)
+        else:
+            self.counts.settled_all(settled)
 
 
 class BatchCompleter(WindowedCompleter):
@@ -175,6 +181,11 @@ class BatchCompleter(WindowedCompleter):
     def __init__(self, form: Form, counts: Counts, held: set[Delivery]) -> None:
         super().__init__(form, counts, held, window=math.inf)
         self._deadline = math.inf
+
+    async def handle(self, conn: Connection, d: Delivery, decide: Decide) -> None:
+        """Run the handler; its settlement waits for the end of the batch (no window, no
+        timer: nothing is written while handlers run)."""
+        self.waiting.append((d, await decide(conn, d)))
 
     def _open(self, conn: Connection) -> None:
         """No window: the end of the batch writes."""

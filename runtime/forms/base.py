@@ -74,9 +74,9 @@ class Form:
         claim, and with it the batch)."""
         attempt = row.get("attempt")
         return Delivery(
-            message=Message(id=row["id"], payload=row["payload"], group=row.get("group")),
-            attempt=int(attempt) if attempt is not None else None,
-            token=token,
+            Message(row["id"], row["payload"], row.get("group")),
+            None if attempt is None else int(attempt),
+            token,
         )
 
     def _many_name(self, step: str | None) -> str | None:
