@@ -350,6 +350,7 @@ class WorkerLoop:
         run.held.update(claimed)
         completer = completer_for(form, run.counts, run.held, self.settings.settle_window)
         handle, decide, stopping = completer.handle, run.decide, run.stopping
+        add = completer.add if completer.waits_for_batch else None
         started = 0  # how many of the batch's deliveries were taken up, in order
         try:
             for d in claimed:
@@ -358,8 +359,10 @@ class WorkerLoop:
                 started += 1
                 if d.lost:  # the extender found its lease gone: another claim has the row
                     self._skip_lost(d)
-                    continue
-                await handle(conn, d, decide)
+                elif add is not None:  # settled at the end of the batch: decide it here
+                    add(d, await decide(conn, d))
+                else:
+                    await handle(conn, d, decide)
             await completer.finish(conn)
             for d in claimed[started:]:  # claimed, never started: back at once
                 if await form.return_unstarted(conn, d):

@@ -23,6 +23,9 @@ from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
 from runtime.steps import StepResult, run_step
 
+#: not yet looked up (``Form._many_of``)
+_UNSEEN: Any = object()
+
 
 @dataclass
 class Upkeep:
@@ -95,17 +98,21 @@ class Form:
         a broken deploy's identical errors still settle as one."""
         many: dict[tuple[str, Any, Any], list[tuple[int, Delivery, Decision]]] = {}
         alone: list[tuple[str | None, list[tuple[int, Delivery, Decision]]]] = []
-        ids = [d.message.id for d, _ in items]
-        unique = len(set(ids)) == len(ids)  # one statement cannot tell two tokens of a row
+        unique = len({d.message.id for d, _ in items}) == len(items)  # one statement cannot
+        # tell two tokens of a row apart
         many_of = self._many_of
+        last_key: tuple[str, Any, Any] | None = None
+        last: list[tuple[int, Delivery, Decision]] = []
         for i, (d, decision) in enumerate(items):
-            if decision.step in many_of:
-                step = many_of[decision.step]
-            else:
+            step = many_of.get(decision.step, _UNSEEN)
+            if step is _UNSEEN:
                 step = many_of[decision.step] = self._many_name(decision.step)
             if unique and step:
-                key = (step, decision.params.get("delay_s"), decision.params.get("error"))
-                many.setdefault(key, []).append((i, d, decision))
+                params = decision.params
+                key = (step, params.get("delay_s"), params.get("error"))
+                if key != last_key:  # most items share the one before's key: no look-up
+                    last_key, last = key, many.setdefault(key, [])
+                last.append((i, d, decision))
             else:
                 alone.append((None, [(i, d, decision)]))
         return [*((step, part) for (step, _, _), part in many.items()), *alone]
