@@ -528,23 +528,24 @@ class Consumer(Generic[P]):
         except asyncio.CancelledError:
             await form.give_back(conn, d)
             raise
-        d.decision = decision = self._decide_or_retry(d, outcome)
+        try:
+            decision = decide(queue, d, with_policy(outcome, d.attempt, self.retry_policy))
+        except (UnknownCustomEvent, PayloadError) as exc:
+            decision = self._retry_instead(d, exc)
+        d.decision = decision
         return decision
 
-    def _decide_or_retry(self, d: Delivery, outcome: Outcome) -> Decision:
-        """``_decide``; an outcome that cannot settle as it is (an undeclared custom event, a
-        result that cannot be stored) is logged and settled as a retry, never lost."""
-        try:
-            return decide(self.queue, d, with_policy(outcome, d.attempt, self.retry_policy))
-        except UnknownCustomEvent as exc:
+    def _retry_instead(self, d: Delivery, exc: UnknownCustomEvent | PayloadError) -> Decision:
+        """An outcome that cannot settle as it is (an undeclared custom event, a result that
+        cannot be stored): logged and settled as a retry, never lost."""
+        if isinstance(exc, UnknownCustomEvent):
             log.error(
                 "%s: taken as retry()",
                 exc,
                 extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
             )
             self.counts.add("unknown_custom")
-            return self._decide(d, retry(str(exc)))
-        except PayloadError as exc:  # ack(result=…) that cannot be stored: never lost
+        else:  # ack(result=…) that cannot be stored: never lost
             log.error(
                 "queue %s: message %s: %s: taken as retry()",
                 self.queue.name,
@@ -553,7 +554,7 @@ class Consumer(Generic[P]):
                 extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
             )
             self.counts.add("unstorable_result")
-            return self._decide(d, retry(str(exc)))
+        return self._decide(d, retry(str(exc)))
 
     def _decide(self, d: Delivery, outcome: Outcome) -> Decision:
         """The statement that settles ``outcome``, a retry delayed by the retry policy."""
