@@ -99,7 +99,7 @@ async def profile(args: argparse.Namespace, out_dir: Path) -> str:
         f"client CPU {cpu * 1e6 / args.messages:.1f} µs/msg under the profiler",
         file=out,
     )
-    pstats.Stats(prof, stream=out).sort_stats(args.sort).print_stats(args.top)
+    pstats.Stats(prof, stream=out).strip_dirs().sort_stats(args.sort).print_stats(args.top)
     return out.getvalue()
 
 
