@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import logging
 import re
-import time
+from time import monotonic
 from typing import Any, Generic, TypeVar, overload
 
 from runtime.backoff import Outage
@@ -486,56 +486,63 @@ class Consumer(Generic[P]):
             )
         return None
 
-    async def _call_handler(self, d: Delivery, ctx: Ctx) -> Outcome:
-        started = time.monotonic()
-        try:
-            return await self._invoke(d.message, ctx)
-        finally:
-            d.handler_s = time.monotonic() - started
-
     async def _decided(self, conn: Connection, d: Delivery) -> Decision:
-        """Run the handler; its decision, kept on the delivery (``_adopt`` settles by it when
-        the connection is lost before the settlement committed)."""
-        d.decision = await self._handle(conn, d)
-        return d.decision
+        """Run the handler; its outcome, turned into the statement that settles it, and kept
+        on the delivery (``_adopt`` settles by it when the connection is lost before the
+        settlement committed).
 
-    async def _handle(self, conn: Connection, d: Delivery) -> Decision:
-        """Run the handler; its outcome, turned into the statement that settles it."""
+        The consumer's hot path, once per message: one coroutine around the handler's call
+        (``Invocation.call``, timed with one clock reading each side)."""
+        queue, form = self.queue, self.form
+        transactional = form.transactional
         ctx = Ctx(
-            attempt=d.attempt,
-            db=conn if self.form.transactional else None,
-            queue=self.queue.name,
-            _report=functools.partial(self._progress.write, conn, d),
+            d.attempt,
+            conn if transactional else None,
+            queue.name,
+            functools.partial(self._progress.write, conn, d),
         )
         d.started = True
-        if self.form.transactional:
-            await self.form.begin_handler(conn, d)
-        cap = self.queue.max_attempts
+        if transactional:
+            await form.begin_handler(conn, d)
+        cap = queue.max_attempts
         if cap is not None and d.attempt is not None and d.attempt > cap:
-            return self._unsettled(d, cap)
-        try:
-            m = d.message  # a new Message, built directly (dataclasses.replace costs 3×)
+            d.decision = decision = self._unsettled(d, cap)
+            return decision
+        m = d.message
+        try:  # a new Message, built directly (dataclasses.replace costs 3×)
             d.message = Message(
-                m.id, decode_payload(m.payload, self.queue.decoder, self.queue.codec), m.group
+                m.id, decode_payload(m.payload, queue.decoder, queue.codec), m.group
             )
         except PayloadError as exc:
-            return self._undecodable(d, exc)
+            d.decision = decision = self._undecodable(d, exc)
+            return decision
+        started = monotonic()
         try:
-            outcome = await self._call_handler(d, ctx)
+            try:
+                outcome = await self._invoke.call(d.message, ctx, started)
+            finally:
+                d.handler_s = monotonic() - started
         except asyncio.CancelledError:
-            await self.form.give_back(conn, d)
+            await form.give_back(conn, d)
             raise
         try:
-            return self._decide(d, outcome)
-        except UnknownCustomEvent as exc:
+            decision = decide(queue, d, with_policy(outcome, d.attempt, self.retry_policy))
+        except (UnknownCustomEvent, PayloadError) as exc:
+            decision = self._retry_instead(d, exc)
+        d.decision = decision
+        return decision
+
+    def _retry_instead(self, d: Delivery, exc: UnknownCustomEvent | PayloadError) -> Decision:
+        """An outcome that cannot settle as it is (an undeclared custom event, a result that
+        cannot be stored): logged and settled as a retry, never lost."""
+        if isinstance(exc, UnknownCustomEvent):
             log.error(
                 "%s: taken as retry()",
                 exc,
                 extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
             )
             self.counts.add("unknown_custom")
-            return self._decide(d, retry(str(exc)))
-        except PayloadError as exc:  # ack(result=…) that cannot be stored: never lost
+        else:  # ack(result=…) that cannot be stored: never lost
             log.error(
                 "queue %s: message %s: %s: taken as retry()",
                 self.queue.name,
@@ -544,7 +551,7 @@ class Consumer(Generic[P]):
                 extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
             )
             self.counts.add("unstorable_result")
-            return self._decide(d, retry(str(exc)))
+        return self._decide(d, retry(str(exc)))
 
     def _decide(self, d: Delivery, outcome: Outcome) -> Decision:
         """The statement that settles ``outcome``, a retry delayed by the retry policy."""

@@ -17,6 +17,8 @@ from runtime.params import SettleParams
 from runtime.payloads import encode_payload
 
 log = logging.getLogger("runtime")
+#: a plain ack's label and statement name
+_ACK = OutcomeKind.ACK.value
 
 
 def _error(queue: LoadedQueue, outcome: Outcome | None, reason: str | None) -> str | None:
@@ -68,6 +70,23 @@ def decide(queue: LoadedQueue, delivery: Delivery, outcome: Outcome) -> Decision
     """Turn a handler's outcome into the statement that settles it."""
     steps = queue.steps
     kind = outcome.kind
+    if kind is OutcomeKind.ACK and outcome.result is None and outcome.reason is None:
+        # the plain ack, most deliveries' outcome: nothing to check, no error to word
+        return Decision(
+            _ACK,
+            _ACK if _ACK in steps.settle else None,
+            {
+                "id": delivery.message.id,
+                "token": delivery.token,
+                "group": delivery.message.group,
+                "attempt": delivery.attempt,
+                "dead_group": queue.dead_group,
+                "lease_s": queue.lease_s,
+                "delay_s": outcome.delay_s,
+                "error": None,
+            },
+            True,
+        )
     params = _params(queue, delivery, outcome)
     if kind is OutcomeKind.CUSTOM:
         name = outcome.label  # custom.<name>: the statement's name in the file

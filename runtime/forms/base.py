@@ -78,9 +78,9 @@ class Form:
         claim, and with it the batch)."""
         attempt = row.get("attempt")
         return Delivery(
-            message=Message(id=row["id"], payload=row["payload"], group=row.get("group")),
-            attempt=int(attempt) if attempt is not None else None,
-            token=token,
+            Message(row["id"], row["payload"], row.get("group")),
+            None if attempt is None else int(attempt),
+            token,
         )
 
     def many_parts(
@@ -94,14 +94,19 @@ class Form:
         a broken deploy's identical errors still settle as one."""
         many: dict[tuple[str, Any, Any], list[tuple[int, Delivery, Decision]]] = {}
         alone: list[tuple[Step | None, list[tuple[int, Delivery, Decision]]]] = []
-        ids = [d.message.id for d, _ in items]
-        unique = len(set(ids)) == len(ids)  # one statement cannot tell two tokens of a row
+        unique = len({d.message.id for d, _ in items}) == len(items)  # one statement cannot
+        # tell two tokens of a row apart
         many_of = self.steps.many
+        last_key: tuple[str, Any, Any] | None = None
+        last: list[tuple[int, Delivery, Decision]] = []
         for i, (d, decision) in enumerate(items):
             name = decision.step
             if unique and name is not None and name in many_of:
-                key = (name, decision.params["delay_s"], decision.params["error"])
-                many.setdefault(key, []).append((i, d, decision))
+                params = decision.params
+                key = (name, params["delay_s"], params["error"])
+                if key != last_key:  # most items share the one before's key: no look-up
+                    last_key, last = key, many.setdefault(key, [])
+                last.append((i, d, decision))
             else:
                 alone.append((None, [(i, d, decision)]))
         return [*((many_of[name], part) for (name, _, _), part in many.items()), *alone]
