@@ -3,7 +3,7 @@
 -- dialect: "postgres"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:97803c71d74d0d967218b602fbe374fa1816bd4d500c8dc9e078f6cffb40f830
+-- seal: sha256:a692fc3f52833003a1c0bcc0f6af7c639adb318008c31b15d08696c29ef685db
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
@@ -82,16 +82,16 @@ FROM (
 -- name: finished_per_minute
 -- Counts the records marked in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
 -- kinds: reads
-SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+SELECT CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER) AS minute, COUNT(*) AS n
 FROM "outbox"
 WHERE "processed_at" >= clock_timestamp() - make_interval(secs => %(window_s)s)
-GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+GROUP BY CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER)
 ORDER BY minute;
 
 -- name: enqueued_per_minute
 -- Counts the records created in each minute of the last window_s seconds that the table still holds (unmarked, or marked in that window), for the console's chart.
 -- kinds: reads
-SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - e."created_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+SELECT CAST(FLOOR(date_part('epoch', now() - e."created_at") / 60) AS INTEGER) AS minute, COUNT(*) AS n
 FROM (
   SELECT "created_at"
   FROM "outbox"
@@ -103,7 +103,7 @@ FROM (
   WHERE "processed_at" >= clock_timestamp() - make_interval(secs => %(window_s)s)
     AND "created_at" >= clock_timestamp() - make_interval(secs => %(window_s)s)
 ) AS e
-GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - e."created_at")) / 60) AS INTEGER)
+GROUP BY CAST(FLOOR(date_part('epoch', now() - e."created_at") / 60) AS INTEGER)
 ORDER BY minute;
 
 -- name: columns
