@@ -109,12 +109,13 @@ _short_name = short_name
 
 
 def _enqueued_columns(unit: Unit, dialect: Dialect, c: dict[str, str]) -> list[str]:
-    """(group, [processed_at where no partial index], enqueued_at) for a queue that keeps
-    enqueued_at; none otherwise."""
+    """(group, enqueued_at) for a queue that keeps enqueued_at, where the engine has partial
+    indexes; none otherwise (MySQL's claim index carries enqueued_at last instead)."""
     if not isinstance(unit, QueueDeclaration) or not unit.has("enqueued_at"):
         return []
-    kept = [c["processed_at"]] if not dialect.partial_index and unit.has("processed_at") else []
-    return [*(c[k] for k in ("group",) if k in c), *kept, c["enqueued_at"]]
+    if not dialect.partial_index:
+        return []
+    return [*(c[k] for k in ("group",) if k in c), c["enqueued_at"]]
 
 
 def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
@@ -136,17 +137,21 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
         if unit.has("priority"):  # the claim reads higher priority first, then id
             index_columns.append(f"{c['priority']} DESC")
         index_columns.append(c["id"])
+        if not dialect.partial_index and unit.has("enqueued_at"):
+            # the per-minute chart's range scan (group, processed_at) reads enqueued_at here
+            # instead of from the table: no index of its own, so no more for a settlement
+            # to move (enqueued_at is never updated)
+            index_columns.append(c["enqueued_at"])
     # kept rows: an index over the processed ones, for prune and the processed count
     # (MySQL's claim index already leads with group, processed_at)
     processed = q(short_name(f"{bare}_processed"))
     processed_columns: list[str] = []
     if isinstance(unit, QueueDeclaration) and unit.has("processed_at") and dialect.partial_index:
         processed_columns = [c[k] for k in ("group", "processed_at", "id") if k in c]
-    # enqueued_at: the index the console's per-minute chart counts the unfinished rows of the
-    # last hour by (group, enqueued_at), without reading the table. enqueued_at is written
-    # once, at enqueue: a claim (HOT on PostgreSQL) or settlement writes nothing new in it
-    # where the index is partial; MySQL's leads with processed_at, so it also covers the
-    # rows processed in the window (a settlement moves the row's entry, as in the claim index)
+    # enqueued_at: the partial index the console's per-minute chart counts the unfinished
+    # rows of the last hour by (group, enqueued_at), without reading the table. enqueued_at
+    # is written once, at enqueue: a claim (HOT on PostgreSQL) or a settlement (whose row
+    # leaves the predicate) writes nothing in it
     enqueued = q(short_name(f"{bare}_enqueued"))
     enqueued_columns = _enqueued_columns(unit, dialect, c)
     # a fifo_key: the index the claim's "no earlier unfinished row of my key" reads

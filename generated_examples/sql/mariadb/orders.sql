@@ -9,10 +9,10 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- pause_table: "orders_queue_pause"
--- seal: sha256:d9c788158aec5760eab507cc5b5618f00785c7fe58a4177dc5ac5884acabcac4
+-- seal: sha256:f8503ae0fac2558e97216d8883f964583dcf4342947684acaf807e16f3722659
 
 -- name: schema
--- Creates the queue table, the table of paused scopes and the index the claim reads, the index the console's per-minute chart counts enqueued rows by, the unique index that keeps one pending message per dedupe_key in a group, if missing.
+-- Creates the queue table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
 -- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `orders_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -27,9 +27,8 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
   `result` JSON NULL,
   `progress` JSON NULL,
   `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL AND `queue` <> 'orders_dead' THEN `dedupe_key` END) STORED,
-  INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`),
-  UNIQUE INDEX `orders_queue_dedupe` (`queue`, `qgen_pending_key`),
-  INDEX `orders_queue_enqueued` (`queue`, `processed_at`, `enqueued_at`)
+  INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`, `enqueued_at`),
+  UNIQUE INDEX `orders_queue_dedupe` (`queue`, `qgen_pending_key`)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `orders_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,

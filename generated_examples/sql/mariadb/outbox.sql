@@ -3,7 +3,7 @@
 -- dialect: "mariadb"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:8954f110c77157def933eb1e7e1d87ff9e3a1b2d10b12f6b2aaa2243d536ba4e
+-- seal: sha256:0aafac698132c30bf7e487cb36d1788ecdecd48b467c81302c9ce83adea9847c
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
@@ -15,8 +15,7 @@ CREATE TABLE IF NOT EXISTS `outbox` (
   `partition_key` VARCHAR(191) NULL,
   `created_at` DATETIME(6) NOT NULL,
   `processed_at` DATETIME(6) NULL,
-  INDEX `outbox_claim` (`processed_at`, `id`),
-  INDEX `outbox_enqueued` (`processed_at`, `created_at`)
+  INDEX `outbox_claim` (`processed_at`, `id`, `created_at`)
 ) ENGINE = InnoDB;
 
 -- name: put

@@ -9,10 +9,10 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- pause_table: "orders_queue_pause"
--- seal: sha256:b9b5234eec0e0fbaa5816a2e41d720ac841ac4b968b64d9532a3e3e87364277e
+-- seal: sha256:384e6effd2a064a9296590e2add16f271a58d7c5717b127fe012b22ae24a06cb
 
 -- name: schema
--- Creates the queue table, the table of paused scopes and the index the claim reads, the index the console's per-minute chart counts enqueued rows by, the unique index that keeps one pending message per dedupe_key in a group, if missing.
+-- Creates the queue table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
 -- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `orders_queue` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -27,9 +27,8 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
   `result` JSON NULL,
   `progress` JSON NULL,
   `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL AND `queue` <> 'orders_dead' THEN `dedupe_key` END) STORED,
-  INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`),
-  UNIQUE INDEX `orders_queue_dedupe` (`queue`, `qgen_pending_key`),
-  INDEX `orders_queue_enqueued` (`queue`, `processed_at`, `enqueued_at`)
+  INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`, `enqueued_at`),
+  UNIQUE INDEX `orders_queue_dedupe` (`queue`, `qgen_pending_key`)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `orders_queue_pause` (
   queue_table VARCHAR(191) NOT NULL,

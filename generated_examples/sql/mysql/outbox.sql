@@ -3,7 +3,7 @@
 -- dialect: "mysql"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:c94e216df679f718309a67001476b0fb29467f5dfff541274f805d622159de54
+-- seal: sha256:30e3aeed4925adf6da5193bca94b26746329a976f388d4368d397e869c3eecf1
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
@@ -15,8 +15,7 @@ CREATE TABLE IF NOT EXISTS `outbox` (
   `partition_key` VARCHAR(191) NULL,
   `created_at` DATETIME(6) NOT NULL,
   `processed_at` DATETIME(6) NULL,
-  INDEX `outbox_claim` (`processed_at`, `id`),
-  INDEX `outbox_enqueued` (`processed_at`, `created_at`)
+  INDEX `outbox_claim` (`processed_at`, `id`, `created_at`)
 ) ENGINE = InnoDB;
 
 -- name: put

@@ -9,10 +9,10 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:4e91d6feeb8876cc4876ea64be9cb2e06ee5ed97f869932a6c2478efc3c9b575
+-- seal: sha256:0255ad8fb2e86ebb164d202db14f01db58a57d613c79c8880716472e544a487f
 
 -- name: schema
--- Creates the queue table, the table of paused scopes and the index the claim reads, the index the console's per-minute chart counts enqueued rows by, if missing.
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
 -- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `shop_tasks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -26,8 +26,7 @@ CREATE TABLE IF NOT EXISTS `shop_tasks` (
   `priority` INT NOT NULL DEFAULT 0,
   `last_error` TEXT NULL,
   `result` JSON NULL,
-  INDEX `shop_tasks_claim` (`queue`, `processed_at`, `priority` DESC, `id`),
-  INDEX `shop_tasks_enqueued` (`queue`, `processed_at`, `enqueued_at`)
+  INDEX `shop_tasks_claim` (`queue`, `processed_at`, `priority` DESC, `id`, `enqueued_at`)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `shop_tasks_pause` (
   queue_table VARCHAR(191) NOT NULL,

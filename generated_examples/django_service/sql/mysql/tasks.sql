@@ -9,10 +9,10 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:27f1712e9b184a20192883c490cbf9994469d1fe147fb7140b84e929437bc6d1
+-- seal: sha256:fb1405261a930ff5e3bdaad786b75ab012848d6aa57d047f71245b3cc302980d
 
 -- name: schema
--- Creates the queue table, the table of paused scopes and the index the claim reads, the index the console's per-minute chart counts enqueued rows by, if missing.
+-- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
 -- kinds: writes writes
 CREATE TABLE IF NOT EXISTS `shop_tasks` (
   `id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -26,8 +26,7 @@ CREATE TABLE IF NOT EXISTS `shop_tasks` (
   `priority` INT NOT NULL DEFAULT 0,
   `last_error` TEXT NULL,
   `result` JSON NULL,
-  INDEX `shop_tasks_claim` (`queue`, `processed_at`, `priority` DESC, `id`),
-  INDEX `shop_tasks_enqueued` (`queue`, `processed_at`, `enqueued_at`)
+  INDEX `shop_tasks_claim` (`queue`, `processed_at`, `priority` DESC, `id`, `enqueued_at`)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `shop_tasks_pause` (
   queue_table VARCHAR(191) NOT NULL,
