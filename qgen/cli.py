@@ -255,7 +255,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     decl = load_declaration(args.config)
     tables: dict[str, Any] = {}  # one queue per table with a group column reads its groups
     for q in queues:
-        if q.rendered.get("groups"):
+        if q.steps.groups is not None:
             tables.setdefault(q.table.casefold(), q)
 
     async def work(conn: Any) -> dict[str, list[Any]]:
@@ -333,6 +333,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from qgen.build import build_unit
     from runtime.apply import plain_sql
     from runtime.contract.dialects import DIALECTS
+    from runtime.contract.file_steps import steps_of
     from runtime.contract.rendered import parse_rendered
 
     decl = load_declaration(args.config)
@@ -353,7 +354,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
         )
         return 2
     rendered = parse_rendered(build_unit(units[args.queue], dialect, decl.path))
-    for st in rendered.require("schema"):
+    for st in steps_of(rendered).schema:
         print(f"{plain_sql(st, DIALECTS[dialect])};")
     return 0
 

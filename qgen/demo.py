@@ -64,7 +64,7 @@ async def _demo(folder: Path) -> list[tuple[str, str, str]]:
     queue = runtime.load(sql_file)
     url = f"sqlite:///{folder / 'demo.db'}"
     db = await runtime.connect(url)
-    for statement in queue.rendered.require("schema"):
+    for statement in queue.steps.schema:
         await db.execute(statement, {})
     for text, _ in SCRIPT:
         await queue.enqueue(db, {"text": text})

@@ -31,8 +31,8 @@ from runtime.adapters import Adapted, adapt, adapted, run_sync
 from runtime.connect import connect
 from runtime.contract.dialects import Dialect
 from runtime.contract.errors import ConfigurationError, DatabaseError
+from runtime.contract.file_steps import present
 from runtime.contract.rendered import Statement
-from runtime.contract.rendered import StatementName as S
 from runtime.contract.sqltext import to_named
 from runtime.drivers.base import Connection
 from runtime.loaded import Loaded
@@ -151,14 +151,12 @@ async def _existing(conn: Any, target: Any, objects: list[SchemaObject]) -> set[
                 found.add(obj)
             continue
         if obj.kind == "function":
-            step = target.rendered.require(S.ROUTINES)
+            step = present(target.steps.routines, target.rendered, "routines")
             if (await run_step(conn, step, _where(obj.name))).rows:
                 found.add(obj)
             continue
         if obj.table not in indexes:
-            rows = (
-                await run_step(conn, target.rendered.require(S.INDEXES), _where(obj.table))
-            ).rows
+            rows = (await run_step(conn, target.steps.indexes, _where(obj.table))).rows
             indexes[obj.table] = {str(r["name"]) for r in rows}
         if obj.name.rpartition(".")[2] in indexes[obj.table]:
             found.add(obj)
@@ -189,7 +187,7 @@ async def plan(db: Any, target: Loaded) -> Plan:
 async def _plan(conn: Connection | Adapted, target: Loaded) -> Plan:
     dialect = target.rendered.dialect
     out = Plan(target.name)
-    declared = [(st, declared_objects(st, dialect)) for st in target.rendered.require(S.SCHEMA)]
+    declared = [(st, declared_objects(st, dialect)) for st in target.steps.schema]
     everything = [obj for _, objs in declared for obj in objs]
     existing = await _existing(conn, target, everything)
     for st, objs in declared:
@@ -266,7 +264,7 @@ async def _apply_once(conn: Connection | Adapted, target: Loaded) -> list[Schema
         raise SchemaDiffers(target.name, found.findings)
     for st in found.statements:
         await conn.execute(st, {})
-    rotate = target.rendered.get(S.ROTATE)
+    rotate = target.steps.rotate
     for st in rotate or ():  # a partitioned layout: the partitions for the days ahead
         await conn.execute(st, {"age_s": None, "group": None})
     if found.statements and target.rendered.header.kind == "queue":

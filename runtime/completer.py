@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
+from typing import ClassVar
 
 from runtime.contract.errors import DatabaseError, LeaseLost
 from runtime.counts import Counts
@@ -19,12 +21,16 @@ log = logging.getLogger("runtime")
 
 #: how many times a settlement rolled back by a conflicting transaction is run (lease)
 SETTLE_TRIES = 3
-#: runs a delivery's handler; the decision that settles it
-RunHandler = Callable[[], Awaitable[Decision]]
+#: runs a delivery's handler on the worker's connection: the decision that settles it
+#: (``decide(conn, d)``; passed as it is, not wrapped per delivery)
+Decide = Callable[[Connection, Delivery], Awaitable[Decision]]
 
 
 class Completer:
     """Commits each settlement on its own, as its handler finishes (inline)."""
+
+    #: the completer writes nothing until the batch's last handler has run (``add``)
+    waits_for_batch: ClassVar[bool] = False
 
     def __init__(self, form: Form, counts: Counts, held: set[Delivery]) -> None:
         self.form = form
@@ -34,18 +40,22 @@ class Completer:
         #: written, counted when the batch commits (row lock)
         self.uncommitted: list[tuple[str, Delivery]] = []
 
-    async def handle(self, conn: Connection, d: Delivery, run_handler: RunHandler) -> None:
-        """Run the delivery's handler and settle it (or queue its settlement)."""
-        await self.settle(conn, d, await run_handler())
+    async def handle(self, conn: Connection, d: Delivery, decide: Decide) -> None:
+        """Run the delivery's handler (``decide(conn, d)``) and settle it (or queue its
+        settlement)."""
+        await self.settle(conn, d, await decide(conn, d))
         self.held.discard(d)
 
     async def finish(self, conn: Connection) -> None:
         """Write whatever waits: the batch's last handler has run."""
 
+    def add(self, d: Delivery, decision: Decision) -> None:
+        """A decision to settle once the batch's handlers have run (``waits_for_batch``)."""
+        raise NotImplementedError
+
     def committed(self) -> None:
         """The batch's COMMIT went through: count what it settled (row lock)."""
-        for label, d in self.uncommitted:
-            self.counts.settled(label, d)
+        self.counts.settled_all(self.uncommitted)
         self.uncommitted.clear()
 
     def drop(self) -> None:
@@ -110,13 +120,15 @@ class WindowedCompleter(Completer):
         self._writing: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._deadline = 0.0
+        #: the event loop's clock (set when a window opens: nothing waits before)
+        self._time: Callable[[], float] = time.monotonic
 
-    async def handle(self, conn: Connection, d: Delivery, run_handler: RunHandler) -> None:
-        if self.waiting and asyncio.get_running_loop().time() >= self._deadline:
+    async def handle(self, conn: Connection, d: Delivery, decide: Decide) -> None:
+        if self.waiting and self._time() >= self._deadline:
             await self._write(conn)
         self._handling = bool(self.waiting)
         try:
-            decision = await run_handler()
+            decision = await decide(conn, d)
         finally:
             self._handling = False
             if self._writing is not None:  # the window closed while the handler ran
@@ -136,6 +148,7 @@ class WindowedCompleter(Completer):
 
     def _open(self, conn: Connection) -> None:
         loop = asyncio.get_running_loop()
+        self._time = loop.time  # the clock of the deadline, read at each handle() after
         self._deadline = loop.time() + self.window
         self._timer = loop.call_at(self._deadline, self._closing, conn)
 
@@ -159,12 +172,17 @@ class WindowedCompleter(Completer):
                 await self.settle(conn, d, decision)
                 self.held.discard(d)
             return
+        held, settled = self.held, []
         for (d, decision), lost in zip(items, met, strict=True):
             if lost is None:
-                self.count(decision.label, d)
+                settled.append((decision.label, d))
             else:
                 self.lost(lost)
-            self.held.discard(d)
+            held.discard(d)
+        if self.form.commits_at_batch_end:
+            self.uncommitted.extend(settled)
+        else:
+            self.counts.settled_all(settled)
 
 
 class BatchCompleter(WindowedCompleter):
@@ -175,6 +193,19 @@ class BatchCompleter(WindowedCompleter):
     def __init__(self, form: Form, counts: Counts, held: set[Delivery]) -> None:
         super().__init__(form, counts, held, window=math.inf)
         self._deadline = math.inf
+
+    #: every settlement waits for the end of the batch: the worker may run the handler
+    #: itself and hand its decision to ``add`` (one coroutine less per delivery)
+    waits_for_batch: ClassVar[bool] = True
+
+    async def handle(self, conn: Connection, d: Delivery, decide: Decide) -> None:
+        """Run the handler; its settlement waits for the end of the batch (no window, no
+        timer: nothing is written while handlers run)."""
+        self.waiting.append((d, await decide(conn, d)))
+
+    def add(self, d: Delivery, decision: Decision) -> None:
+        """``handle`` once the handler has run: its settlement waits for the end of the batch."""
+        self.waiting.append((d, decision))
 
     def _open(self, conn: Connection) -> None:
         """No window: the end of the batch writes."""

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import logging
 import re
-import time
+from time import monotonic
 from typing import Any, Generic, TypeVar, overload
 
 from runtime.backoff import Outage
@@ -26,7 +26,6 @@ from runtime.contract.errors import (
     PayloadError,
     UnknownCustomEvent,
 )
-from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.counts import Counts
 from runtime.delivery import Ctx, Delivery, Message
@@ -218,7 +217,7 @@ class Consumer(Generic[P]):
         self.handle = handle
         #: calls the handler (``runtime.handler``); made again by each drain() or run()
         self._invoke = self._invocation()
-        delays = bool(queue.rendered.get(S.RETRY_AFTER))
+        delays = queue.steps.retry_after is not None
         #: turns retry() (and a handler that raised) into retry_after(delay by attempt)
         self.retry_policy: RetryPolicy = self._policy(retry_policy, delays)
         #: a queue without retry_after given no policy: one warning when it first starts
@@ -242,8 +241,8 @@ class Consumer(Generic[P]):
         self._wakeup = Wakeup()
         self._listen: Step | None = None
         if queue.dialect.listen_notify:
-            self._listen = queue.rendered.get(S.LISTEN)
-        self._next_due = queue.rendered.get(S.NEXT_DUE)
+            self._listen = queue.steps.listen
+        self._next_due = queue.steps.next_due
         self._registered = False  # in the process's registry of waiting consumers
         #: run() also fires the queue's schedules (runtime.schedules), beside the workers
         self._scheduler = Scheduler(self.open, [queue]) if schedules else None
@@ -448,8 +447,6 @@ class Consumer(Generic[P]):
         column the file uses is missing, or when the attempt column does not default to 1
         (a table counting from 0 would cap wrong)."""
         q = self.queue
-        if not q.rendered.get("columns"):
-            return
         cols = await describe(conn, q, q.table)
         needed = [*q.columns.values(), *q.rendered.header.other_columns]
         # in any case: a name that differs only so is left to the claim to find out
@@ -489,56 +486,63 @@ class Consumer(Generic[P]):
             )
         return None
 
-    async def _call_handler(self, d: Delivery, ctx: Ctx) -> Outcome:
-        started = time.monotonic()
-        try:
-            return await self._invoke(d.message, ctx)
-        finally:
-            d.handler_s = time.monotonic() - started
-
     async def _decided(self, conn: Connection, d: Delivery) -> Decision:
-        """Run the handler; its decision, kept on the delivery (``_adopt`` settles by it when
-        the connection is lost before the settlement committed)."""
-        d.decision = await self._handle(conn, d)
-        return d.decision
+        """Run the handler; its outcome, turned into the statement that settles it, and kept
+        on the delivery (``_adopt`` settles by it when the connection is lost before the
+        settlement committed).
 
-    async def _handle(self, conn: Connection, d: Delivery) -> Decision:
-        """Run the handler; its outcome, turned into the statement that settles it."""
+        The consumer's hot path, once per message: one coroutine around the handler's call
+        (``Invocation.call``, timed with one clock reading each side)."""
+        queue, form = self.queue, self.form
+        transactional = form.transactional
         ctx = Ctx(
-            attempt=d.attempt,
-            db=conn if self.form.transactional else None,
-            queue=self.queue.name,
-            _report=functools.partial(self._progress.write, conn, d),
+            d.attempt,
+            conn if transactional else None,
+            queue.name,
+            functools.partial(self._progress.write, conn, d),
         )
         d.started = True
-        if self.form.transactional:
-            await self.form.begin_handler(conn, d)
-        cap = self.queue.max_attempts
+        if transactional:
+            await form.begin_handler(conn, d)
+        cap = queue.max_attempts
         if cap is not None and d.attempt is not None and d.attempt > cap:
-            return self._unsettled(d, cap)
-        try:
-            m = d.message  # a new Message, built directly (dataclasses.replace costs 3×)
+            d.decision = decision = self._unsettled(d, cap)
+            return decision
+        m = d.message
+        try:  # a new Message, built directly (dataclasses.replace costs 3×)
             d.message = Message(
-                m.id, decode_payload(m.payload, self.queue.decoder, self.queue.codec), m.group
+                m.id, decode_payload(m.payload, queue.decoder, queue.codec), m.group
             )
         except PayloadError as exc:
-            return self._undecodable(d, exc)
+            d.decision = decision = self._undecodable(d, exc)
+            return decision
+        started = monotonic()
         try:
-            outcome = await self._call_handler(d, ctx)
+            try:
+                outcome = await self._invoke.call(d.message, ctx, started)
+            finally:
+                d.handler_s = monotonic() - started
         except asyncio.CancelledError:
-            await self.form.give_back(conn, d)
+            await form.give_back(conn, d)
             raise
         try:
-            return self._decide(d, outcome)
-        except UnknownCustomEvent as exc:
+            decision = decide(queue, d, with_policy(outcome, d.attempt, self.retry_policy))
+        except (UnknownCustomEvent, PayloadError) as exc:
+            decision = self._retry_instead(d, exc)
+        d.decision = decision
+        return decision
+
+    def _retry_instead(self, d: Delivery, exc: UnknownCustomEvent | PayloadError) -> Decision:
+        """An outcome that cannot settle as it is (an undeclared custom event, a result that
+        cannot be stored): logged and settled as a retry, never lost."""
+        if isinstance(exc, UnknownCustomEvent):
             log.error(
                 "%s: taken as retry()",
                 exc,
                 extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
             )
             self.counts.add("unknown_custom")
-            return self._decide(d, retry(str(exc)))
-        except PayloadError as exc:  # ack(result=…) that cannot be stored: never lost
+        else:  # ack(result=…) that cannot be stored: never lost
             log.error(
                 "queue %s: message %s: %s: taken as retry()",
                 self.queue.name,
@@ -547,7 +551,7 @@ class Consumer(Generic[P]):
                 extra=fields(self.queue.name, d.message.id, d.attempt, "retry", d.handler_s),
             )
             self.counts.add("unstorable_result")
-            return self._decide(d, retry(str(exc)))
+        return self._decide(d, retry(str(exc)))
 
     def _decide(self, d: Delivery, outcome: Outcome) -> Decision:
         """The statement that settles ``outcome``, a retry delayed by the retry policy."""

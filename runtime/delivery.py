@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from runtime.drivers.base import Connection
 from runtime.payloads import P
+
+if TYPE_CHECKING:
+    from runtime.params import SettleParams
 
 
 @dataclass(frozen=True)
@@ -62,9 +65,9 @@ class Decision:
     report."""
 
     label: str
-    #: a statement name, or ``custom.<name>``
+    #: a statement name, or ``custom.<name>`` (its step: ``queue.steps.settle[step]``)
     step: str | None
-    params: dict[str, Any]
+    params: SettleParams
     commits_handler_writes: bool
 
 

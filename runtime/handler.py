@@ -22,7 +22,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,8 +78,14 @@ class Invocation:
         check_timeout(self.timeout)
         object.__setattr__(self, "sync", not is_async(self.handle))
 
-    async def __call__(self, message: Message[Any], ctx: Ctx) -> Outcome:
-        started = time.monotonic()
+    def __call__(self, message: Message[Any], ctx: Ctx) -> Coroutine[Any, Any, Outcome]:
+        """The call's Outcome (a coroutine: ``await invocation(message, ctx)``)."""
+        return self.call(message, ctx, time.monotonic())
+
+    async def call(self, message: Message[Any], ctx: Ctx, started: float) -> Outcome:
+        """``invocation(message, ctx)`` for a caller that read the clock itself: ``started``,
+        its ``time.monotonic()`` just before, is when the timeout and the logged duration
+        count from (the consumer times the handler with the same reading)."""
         try:
             if self.sync:
                 result: Any = asyncio.to_thread(self.handle, message, ctx)

@@ -1,5 +1,5 @@
 """What the parts under a Queue or an Outbox read of it: its rendered file, the header's
-settings and its payload codec.
+settings, its steps (typed, checked at load) and its payload codec.
 
 The forms, the settlement's decision, verify, operate, status and apply take a loaded file
 typed by these protocols instead of importing ``runtime.queue``: a ``Queue`` (or an
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from runtime.contract.dialects import Dialect
+from runtime.contract.file_steps import FileSteps, QueueSteps
 from runtime.contract.rendered import RenderedFile
 from runtime.payloads import Decoder, Encoder
 
@@ -21,6 +22,11 @@ class Loaded(Protocol):
 
     @property
     def rendered(self) -> RenderedFile: ...
+
+    @property
+    def steps(self) -> FileSteps:
+        """The file's steps, typed and checked at load (runtime.contract.file_steps)."""
+        ...
 
     @property
     def name(self) -> str: ...
@@ -43,6 +49,9 @@ class Loaded(Protocol):
 
 class LoadedQueue(Loaded, Protocol):
     """A loaded queue: the settings its claims and settlements bind."""
+
+    @property
+    def steps(self) -> QueueSteps: ...
 
     @property
     def form(self) -> str: ...

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import random
 import time
@@ -349,17 +348,23 @@ class WorkerLoop:
         worker settles or gives them back on its next connection, ``_adopt``)."""
         run, form = self.run, self.run.form
         run.held.update(claimed)
-        pending = list(claimed)
         completer = completer_for(form, run.counts, run.held, self.settings.settle_window)
+        handle, decide, stopping = completer.handle, run.decide, run.stopping
+        add = completer.add if completer.waits_for_batch else None
+        started = 0  # how many of the batch's deliveries were taken up, in order
         try:
-            while pending and not run.stopping.is_set():
-                d = pending.pop(0)
+            for d in claimed:
+                if stopping.is_set():
+                    break
+                started += 1
                 if d.lost:  # the extender found its lease gone: another claim has the row
                     self._skip_lost(d)
-                    continue
-                await completer.handle(conn, d, functools.partial(run.decide, conn, d))
+                elif add is not None:  # settled at the end of the batch: decide it here
+                    add(d, await decide(conn, d))
+                else:
+                    await handle(conn, d, decide)
             await completer.finish(conn)
-            for d in pending:  # claimed, never started: back at once
+            for d in claimed[started:]:  # claimed, never started: back at once
                 if await form.return_unstarted(conn, d):
                     run.counts.add("released")
             await form.end_batch(conn)

@@ -19,7 +19,7 @@ from typing import Any
 from runtime.adapters import adapted
 from runtime.contract.errors import ConfigurationError, InvalidArgument, RedriveRefused
 from runtime.contract.names import KEY_MAX
-from runtime.contract.rendered import StatementName as S
+from runtime.contract.rendered import Step
 from runtime.loaded import Loaded, LoadedQueue
 from runtime.outcomes import delay_seconds
 from runtime.payloads import shown_payload
@@ -48,11 +48,11 @@ def _params(queue: Loaded, group: str | None = None) -> dict[str, Any]:
     }
 
 
-async def _run(queue: Loaded, db: Any, name: str, params: dict[str, Any]) -> Any:
+async def _run(queue: Loaded, db: Any, step: Step, params: dict[str, Any]) -> Any:
     conn = await adapted(db)
     queue.rendered.check_runs_on(conn.dialect)
     # an Adapted connection is always in a transaction: run_step never needs its begin()
-    return await run_step(conn, queue.rendered.require(name), params)  # type: ignore[arg-type]
+    return await run_step(conn, step, params)  # type: ignore[arg-type]
 
 
 def _need_dead_letter(queue: LoadedQueue) -> None:
@@ -89,7 +89,7 @@ async def stats(
         "processed_limit": _MAX_ID if processed_cap is None else processed_cap + 1,
         "count_limit": _MAX_ID if count_cap is None else count_cap + 1,
     }
-    row = (await _run(queue, db, S.STATS, params)).rows[0]
+    row = (await _run(queue, db, _need(queue, queue.steps.stats, "stats"), params)).rows[0]
     # counts are whole numbers (MySQL's and MariaDB's SUM answers a DECIMAL); the age is not
     out: dict[str, Any] = {
         k: _number(row[k]) if k == "oldest_ready_s" or row[k] is None else int(row[k])
@@ -153,16 +153,22 @@ async def dead_list(
         raise InvalidArgument(f"limit must be a whole number of at least 1, not {limit!r}")
     if after_id is None:
         after_id = _MAX_ID if newest_first else _MIN_ID
-    name = S.DEAD_LIST_NEWEST if newest_first else S.DEAD_LIST
+    steps = queue.steps
+    step = steps.dead_list_newest if newest_first else steps.dead_list
     params = {**_params(queue), "after_id": int(after_id), "limit": limit}
-    result = await _run(queue, db, name, params)
+    result = await _run(queue, db, _need(queue, step, "dead_list"), params)
     return [_shown_row(queue, r) for r in result.rows]
 
 
 async def dead_show(queue: LoadedQueue, db: Any, id: int) -> dict[str, Any] | None:
     """One dead message, or None (see ``Queue.dead_show``)."""
     _need_dead_letter(queue)
-    result = await _run(queue, db, S.DEAD_SHOW, {**_params(queue), "id": int(id)})
+    result = await _run(
+        queue,
+        db,
+        _need(queue, queue.steps.dead_show, "dead_show"),
+        {**_params(queue), "id": int(id)},
+    )
     return _shown_row(queue, result.rows[0]) if result.rows else None
 
 
@@ -191,8 +197,8 @@ async def redrive(
         params["ids"] = json.dumps(wanted)
     if "dedupe_key" in queue.columns:
         await _refuse_taken_keys(queue, db, params)
-    name = S.REDRIVE_ALL if ids is None else S.REDRIVE
-    result = await _run(queue, db, name, params)
+    step = queue.steps.redrive_all if ids is None else queue.steps.redrive
+    result = await _run(queue, db, _need(queue, step, "redrive"), params)
     return result.rowcount or 0
 
 
@@ -200,7 +206,8 @@ async def redrive_group(queue: LoadedQueue, db: Any, group: str) -> int:
     """Send every dead message of ``group`` back (see ``Queue.redrive_group``): a dead-letter
     table several queues (or groups) share keeps the others' messages."""
     _need_dead_letter(queue)
-    if not queue.rendered.get(S.REDRIVE_GROUP):
+    step = queue.steps.redrive_group
+    if step is None:
         raise ConfigurationError(
             f"queue '{queue.name}' cannot redrive one group's dead messages: that needs a "
             "dead-letter table and a group column (a dead-letter group holds only this "
@@ -210,18 +217,21 @@ async def redrive_group(queue: LoadedQueue, db: Any, group: str) -> int:
         raise InvalidArgument(f"group must be a non-empty string (got {group!r})")
     params = {**_params(queue, group), "group": group}
     if "dedupe_key" in queue.columns:
-        await _refuse_taken_keys(queue, db, params, S.REDRIVE_BLOCKED_GROUP)
-    result = await _run(queue, db, S.REDRIVE_GROUP, params)
+        await _refuse_taken_keys(queue, db, params, queue.steps.redrive_blocked_group)
+    result = await _run(queue, db, step, params)
     return result.rowcount or 0
 
 
 async def _refuse_taken_keys(
-    queue: LoadedQueue, db: Any, params: dict[str, Any], name: str | None = None
+    queue: LoadedQueue, db: Any, params: dict[str, Any], step: Step | None = None
 ) -> None:
     """A dead message goes back only if its dedupe_key is free: refuse the whole redrive
     otherwise (a key taken in between still fails on the unique index, nothing moved)."""
-    name = name or (S.REDRIVE_BLOCKED if "ids" in params else S.REDRIVE_BLOCKED_ALL)
-    blocked = [int(r["id"]) for r in (await _run(queue, db, name, params)).rows]
+    steps = queue.steps
+    if step is None:
+        step = steps.redrive_blocked if "ids" in params else steps.redrive_blocked_all
+    step = _need(queue, step, "redrive_blocked")
+    blocked = [int(r["id"]) for r in (await _run(queue, db, step, params)).rows]
     if blocked:
         shown = ", ".join(map(str, blocked[:20])) + (" …" if len(blocked) > 20 else "")
         raise RedriveRefused(
@@ -236,12 +246,14 @@ async def purge_dead(queue: LoadedQueue, db: Any, ids: Iterable[int] | None = No
     """Delete dead messages for good (see ``Queue.purge_dead``)."""
     _need_dead_letter(queue)
     if ids is None:
-        result = await _run(queue, db, S.PURGE_DEAD_ALL, _params(queue))
+        step = _need(queue, queue.steps.purge_dead_all, "purge_dead_all")
+        result = await _run(queue, db, step, _params(queue))
     else:
         wanted = _ids(ids)
         if not wanted:
             return 0
-        result = await _run(queue, db, S.PURGE_DEAD, {**_params(queue), "ids": json.dumps(wanted)})
+        step = _need(queue, queue.steps.purge_dead, "purge_dead")
+        result = await _run(queue, db, step, {**_params(queue), "ids": json.dumps(wanted)})
     return result.rowcount or 0
 
 
@@ -262,16 +274,16 @@ async def prune(
         "batch": batch,
     }
     total = 0
-    if queue.rendered.get(S.ROTATE) is not None:
+    prune_step = _need(queue, queue.steps.prune, "prune")
+    rotate = queue.steps.rotate
+    if rotate is not None:
         # a partitioned layout: whole partitions past the age go first, in one statement;
         # the batches below delete what is left (a partition the age cuts through, rows
         # acked while their partition was missing, a partition whose lock was not granted)
-        result = await _run(
-            queue, db, S.ROTATE, {"age_s": params["age_s"], **_params(queue, group)}
-        )
+        result = await _run(queue, db, rotate, {"age_s": params["age_s"], **_params(queue, group)})
         total += int(result.rows[0]["dropped"] or 0) if result.rows else 0
     while True:  # each batch commits on its own: no long-held locks
-        result = await _run(queue, db, S.PRUNE, params)
+        result = await _run(queue, db, prune_step, params)
         deleted = result.rowcount or 0
         total += deleted
         if deleted < batch:
@@ -280,8 +292,7 @@ async def prune(
 
 async def groups(queue: LoadedQueue, db: Any) -> dict[str, int]:
     """The unfinished rows of each group of the queue's table: ``{"orders": 12}``."""
-    _need_group(queue)
-    result = await _run(queue, db, S.GROUPS, {})
+    result = await _run(queue, db, _need_group(queue, queue.steps.groups), {})
     return {str(r["group"]): int(r["pending"]) for r in result.rows}
 
 
@@ -289,10 +300,10 @@ async def group_names(queue: LoadedQueue, db: Any) -> list[str]:
     """The groups of the queue's table that hold unfinished rows, in order: what ``groups``
     lists, without counting their rows (one index probe per group; a file rendered before
     ``group_names`` counts them with ``groups``)."""
-    _need_group(queue)
-    if not queue.rendered.get(S.GROUP_NAMES):
+    step = queue.steps.group_names
+    if not step:
         return list(await groups(queue, db))
-    result = await _run(queue, db, S.GROUP_NAMES, {})
+    result = await _run(queue, db, step, {})
     return [str(r["group"]) for r in result.rows]
 
 
@@ -300,7 +311,7 @@ async def regroup(queue: LoadedQueue, db: Any, from_group: str, group: str | Non
     """Move the unfinished rows of ``from_group`` to ``group`` (default: the queue's own),
     e.g. the rows a renamed queue left in its old group; how many moved. Refuses the queue's
     own group and its dead-letter group (a redrive sends dead messages back)."""
-    _need_group(queue)
+    step = _need_group(queue, queue.steps.regroup)
     target = group if group is not None else queue.default_group
     if not isinstance(from_group, str) or not from_group or target is None:
         raise InvalidArgument(
@@ -314,15 +325,16 @@ async def regroup(queue: LoadedQueue, db: Any, from_group: str, group: str | Non
             "left in (`qgen verify` lists them), or use `qgen dead redrive` for dead messages"
         )
     params = {"from_group": from_group, "group": target}
-    return (await _run(queue, db, S.REGROUP, params)).rowcount or 0
+    return (await _run(queue, db, step, params)).rowcount or 0
 
 
-def _need_group(queue: LoadedQueue) -> None:
-    if not queue.rendered.get(S.GROUPS):
+def _need_group(queue: LoadedQueue, step: Step | None) -> Step:
+    if not step:
         raise ConfigurationError(
             f"queue '{queue.name}' has no group column (or its file predates `groups`): "
             "render it again with `qgen render`"
         )
+    return step
 
 
 async def cancel(queue: LoadedQueue, db: Any, id: int) -> bool:
@@ -337,7 +349,7 @@ async def cancel(queue: LoadedQueue, db: Any, id: int) -> bool:
         return False
     params = {"id": message, "dead_group": queue.dead_group}
     try:
-        result = await _run(queue, db, S.CANCEL, params)
+        result = await _run(queue, db, _need(queue, queue.steps.cancel, "cancel"), params)
     except BaseException:
         await _unlock_quietly(queue, db, message)
         raise
@@ -347,10 +359,11 @@ async def cancel(queue: LoadedQueue, db: Any, id: int) -> bool:
 async def _unlock_quietly(queue: LoadedQueue, db: Any, message: int) -> None:
     """A cancel that failed between taking a session-wide key (GET_LOCK) and releasing it
     gives the key back, as best it can (the connection may be gone)."""
-    if len(queue.rendered.require(S.CANCEL)) < 2 or not queue.rendered.get(S.UNLOCK):
+    unlock = queue.steps.unlock
+    if len(queue.steps.cancel or ()) < 2 or unlock is None:
         return
     try:
-        await _run(queue, db, S.UNLOCK, {"ids": json.dumps([message])})
+        await _run(queue, db, unlock, {"ids": json.dumps([message])})
     except Exception:  # the cancel's own error is the one to raise
         log.debug("queue %s: could not release the key of message %s", queue.name, message)
 
@@ -370,7 +383,7 @@ async def pending_list(
         "after_id": _MIN_ID if after_id is None else int(after_id),
         "limit": limit,
     }
-    result = await _run(queue, db, _need(queue, S.PENDING_LIST), params)
+    result = await _run(queue, db, _need(queue, queue.steps.pending_list, "pending_list"), params)
     rows = [_shown_row(queue, r) for r in result.rows]
     for row in rows:
         if row.get("due_s") is not None:
@@ -388,17 +401,19 @@ async def advance(
         )
     by_s = delay_seconds(seconds, "seconds")
     params = {**_params(queue, group), "by_s": by_s}
-    return (await _run(queue, db, _need(queue, S.ADVANCE), params)).rowcount or 0
+    return (
+        await _run(queue, db, _need(queue, queue.steps.advance, "advance"), params)
+    ).rowcount or 0
 
 
-def _need(queue: LoadedQueue, name: str) -> str:
+def _need(queue: Loaded, step: Step | None, name: str) -> Step:
     """A statement files rendered before it existed lack: say how to get it."""
-    if not queue.rendered.get(name):
+    if not step:
         raise ConfigurationError(
             f"{queue.rendered.path} has no `{name}` statement (it was rendered by an older "
             "qgen): render it again with `qgen render`"
         )
-    return name
+    return step
 
 
 #: the window of the console's per-minute counts: the last hour
@@ -414,13 +429,17 @@ async def per_minute(
     table keeps no such column. Works for a queue and an outbox."""
     minutes = max(1, -(-int(window_s) // 60))
     out: dict[str, list[int] | None] = {}
-    for key, name in (("finished", S.FINISHED_PER_MINUTE), ("enqueued", S.ENQUEUED_PER_MINUTE)):
-        if not queue.rendered.get(name):
+    steps = queue.steps
+    for key, step in (
+        ("finished", steps.finished_per_minute),
+        ("enqueued", steps.enqueued_per_minute),
+    ):
+        if not step:
             out[key] = None
             continue
         counts = [0] * minutes
         params = {**_params(queue, group), "window_s": int(window_s)}
-        for r in (await _run(queue, db, name, params)).rows:
+        for r in (await _run(queue, db, step, params)).rows:
             # a row stamped after this read began, or on the window's edge: the nearest minute
             counts[min(max(int(r["minute"]), 0), minutes - 1)] += int(r["n"])
         out[key] = counts
@@ -432,9 +451,10 @@ async def ready_by_priority(
 ) -> list[dict[str, int]]:
     """The ready messages of each priority, highest first: ``[{"priority": 5, "ready": 3}]``;
     empty for a queue without a priority column."""
-    if not queue.rendered.get(S.READY_BY_PRIORITY):
+    step = queue.steps.ready_by_priority
+    if not step:
         return []
-    result = await _run(queue, db, S.READY_BY_PRIORITY, _params(queue, group))
+    result = await _run(queue, db, step, _params(queue, group))
     return [{"priority": int(r["priority"]), "ready": int(r["ready"])} for r in result.rows]
 
 
@@ -444,23 +464,25 @@ async def fifo_waiting(
     """Up to ``limit`` fifo keys with messages waiting behind the key's head, most waiting
     first: ``[{"fifo_key": "acct-1", "head_id": 12, "waiting": 4}]``; empty for a queue
     without a fifo_key column."""
-    if not queue.rendered.get(S.FIFO_WAITING):
+    step = queue.steps.fifo_waiting
+    if not step:
         return []
     params = {**_params(queue, group), "limit": int(limit)}
-    result = await _run(queue, db, S.FIFO_WAITING, params)
+    result = await _run(queue, db, step, params)
     return [
         {"fifo_key": r["fifo_key"], "head_id": int(r["head_id"]), "waiting": int(r["waiting"])}
         for r in result.rows
     ]
 
 
-def _need_pause(queue: LoadedQueue) -> None:
-    if queue.rendered.header.pause_table is None or not queue.rendered.get(S.PAUSE):
+def _need_pause(queue: LoadedQueue, step: Step | None) -> Step:
+    if queue.rendered.header.pause_table is None or not step:
         raise ConfigurationError(
             f"queue '{queue.name}' cannot be paused: its file has no pause table (declared "
             "pause_table = false, or rendered before qgen had pausing); remove pause_table = "
             "false, render again with `qgen render` and create the table with `qgen apply`"
         )
+    return step
 
 
 def _scope(queue: LoadedQueue, group: str | None) -> str:
@@ -480,8 +502,8 @@ def _scope(queue: LoadedQueue, group: str | None) -> str:
 
 async def pause(queue: LoadedQueue, db: Any, group: str | None = None) -> bool:
     """Pause the queue, or one group of it (see ``Queue.pause``); False: it was paused."""
-    _need_pause(queue)
-    result = await _run(queue, db, S.PAUSE, {"group": _scope(queue, group)})
+    step = _need_pause(queue, queue.steps.pause)
+    result = await _run(queue, db, step, {"group": _scope(queue, group)})
     done = (result.rowcount or 0) > 0
     if done:
         log.info("queue %s: paused %s", queue.name, _shown_scope(group))
@@ -490,8 +512,8 @@ async def pause(queue: LoadedQueue, db: Any, group: str | None = None) -> bool:
 
 async def resume(queue: LoadedQueue, db: Any, group: str | None = None) -> bool:
     """Lift the queue's pause, or one group's (see ``Queue.resume``); False: none held."""
-    _need_pause(queue)
-    result = await _run(queue, db, S.RESUME, {"group": _scope(queue, group)})
+    step = _need_pause(queue, queue.steps.resume)
+    result = await _run(queue, db, step, {"group": _scope(queue, group)})
     done = (result.rowcount or 0) > 0
     if done:
         log.info("queue %s: resumed %s", queue.name, _shown_scope(group))
@@ -501,8 +523,7 @@ async def resume(queue: LoadedQueue, db: Any, group: str | None = None) -> bool:
 async def paused(queue: LoadedQueue, db: Any) -> list[str | None]:
     """The paused scopes of the queue's table: None for the whole queue, then group names
     (see ``Queue.paused``)."""
-    _need_pause(queue)
-    result = await _run(queue, db, S.PAUSED, {})
+    result = await _run(queue, db, _need_pause(queue, queue.steps.paused), {})
     return [str(r["group"]) or None for r in result.rows]
 
 

@@ -24,8 +24,8 @@ from runtime.adapters import adapt, adapted, run_sync
 from runtime.connect import Opener, opener
 from runtime.contract.dialects import Dialect
 from runtime.contract.errors import ConfigurationError, InvalidArgument, PayloadError
+from runtime.contract.file_steps import outbox_steps, present
 from runtime.contract.rendered import RenderedFile
-from runtime.contract.rendered import StatementName as S
 from runtime.delivery import Ctx, Message
 from runtime.drivers.base import Connection
 from runtime.handler import Invocation
@@ -134,6 +134,8 @@ class Outbox(Generic[P]):
         model: type[P] | None = None,
     ) -> None:
         self.rendered = rendered
+        #: the file's steps, checked when it was loaded (a missing one: RenderedFileError)
+        self.steps = outbox_steps(rendered)
         #: payload hooks, as a Queue's (runtime.payloads)
         self.encoder = encoder
         self.decoder = decoder
@@ -190,7 +192,7 @@ class Outbox(Generic[P]):
         check_dialect(self.rendered, conn)
         result = await run_step(
             conn,  # type: ignore[arg-type]  # Adapted: always in a transaction, never begins
-            self.rendered.require(S.PUT),
+            self.steps.put,
             self._put_params(payload, topic, key),
         )
         return int(result.rows[0]["id"])
@@ -206,7 +208,7 @@ class Outbox(Generic[P]):
         ``await outbox.put_many(db, events, topic="orders")``"""
         conn = await adapted(db)
         check_dialect(self.rendered, conn)
-        insert = self.rendered.require(S.PUT)[0]  # the INSERT; ids are not read back here
+        insert = self.steps.put[0]  # the INSERT; ids are not read back here
         params = [self._put_params(p, topic, key) for p in payloads]
         if params:
             await conn.executemany(insert, params)
@@ -225,7 +227,7 @@ class Outbox(Generic[P]):
         check_dialect(self.rendered, db)
         result = await run_step(
             db,
-            self.rendered.require(S.PRUNE),
+            present(self.steps.prune, self.rendered, "prune"),
             {"age_s": delay_seconds(age_s, "age_s", maximum=None)},
         )
         return result.rowcount or 0
@@ -312,7 +314,7 @@ class Outbox(Generic[P]):
         while not r.stopped():
             await conn.begin(immediate=True)  # SQLite: the write lock serialises relays
             result = await run_step(
-                conn, self.rendered.require(S.FETCH), {"limit": r.batch, "after_id": after_id}
+                conn, self.steps.fetch, {"limit": r.batch, "after_id": after_id}
             )
             if not result.rows:
                 await conn.rollback()
@@ -374,15 +376,11 @@ class Outbox(Generic[P]):
             "record_key": message.key,
         }
         if outcome.kind in _MARKS:
-            await run_step(conn, self.rendered.require(S.MARK), params)
+            await run_step(conn, self.steps.mark, params)
         elif outcome.kind is OutcomeKind.CUSTOM:
-            statements = self.rendered.get(f"custom.{outcome.name}")
+            statements = self.steps.custom.get(outcome.name or "")
             if not statements:
-                declared = [
-                    n.removeprefix("custom.")
-                    for n in self.rendered.statements
-                    if n.startswith("custom.")
-                ]
+                declared = list(self.steps.custom)
                 log.error(
                     "outbox %s declares no custom event %r (declared: %s); add "
                     "[outbox.custom.%s] to qgen.toml and render again: record %s taken "

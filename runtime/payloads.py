@@ -193,12 +193,25 @@ def encode_payload(payload: Any, encoder: Encoder | None = None, model: Codec | 
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+#: json's own scanner, called directly on the common case (text that is one JSON value and
+#: nothing around it): json.loads' checks and its two whitespace matches cost as much again
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
 def decode_payload(value: Any, decoder: Decoder | None = None, model: Codec | None = None) -> Any:
     """A stored payload back as Python: every engine's driver hands it over as text; with a
     ``model`` (runtime.models), an instance of it.
 
     Raises PayloadError (naming the reason) for text that is not JSON, or not the model.
     """
+    if type(value) is str and decoder is None and model is None:
+        try:
+            obj, end = _scan_once(value, 0)
+        except Exception:  # not JSON, or JSON after whitespace: json.loads says which
+            pass
+        else:
+            if end == len(value):
+                return obj
     if isinstance(value, bytes | bytearray | memoryview):
         try:
             value = bytes(value).decode()

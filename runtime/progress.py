@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runtime.contract.errors import ConfigurationError, PayloadError
-from runtime.contract.rendered import StatementName as S
 from runtime.delivery import Delivery
 from runtime.drivers.base import Connection
 from runtime.forms.base import Form
@@ -32,7 +31,7 @@ class ProgressWriter:
 
     def params(self, d: Delivery, value: Any) -> dict[str, Any]:
         queue = self.form.queue
-        if not queue.rendered.get(S.PROGRESS):
+        if queue.steps.progress is None:
             raise ConfigurationError(
                 f"queue '{queue.name}' has no progress column: declare columns.progress and "
                 "render again, or do not call ctx.progress()"

@@ -18,8 +18,8 @@ from runtime.contract.errors import (
     DatabaseError,
     PayloadError,
 )
+from runtime.contract.file_steps import QueueSteps, present, queue_steps
 from runtime.contract.rendered import Kind, RenderedFile
-from runtime.contract.rendered import StatementName as S
 from runtime.drivers.base import Connection, atomic
 from runtime.enqueue import (
     BATCH_OPTION_NAMES,
@@ -107,7 +107,11 @@ class Queue(Generic[P]):
     #: the model's codec (None without one)
     codec: PayloadModel[P] | None = field(init=False, repr=False, compare=False)
 
+    #: the file's steps, checked when it was loaded (a missing one: RenderedFileError)
+    steps: QueueSteps = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
+        self.steps = queue_steps(self.rendered)
         self.codec = codec(self.model, self.encoder, self.decoder)
 
     @cached_property
@@ -162,7 +166,7 @@ class Queue(Generic[P]):
         own = not conn.in_transaction
         for n in range(_DEDUPE_TRIES):
             try:
-                result = await run_step(conn, self.rendered.require(S.ENQUEUE), params)
+                result = await run_step(conn, self.steps.enqueue, params)
             except BaseException as exc:
                 await self._unlock_key(conn, params)
                 deadlock = isinstance(exc, DatabaseError) and exc.deadlock
@@ -178,7 +182,8 @@ class Queue(Generic[P]):
                         "nothing was enqueued: let inserts into the queue table through"
                     )
                 return Enqueued(int(new))
-            found = await run_step(conn, self.rendered.require(S.ENQUEUE_EXISTING), params)
+            existing = present(self.steps.enqueue_existing, self.rendered, "enqueue_existing")
+            found = await run_step(conn, existing, params)
             if found.rows:
                 return Enqueued(int(found.rows[0]["id"]), duplicate=True)
         raise DatabaseError(
@@ -189,7 +194,7 @@ class Queue(Generic[P]):
     async def _unlock_key(self, conn: Any, params: dict[str, Any]) -> None:
         """MySQL and MariaDB: give back the key's named lock a failed enqueue may still hold
         (a rollback keeps it); as best it can, the enqueue's own error is the one to raise."""
-        unlock = self.rendered.get(S.ENQUEUE_UNLOCK)
+        unlock = self.steps.enqueue_unlock
         if not unlock or conn.closed:
             return
         with contextlib.suppress(Exception):
@@ -270,7 +275,7 @@ class Queue(Generic[P]):
             return await self._enqueue_each(conn, params)
         # the step's INSERT (MySQL reads the id, a keyed one takes a lock, in statements of
         # their own around it); ids are not read back here
-        insert = next(st for st in self.rendered.require(S.ENQUEUE) if st.kind is not Kind.READS)
+        insert = next(st for st in self.steps.enqueue if st.kind is not Kind.READS)
         if params:
             # one transaction for the batch (the caller's if one is open): on an autocommit
             # connection each row would otherwise commit alone and a failure leave a part

@@ -25,7 +25,7 @@ from typing import Any
 from runtime.backoff import Backoff
 from runtime.connect import Opener, connect, opener
 from runtime.contract.errors import BrokerError, ConfigurationError
-from runtime.contract.rendered import StatementName as S
+from runtime.contract.file_steps import present
 from runtime.contract.schedule_slots import Schedule, plan, slot_text
 from runtime.drivers.base import Connection
 from runtime.queue import Queue, check_dialect
@@ -92,13 +92,19 @@ def _named(queue: Queue, name: str) -> Schedule:
 
 async def db_now(conn: Connection, queue: Queue) -> float:
     """The database's clock as epoch seconds."""
-    rows = (await run_step(conn, queue.rendered.require(S.SCHEDULE_NOW), {})).rows
+    rows = (
+        await run_step(conn, present(queue.steps.schedule_now, queue.rendered, "schedule_now"), {})
+    ).rows
     return float(rows[0]["now_s"])
 
 
 async def _states(conn: Connection, queue: Queue) -> dict[str, dict[str, Any]]:
     rows = (
-        await run_step(conn, queue.rendered.require(S.SCHEDULE_STATE), {"queue": queue.name})
+        await run_step(
+            conn,
+            present(queue.steps.schedule_state, queue.rendered, "schedule_state"),
+            {"queue": queue.name},
+        )
     ).rows
     return {str(r["schedule"]): r for r in rows}
 
@@ -107,7 +113,9 @@ async def _start(conn: Connection, queue: Queue, names: Sequence[str], now: floa
     """The state rows of schedules seen for the first time (one there already is kept)."""
     for name in names:
         params = {"queue": queue.name, "schedule": name, "horizon": math.floor(now)}
-        await run_step(conn, queue.rendered.require(S.SCHEDULE_START), params)
+        await run_step(
+            conn, present(queue.steps.schedule_start, queue.rendered, "schedule_start"), params
+        )
 
 
 async def _ready_states(conn: Connection, queue: Queue, now: float) -> dict[str, dict[str, Any]]:
@@ -140,7 +148,9 @@ async def fire(
     }
     await conn.begin(immediate=True)
     try:
-        moved = await run_step(conn, queue.rendered.require(S.SCHEDULE_FIRE), params)
+        moved = await run_step(
+            conn, present(queue.steps.schedule_fire, queue.rendered, "schedule_fire"), params
+        )
         if moved.rowcount != 1:
             await conn.rollback()
             return ()
@@ -339,7 +349,9 @@ async def _set_paused(
             "paused": int(paused),
             "horizon": 0 if paused else math.floor(now),
         }
-        await run_step(conn, queue.rendered.require(S.SCHEDULE_PAUSE), params)
+        await run_step(
+            conn, present(queue.steps.schedule_pause, queue.rendered, "schedule_pause"), params
+        )
         changed = bool(int(was["paused"])) != paused
         if changed:
             log.info(

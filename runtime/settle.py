@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from runtime.contract.errors import PayloadError, UnknownCustomEvent
 from runtime.contract.rendered import StatementName as S
@@ -14,9 +13,12 @@ from runtime.delivery import Delivery
 from runtime.loaded import LoadedQueue
 from runtime.metrics import fields
 from runtime.outcomes import PLAIN_RETRY, Outcome, OutcomeKind
+from runtime.params import SettleParams
 from runtime.payloads import encode_payload
 
 log = logging.getLogger("runtime")
+#: a plain ack's label and statement name
+_ACK = OutcomeKind.ACK.value
 
 
 def _error(queue: LoadedQueue, outcome: Outcome | None, reason: str | None) -> str | None:
@@ -37,7 +39,7 @@ def _error(queue: LoadedQueue, outcome: Outcome | None, reason: str | None) -> s
 
 def _params(
     queue: LoadedQueue, delivery: Delivery, outcome: Outcome | None, reason: str | None = None
-) -> dict[str, Any]:
+) -> SettleParams:
     return {
         "id": delivery.message.id,
         "token": delivery.token,
@@ -54,7 +56,7 @@ def dead_letter_now(queue: LoadedQueue, delivery: Delivery, reason: str) -> Deci
     """Move the row to its dead letter whatever its attempt (a payload that cannot be
     decoded will never be handled), ``reason`` for last_error; None when the queue declares
     no dead letter."""
-    if not queue.rendered.get(S.DEAD_LETTER):
+    if queue.steps.dead_letter is None:
         return None
     return Decision(
         str(S.DEAD_LETTER),
@@ -66,22 +68,37 @@ def dead_letter_now(queue: LoadedQueue, delivery: Delivery, reason: str) -> Deci
 
 def decide(queue: LoadedQueue, delivery: Delivery, outcome: Outcome) -> Decision:
     """Turn a handler's outcome into the statement that settles it."""
-    r = queue.rendered
+    steps = queue.steps
     kind = outcome.kind
+    if kind is OutcomeKind.ACK and outcome.result is None and outcome.reason is None:
+        # the plain ack, most deliveries' outcome: nothing to check, no error to word
+        return Decision(
+            _ACK,
+            _ACK if _ACK in steps.settle else None,
+            {
+                "id": delivery.message.id,
+                "token": delivery.token,
+                "group": delivery.message.group,
+                "attempt": delivery.attempt,
+                "dead_group": queue.dead_group,
+                "lease_s": queue.lease_s,
+                "delay_s": outcome.delay_s,
+                "error": None,
+            },
+            True,
+        )
     params = _params(queue, delivery, outcome)
     if kind is OutcomeKind.CUSTOM:
-        name = f"custom.{outcome.name}"
-        if not r.get(name):
-            known = ", ".join(
-                n.removeprefix("custom.") for n in r.statements if n.startswith("custom.")
-            )
+        name = outcome.label  # custom.<name>: the statement's name in the file
+        if name not in steps.settle:
+            known = ", ".join(steps.custom)
             raise UnknownCustomEvent(
                 f"queue '{queue.name}' declares no custom event {outcome.name!r} "
                 f"(declared: {known or 'none'}); add [queues.{queue.name}.custom.{outcome.name}] "
                 "to qgen.toml and render again"
             )
         return Decision(name, name, params, commits_handler_writes=False)
-    if kind is OutcomeKind.RETRY_AFTER and not r.get(S.RETRY_AFTER):
+    if kind is OutcomeKind.RETRY_AFTER and steps.retry_after is None:
         log.warning(
             "queue %s: retry_after(%s) on a table without a retry_after column is taken as "
             "retry() (message %s)",
@@ -101,7 +118,7 @@ def decide(queue: LoadedQueue, delivery: Delivery, outcome: Outcome) -> Decision
                 delivery.message.id,
                 delivery.attempt,
                 cap,
-                r.header.dead_letter,
+                queue.rendered.header.dead_letter,
                 extra=fields(
                     queue.name,
                     delivery.message.id,
@@ -112,7 +129,7 @@ def decide(queue: LoadedQueue, delivery: Delivery, outcome: Outcome) -> Decision
             )
             return Decision(str(S.DEAD_LETTER), S.DEAD_LETTER, params, commits_handler_writes=False)
     label = kind.value
-    step = label if label in r.statements else None
+    step = label if label in steps.settle else None
     if kind is OutcomeKind.ACK and outcome.result is not None:
         step = _with_result(queue, delivery, outcome, params, step)
     return Decision(label, step, params, commits_handler_writes=kind is OutcomeKind.ACK)
@@ -122,13 +139,13 @@ def _with_result(
     queue: LoadedQueue,
     delivery: Delivery,
     outcome: Outcome,
-    params: dict[str, Any],
+    params: SettleParams,
     step: str | None,
 ) -> str | None:
     """An ack with a result: ``ack_result``, its ``result`` parameter the encoded value.
     PayloadError when the value cannot be stored (the consumer settles it as a retry); a
     queue without a result column acks as usual, with a warning."""
-    if not queue.rendered.get(S.ACK_RESULT):
+    if queue.steps.ack_result is None:
         log.warning(
             "queue %s: ack(result=…) on a table without a result column: acked, the result "
             "is not kept (declare columns.result and render again) (message %s)",

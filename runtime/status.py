@@ -22,9 +22,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from runtime.contract.errors import InvalidArgument, PayloadError
-from runtime.contract.rendered import StatementName as S
 from runtime.loaded import LoadedQueue
-from runtime.operate import _run
+from runtime.operate import _need, _run
 from runtime.payloads import decode_payload, shown_payload
 from runtime.process_keys import key_held
 
@@ -87,7 +86,12 @@ async def status(queue: LoadedQueue, db: Any, id: int) -> Status | None:
     """Message ``id``'s Status, or None when no row has it (see ``Queue.status``)."""
     if isinstance(id, bool) or not isinstance(id, int):
         raise InvalidArgument(f"id must be a message id (a whole number), not {id!r}")
-    result = await _run(queue, db, S.STATUS, {"id": id, "dead_group": queue.dead_group})
+    result = await _run(
+        queue,
+        db,
+        _need(queue, queue.steps.status, "status"),
+        {"id": id, "dead_group": queue.dead_group},
+    )
     if not result.rows:
         return None
     row = result.rows[0]

@@ -26,7 +26,7 @@ async def run_step(conn: Connection, statements: Step, params: Mapping[str, Any]
     of every row's id), to the statements after it; a SELECT that finds nothing ends the
     step, since the statements after it act on what it found. Example::
 
-        await run_step(conn, rendered.require("ack"), {"id": 7, "token": token})
+        await run_step(conn, queue.steps.ack, {"id": 7, "token": token})
     """
     if len(statements) == 1:
         return await _run_one(conn, statements[0], dict(params), StepResult())

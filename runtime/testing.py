@@ -39,7 +39,6 @@ from runtime.apply import apply
 from runtime.connect import connect
 from runtime.consumer import Consumer, Handler, _is_async
 from runtime.contract.errors import ConfigurationError, PayloadError
-from runtime.contract.rendered import StatementName as S
 from runtime.counts import Counts
 from runtime.delivery import Ctx, Delivery, Message
 from runtime.drivers.base import Connection
@@ -325,7 +324,7 @@ class Harness(Generic[P]):
         return drained
 
     async def _next_due(self, group: str | None) -> float | None:
-        step = self.queue.rendered.get(S.NEXT_DUE)
+        step = self.queue.steps.next_due
         if not step:
             return None
         group = group if group is not None else self.queue.default_group

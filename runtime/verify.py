@@ -108,7 +108,7 @@ def _split(table: str) -> dict[str, Any]:
 
 async def describe(conn: Connection, queue: Loaded, table: str) -> dict[str, dict[str, Any]]:
     """The table's columns as the database describes them, by name."""
-    rows = (await run_step(conn, queue.rendered.require("columns"), _split(table))).rows
+    rows = (await run_step(conn, queue.steps.columns, _split(table))).rows
     return {str(r["name"]): r for r in rows}
 
 
@@ -349,7 +349,7 @@ async def _index_findings(conn: Connection, queue: Loaded) -> list[Finding]:
         return []
     # where the engine has partial indexes, the claim's skips finished rows by its predicate
     partial = queue.dialect.partial_index and "processed_at" in c
-    rows = (await run_step(conn, queue.rendered.require("indexes"), _split(queue.table))).rows
+    rows = (await run_step(conn, queue.steps.indexes, _split(queue.table))).rows
     found = []
     for lead, use in needed:
         if not any(
@@ -379,7 +379,7 @@ async def _dedupe_index_findings(conn: Connection, queue: Loaded) -> list[Findin
     partial = queue.dialect.partial_index and pending
     # a partitioned layout keeps it on the default partition, where the pending rows are
     table = queue.rendered.header.pending_table or queue.table
-    rows = (await run_step(conn, queue.rendered.require("indexes"), _split(table))).rows
+    rows = (await run_step(conn, queue.steps.indexes, _split(table))).rows
     for r in rows:
         if str(r["columns"] or "").split(",") == want and (r["partial"] or not partial):
             return []

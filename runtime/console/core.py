@@ -293,7 +293,7 @@ class Console:
         groups, and its per-minute counts; a failure (its table missing, say) spoils only
         this line."""
         group = q.default_group if kind == "queue" else None
-        if not q.rendered.get("stats"):
+        if q.steps.stats is None:
             why = "its rendered file has no stats statement: render it again with `qgen render`"
             return QueueStats(q.name, kind, group, None, why)
         try:
@@ -325,7 +325,7 @@ class Console:
         queue without a default_group, else its first queue. At most MAX_GROUPS a table."""
         tables: dict[str, list[Queue]] = {}
         for q in self.queues.values():
-            if q.rendered.get("groups"):
+            if q.steps.groups is not None:
                 tables.setdefault(q.table, []).append(q)
         out: dict[str, list[str]] = {}
         for qs in tables.values():

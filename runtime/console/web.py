@@ -487,7 +487,7 @@ class _Web:
             "dead_letter": dead,
             "grouped": "group" in q.columns,
             # a dead-letter table with a group column: one group's dead messages go back
-            "redrive_group": bool(q.rendered.get("redrive_group")),
+            "redrive_group": q.steps.redrive_group is not None,
         }
 
     async def queue_page(self, request: Request) -> Response:

@@ -327,9 +327,12 @@ class RenderedFile:
             )
 
     def get(self, name: str) -> Step | None:
+        """The block ``name``'s statements, or None. By a name chosen at run time (a test, a
+        bench); the runtime reads a loaded file's typed steps instead (``queue.steps``)."""
         return self.statements.get(name)
 
     def require(self, name: str) -> Step:
+        """The block ``name``'s statements; RenderedFileError when the file has none."""
         st = self.statements.get(name)
         if not st:
             raise RenderedFileError(

@@ -50,8 +50,7 @@ class ApplyQueues(Operation):
                 queue = backend.queue(name, conn)
                 if schema_editor.collect_sql:  # sqlmigrate: the statements, as apply would run them
                     schema_editor.collected_sql.extend(
-                        f"{plain_sql(st, queue.dialect)};"
-                        for st in queue.rendered.require("schema")
+                        f"{plain_sql(st, queue.dialect)};" for st in queue.steps.schema
                     )
                     continue
                 adapted = adapt(conn, sync=True)

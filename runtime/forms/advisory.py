@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterable
 from typing import Any
 
 from runtime.contract.errors import LeaseLost
-from runtime.contract.rendered import StatementName as S
+from runtime.contract.file_steps import present
+from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
-from runtime.drivers.base import Connection
+from runtime.drivers.base import Connection, atomic
 from runtime.forms.base import Form
 from runtime.process_keys import release_key, take_key
 from runtime.settle import Decision
@@ -34,9 +36,14 @@ class AdvisoryForm(Form):
         super().__init__(*args, **kwargs)
         #: the rows whose keys each worker connection holds now
         self._held: dict[Connection, set[int]] = {}
+        rendered = self.queue.rendered
+        #: the form's own statements (the load checked them: take always, unlock on a server)
+        self._take_step = present(self.steps.take, rendered, "take")
+        server = self.queue.dialect.server_advisory  # else the keys live in this process
+        self._unlock_step: Step = present(self.steps.unlock, rendered, "unlock") if server else ()
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
-        listed = (await self.run(conn, S.CLAIM, self.claim_params(limit, group))).rows
+        listed = (await self.run(conn, self.steps.claim, self.claim_params(limit, group))).rows
         if self.queue.dialect.server_advisory:
             held = sorted(row["id"] for row in listed if row["held"])
         else:
@@ -52,8 +59,9 @@ class AdvisoryForm(Form):
 
     async def _take(self, conn: Connection, held: list[int], group: str | None) -> list[Delivery]:
         """Re-check and count the held rows (one step); unlock the ones gone since the claim."""
-        params = self.claim_params(len(held), group) | {"ids": json.dumps(held)}
-        rows = (await self.run(conn, S.TAKE, params)).rows
+        params = self.claim_params(len(held), group)
+        params["ids"] = json.dumps(held)
+        rows = (await self.run(conn, self._take_step, params)).rows
         taken = [self.delivery(row) for row in rows]
         for d in taken:
             d.conn = conn
@@ -83,7 +91,7 @@ class AdvisoryForm(Form):
                 release_key(self.keyspace, self.queue.table, row_id)
             return
         if ids and conn is not None and not conn.closed:
-            await self.run(conn, S.UNLOCK, {"ids": json.dumps(ids)})
+            await self.run(conn, self._unlock_step, {"ids": json.dumps(ids)})
 
     async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         try:
@@ -92,8 +100,9 @@ class AdvisoryForm(Form):
                 await conn.rollback()
                 in_tx = False
             try:
-                if decision.step is not None:
-                    await self.run(conn, decision.step, decision.params)
+                step = self.settle_step(decision)
+                if step is not None:
+                    await self.run(conn, step, decision.params)
             except BaseException:
                 if in_tx and not conn.closed:
                     await conn.rollback()
@@ -110,14 +119,9 @@ class AdvisoryForm(Form):
         parts = self.many_parts(items)
         own_tx = self.needs_transaction(parts)
         try:
-            if own_tx:
-                await conn.begin()
-            await self.settle_held(conn, parts)  # the rows whose keys it holds
-            if own_tx:
-                await conn.commit()
-        except Exception:
-            if conn.in_transaction and not conn.closed:
-                await conn.rollback()
+            async with atomic(conn) if own_tx else contextlib.nullcontext():
+                await self.settle_held(conn, parts)  # the rows whose keys it holds
+        except Exception:  # rolled back (atomic)
             return None  # nothing of it committed: the caller settles them one by one
         for d, _ in items:
             d.settled = True
@@ -132,9 +136,9 @@ class AdvisoryForm(Form):
                 not d.started
                 and conn is not None
                 and not conn.closed
-                and self.queue.rendered.get(S.UNCLAIM)
+                and self.steps.unclaim is not None
             ):
-                await self.run(conn, S.UNCLAIM, {"id": d.message.id})
+                await self.run(conn, self.steps.unclaim, {"id": d.message.id})
         finally:
             await self.unlock(conn, [d.message.id])
         return True

@@ -8,18 +8,19 @@ connection); the consumer calls these and never asks which form it has.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from runtime.backoff import Backoff, Outage
 from runtime.contract.errors import LeaseLost
-from runtime.contract.rendered import StatementName
-from runtime.contract.rendered import StatementName as S
+from runtime.contract.file_steps import present
+from runtime.contract.rendered import Step
 from runtime.counts import Counts
 from runtime.delivery import Batch, Delivery, Message
 from runtime.drivers.base import Connection
 from runtime.loaded import LoadedQueue
+from runtime.params import ClaimParams, ManyParams
 from runtime.settle import Decision
 from runtime.steps import StepResult, run_step
 
@@ -43,22 +44,25 @@ class Form:
         self, queue: LoadedQueue, transactional: bool = False, keyspace: str = "", spread: int = 4
     ) -> None:
         self.queue = queue
+        #: the file's steps, checked when it was loaded
+        self.steps = queue.steps
         self.transactional = transactional
         self.keyspace = keyspace
         #: workers claiming side by side (advisory: how far past its batch a claim looks)
         self.spread = spread
-        #: a settlement's statement → its ``_many`` twin (None: the file has none)
-        self._many_of: dict[str | None, str | None] = {}
         #: the groups whose max_in_flight slot rows this form made sure of (limit_slots)
         self._slots_made: set[str | None] = set()
 
     # -- helpers shared by the forms
-    async def run(
-        self, conn: Connection, step: StatementName | str, params: dict[str, Any]
-    ) -> StepResult:
-        return await run_step(conn, self.queue.rendered.require(step), params)
+    async def run(self, conn: Connection, step: Step, params: Mapping[str, Any]) -> StepResult:
+        return await run_step(conn, step, params)
 
-    def claim_params(self, limit: int, group: str | None) -> dict[str, Any]:
+    def settle_step(self, decision: Decision) -> Step | None:
+        """The statement a decision runs (None: none, e.g. a row-lock retry without an
+        attempt column)."""
+        return None if decision.step is None else self.steps.settle[decision.step]
+
+    def claim_params(self, limit: int, group: str | None) -> ClaimParams:
         return {
             "limit": limit,
             # how far past its batch a claim looks: the rows the other workers hold
@@ -74,55 +78,52 @@ class Form:
         claim, and with it the batch)."""
         attempt = row.get("attempt")
         return Delivery(
-            message=Message(id=row["id"], payload=row["payload"], group=row.get("group")),
-            attempt=int(attempt) if attempt is not None else None,
-            token=token,
+            Message(row["id"], row["payload"], row.get("group")),
+            None if attempt is None else int(attempt),
+            token,
         )
-
-    def _many_name(self, step: str | None) -> str | None:
-        """``<step>_many`` when the file has it."""
-        many = f"{step}_many" if step else ""
-        return many if many and self.queue.rendered.get(many) else None
 
     def many_parts(
         self, items: list[tuple[Delivery, Decision]]
-    ) -> list[tuple[str | None, list[tuple[int, Delivery, Decision]]]]:
-        """A group cut into what one statement settles: ``(name, part)``, the deliveries of
+    ) -> list[tuple[Step | None, list[tuple[int, Delivery, Decision]]]]:
+        """A group cut into what one statement settles: ``(step, part)``, the deliveries of
         one outcome (and delay) whose file has its ``<outcome>_many`` statement, or one
         delivery alone (``None``: its own statement; a declared override, a custom event and
         a move into a dead table have no ``_many``). Each item keeps its index in ``items``.
         With a last_error column, only deliveries of the same error text share a statement:
         a broken deploy's identical errors still settle as one."""
         many: dict[tuple[str, Any, Any], list[tuple[int, Delivery, Decision]]] = {}
-        alone: list[tuple[str | None, list[tuple[int, Delivery, Decision]]]] = []
-        ids = [d.message.id for d, _ in items]
-        unique = len(set(ids)) == len(ids)  # one statement cannot tell two tokens of a row
-        many_of = self._many_of
+        alone: list[tuple[Step | None, list[tuple[int, Delivery, Decision]]]] = []
+        unique = len({d.message.id for d, _ in items}) == len(items)  # one statement cannot
+        # tell two tokens of a row apart
+        many_of = self.steps.many
+        last_key: tuple[str, Any, Any] | None = None
+        last: list[tuple[int, Delivery, Decision]] = []
         for i, (d, decision) in enumerate(items):
-            if decision.step in many_of:
-                step = many_of[decision.step]
-            else:
-                step = many_of[decision.step] = self._many_name(decision.step)
-            if unique and step:
-                key = (step, decision.params.get("delay_s"), decision.params.get("error"))
-                many.setdefault(key, []).append((i, d, decision))
+            name = decision.step
+            if unique and name is not None and name in many_of:
+                params = decision.params
+                key = (name, params["delay_s"], params["error"])
+                if key != last_key:  # most items share the one before's key: no look-up
+                    last_key, last = key, many.setdefault(key, [])
+                last.append((i, d, decision))
             else:
                 alone.append((None, [(i, d, decision)]))
-        return [*((step, part) for (step, _, _), part in many.items()), *alone]
+        return [*((many_of[name], part) for (name, _, _), part in many.items()), *alone]
 
-    def many_params(self, part: list[tuple[int, Delivery, Decision]]) -> dict[str, Any]:
+    def many_params(self, part: list[tuple[int, Delivery, Decision]]) -> ManyParams:
         """What a ``_many`` statement binds besides its rows: the part's delay and error, the
         dead group."""
         params = part[0][2].params
         return {
-            "delay_s": params.get("delay_s"),
-            "error": params.get("error"),
+            "delay_s": params["delay_s"],
+            "error": params["error"],
             "dead_group": self.queue.dead_group,
         }
 
     @staticmethod
     def needs_transaction(
-        parts: list[tuple[str | None, list[tuple[int, Delivery, Decision]]]],
+        parts: list[tuple[Step | None, list[tuple[int, Delivery, Decision]]]],
     ) -> bool:
         """Whether a group's parts take more than one statement, so that they need a
         transaction of their own to commit together (one statement commits on its own, and
@@ -130,18 +131,22 @@ class Form:
         return sum(step is not None or part[0][2].step is not None for step, part in parts) > 1
 
     async def settle_held(
-        self, conn: Connection, parts: list[tuple[str | None, list[tuple[int, Delivery, Decision]]]]
+        self,
+        conn: Connection,
+        parts: list[tuple[Step | None, list[tuple[int, Delivery, Decision]]]],
     ) -> None:
         """Settle rows this connection holds (row lock: its transaction; advisory: their keys),
         ``many_parts`` of a group: one statement per outcome, by ids, where the file has it."""
         for step, part in parts:
             if step is not None:
-                ids = json.dumps([d.message.id for _, d, _ in part])
-                await self.run(conn, step, self.many_params(part) | {"ids": ids})
+                params = self.many_params(part)
+                params["ids"] = json.dumps([d.message.id for _, d, _ in part])
+                await self.run(conn, step, params)
                 continue
             ((_, _, decision),) = part
-            if decision.step is not None:
-                await self.run(conn, decision.step, decision.params)
+            one = self.settle_step(decision)
+            if one is not None:
+                await self.run(conn, one, decision.params)
 
     #: progress is written on a connection of its own, not the worker's (lease: the worker's
     #: may hold the handler's transaction, and the row lock with it)
@@ -151,7 +156,7 @@ class Form:
         """Write a running handler's progress (``params``: id, progress) on the row the
         worker's connection holds (row lock: in the claim's transaction; advisory: under
         the key, on its own unless the handler's transaction is open)."""
-        await self.run(conn, StatementName.PROGRESS, params)
+        await self.run(conn, present(self.steps.progress, self.queue.rendered, "progress"), params)
 
     # -- the form's own steps
     async def claim_within_rate(self, conn: Connection, limit: int, group: str | None) -> Batch:
@@ -160,10 +165,11 @@ class Form:
         grants up to ``limit`` tokens (``rate_take``, a transaction of its own), the claim
         takes at most that many, and the tokens it did not use go back (``rate_refund``).
         Nothing granted: an empty batch, ``contended`` (others took the tokens for now)."""
-        if group not in self._slots_made and self.queue.rendered.get(S.LIMIT_SLOTS):
-            await self.run(conn, S.LIMIT_SLOTS, self.claim_params(limit, group))
+        steps = self.steps
+        if group not in self._slots_made and steps.limit_slots is not None:
+            await self.run(conn, steps.limit_slots, self.claim_params(limit, group))
             self._slots_made.add(group)
-        take = self.queue.rendered.get(S.RATE_TAKE)
+        take = steps.rate_take
         if take is None:
             return await self.claim(conn, limit, group)
         params = self.claim_params(limit, group)
@@ -176,7 +182,10 @@ class Form:
         # a row-lock batch holds its transaction: its unused tokens stay spent (fewer starts,
         # never more), so the bucket's row is never held for a batch
         if unused > 0 and not conn.in_transaction:
-            await self.run(conn, S.RATE_REFUND, params | {"unused": unused})
+            params["unused"] = unused
+            await self.run(
+                conn, present(steps.rate_refund, self.queue.rendered, "rate_refund"), params
+            )
         return batch
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:

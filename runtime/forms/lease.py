@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
-from runtime.contract.rendered import StatementName as S
+from runtime.contract.file_steps import present
+from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
-from runtime.drivers.base import Connection
+from runtime.drivers.base import Connection, atomic
 from runtime.forms.base import Form, Upkeep
+from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
 
 log = logging.getLogger("runtime")
@@ -24,11 +27,24 @@ class LeaseForm(Form):
     can_group = True
     holds_outlive_connection = True
 
+    def __init__(self, queue: LoadedQueue, *args: Any, **kwargs: Any) -> None:
+        super().__init__(queue, *args, **kwargs)
+        steps, rendered = self.steps, queue.rendered
+        # the form's own statements, which the load checked every lease file holds
+        self._extend = present(steps.extend, rendered, "extend")
+        self._retry = present(steps.retry, rendered, "retry")
+        self._release = present(steps.release, rendered, "release")
+        self._unclaim = present(steps.unclaim, rendered, "unclaim")
+
+    def _settle_step(self, decision: Decision) -> Step:
+        """A decision's statement; none decided is the plain retry (the lease cleared)."""
+        return self._retry if decision.step is None else self.steps.settle[decision.step]
+
     def retries_settlement(self) -> bool:
         return not self.transactional
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
-        result = await self.run(conn, S.CLAIM, self.claim_params(limit, group))
+        result = await self.run(conn, self.steps.claim, self.claim_params(limit, group))
         return Batch([self.delivery(row, token=row["token"]) for row in result.rows])
 
     def _lost(self, d: Delivery, what: str) -> LeaseLost:
@@ -47,7 +63,7 @@ class LeaseForm(Form):
                 await conn.rollback()
                 in_tx = False
             try:
-                result = await self.run(conn, decision.step or S.RETRY, params)
+                result = await self.run(conn, self._settle_step(decision), params)
                 if not result.rowcount:
                     raise self._lost(d, decision.label)
             except LeaseLost:
@@ -72,25 +88,20 @@ class LeaseForm(Form):
         parts = self.many_parts(items)
         own_tx = self.needs_transaction(parts)
         try:
-            if own_tx:
-                await conn.begin()
-            for step, part in parts:
-                for _, d, _ in part:
-                    await d.lock.acquire()
-                try:
+            async with atomic(conn) if own_tx else contextlib.nullcontext():
+                for step, part in parts:
                     for _, d, _ in part:
-                        d.settled = True  # no extension after this point
-                    held.update(await self._settle_part(conn, step, part))
-                finally:
-                    for _, d, _ in part:
-                        d.lock.release()
-            if own_tx:
-                await conn.commit()
-        except Exception:
+                        await d.lock.acquire()
+                    try:
+                        for _, d, _ in part:
+                            d.settled = True  # no extension after this point
+                        held.update(await self._settle_part(conn, step, part))
+                    finally:
+                        for _, d, _ in part:
+                            d.lock.release()
+        except Exception:  # rolled back (atomic): nothing of the group committed
             for d, _ in items:
                 d.settled = False  # nothing committed: they can still be settled or given back
-            if conn.in_transaction and not conn.closed:
-                await conn.rollback()
             return None
         return [
             None if held[i] else self._lost(d, decision.label)
@@ -98,17 +109,17 @@ class LeaseForm(Form):
         ]
 
     async def _settle_part(
-        self, conn: Connection, step: str | None, part: list[tuple[int, Delivery, Decision]]
+        self, conn: Connection, step: Step | None, part: list[tuple[int, Delivery, Decision]]
     ) -> dict[int, bool]:
         """Run one part's statement; per item index, whether its row was still held."""
         if step is None:
             ((i, d, decision),) = part
             params = {**decision.params, "token": d.token}
-            result = await self.run(conn, decision.step or S.RETRY, params)
+            result = await self.run(conn, self._settle_step(decision), params)
             return {i: bool(result.rowcount)}
-        pairs = json.dumps([[d.message.id, d.token] for _, d, _ in part], default=str)
-        params = self.many_params(part) | {"pairs": pairs}
-        result = await self.run(conn, step, params)
+        many = self.many_params(part)
+        many["pairs"] = json.dumps([[d.message.id, d.token] for _, d, _ in part], default=str)
+        result = await self.run(conn, step, many)
         touched = {row["id"] for row in result.rows}
         return {i: d.message.id in touched for i, d, _ in part}
 
@@ -124,7 +135,8 @@ class LeaseForm(Form):
         async with d.lock:
             if d.settled:
                 return
-            result = await self.run(conn, S.PROGRESS, {**params, "token": d.token})
+            progress = present(self.steps.progress, self.queue.rendered, "progress")
+            result = await self.run(conn, progress, {**params, "token": d.token})
             if not result.rowcount:
                 raise self._lost(d, "progress")
 
@@ -135,7 +147,7 @@ class LeaseForm(Form):
                 return False
             result = await self.run(
                 conn,
-                S.EXTEND,
+                self._extend,
                 {"id": d.message.id, "token": d.token, "lease_s": self.queue.lease_s},
             )
             if not result.rowcount:
@@ -160,10 +172,9 @@ class LeaseForm(Form):
                 if conn.in_transaction:
                     await conn.rollback()
                 # a row whose handler never started gets its claim's count back (unclaim)
-                unclaim = not d.started and self.queue.rendered.get(S.UNCLAIM)
                 await self.run(
                     conn,
-                    S.UNCLAIM if unclaim else S.RELEASE,
+                    self._release if d.started else self._unclaim,
                     {"id": d.message.id, "token": d.token},
                 )
             except BaseException:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from runtime.contract.errors import LeaseLost
-from runtime.contract.rendered import StatementName as S
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
 from runtime.forms.base import Form
+from runtime.params import ClaimParams
 from runtime.settle import Decision
 
 _SAVEPOINT = "qgen_delivery"
@@ -43,19 +43,21 @@ class RowLockForm(Form):
     #: mark with a model lengthen it, so that it never runs out by itself mid-test)
     count_hold_s: float = COUNT_HOLD_S
 
-    def claim_params(self, limit: int, group: str | None) -> dict[str, Any]:
-        return super().claim_params(limit, group) | {"hold_s": self.count_hold_s}
+    def claim_params(self, limit: int, group: str | None) -> ClaimParams:
+        params = super().claim_params(limit, group)
+        params["hold_s"] = self.count_hold_s
+        return params
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         params = self.claim_params(limit, group)
-        if self.queue.rendered.get(S.TAKE):  # count first, committed; then lock
-            counted = await self.run(conn, S.CLAIM, params)
+        step = self.steps.take
+        if step is not None:  # count first, committed; then lock
+            counted = await self.run(conn, self.steps.claim, params)
             if not counted.rows:
                 return Batch([])
             params["ids"] = json.dumps([row["id"] for row in counted.rows])
-            step = S.TAKE
         else:
-            step = S.CLAIM
+            step = self.steps.claim
         await conn.begin(immediate=True)
         try:
             result = await self.run(conn, step, params)
@@ -75,8 +77,9 @@ class RowLockForm(Form):
             if not decision.commits_handler_writes:
                 await conn.rollback_to_savepoint(_SAVEPOINT)
             await conn.release_savepoint(_SAVEPOINT)
-        if decision.step is not None:
-            await self.run(conn, decision.step, decision.params)
+        step = self.settle_step(decision)
+        if step is not None:
+            await self.run(conn, step, decision.params)
         d.settled = True
 
     async def settle_group(
@@ -97,9 +100,9 @@ class RowLockForm(Form):
         d.settled = True
         if conn is None or conn.closed or not conn.in_transaction:
             return False
-        if not self.queue.rendered.get(S.UNCLAIM):
+        if self.steps.unclaim is None:
             return False
-        await self.run(conn, S.UNCLAIM, {"id": d.message.id})
+        await self.run(conn, self.steps.unclaim, {"id": d.message.id})
         return True
 
     async def give_back(self, conn: Connection | None, d: Delivery) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import pytest
 from support.engines import engine_params, run
@@ -63,6 +64,33 @@ def test_writers_of_one_process_take_turns(engine):
 
             await asyncio.gather(*(writer(k) for k in range(12)))
             assert len(await qt.rows()) == 12 * 100
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
+def test_a_writer_kept_waiting_past_the_busy_timeout_gets_a_clear_error(engine, monkeypatch):
+    """A connection waiting for the file's writer lock longer than the busy timeout (another
+    connection of the process left its transaction open) raises DatabaseError saying so, and
+    does not hold the lock afterwards."""
+    from runtime.drivers import sqlite as sqlite_driver
+
+    monkeypatch.setattr(sqlite_driver, "BUSY_TIMEOUT_MS", 200)
+
+    async def go() -> None:
+        qt = await make_queue(engine, "lease")
+        try:
+            async with await runtime.connect(qt.url) as a, await runtime.connect(qt.url) as b:
+                await a.begin()  # holds the writer lock until it ends
+                started = time.monotonic()
+                with pytest.raises(runtime.DatabaseError, match="kept the database's write lock"):
+                    await qt.queue.enqueue(b, {"n": 1})
+                assert 0.2 <= time.monotonic() - started < 1.5  # given up at the busy timeout
+                await a.rollback()
+                await qt.queue.enqueue(b, {"n": 2})  # the lock is free again: b takes it
+            assert [r["payload"] for r in await qt.rows()] == [{"n": 2}]
         finally:
             await qt.drop()
 

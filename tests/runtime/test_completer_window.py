@@ -36,7 +36,7 @@ def test_settlements_wait_for_the_window_and_commit_together_at_the_end(tmp_path
                 completer = WindowedCompleter(form, counts, held, window=60.0)
                 for d in ds:
 
-                    async def handler(d: Any = d) -> Any:
+                    async def handler(_conn: Any, d: Any) -> Any:
                         # the earlier handlers' settlements are still waiting
                         assert not any([await written(qt, e) for e in ds])
                         return decide(qt.queue, d, runtime.ack())
@@ -63,13 +63,13 @@ def test_a_window_that_closes_while_a_handler_runs_is_written_at_once(tmp_path: 
                 counts, held = runtime.Counts(), {first, second}
                 completer = WindowedCompleter(form, counts, held, window=0.3)
 
-                async def quick() -> Any:
+                async def quick(_conn: Any, _d: Any) -> Any:
                     return decide(qt.queue, first, runtime.ack())
 
                 await completer.handle(conn, first, quick)
                 seen: dict[str, bool] = {}
 
-                async def slow() -> Any:
+                async def slow(_conn: Any, _d: Any) -> Any:
                     seen["at_start"] = await written(qt, first)
                     await asyncio.sleep(1.0)  # the window closes meanwhile
                     seen["later"] = await written(qt, first)
@@ -99,7 +99,7 @@ def test_a_window_closed_between_handlers_is_written_before_the_next_starts(
                 counts, held = runtime.Counts(), {first, second}
                 completer = WindowedCompleter(form, counts, held, window=0.05)
 
-                async def quick() -> Any:
+                async def quick(_conn: Any, _d: Any) -> Any:
                     return decide(qt.queue, first, runtime.ack())
 
                 # the worker's connection is busy with the first handler's settlement only
@@ -108,7 +108,7 @@ def test_a_window_closed_between_handlers_is_written_before_the_next_starts(
                 await asyncio.sleep(0.3)
                 assert not await written(qt, first) and counts == {}
 
-                async def next_handler() -> Any:
+                async def next_handler(_conn: Any, _d: Any) -> Any:
                     assert await written(qt, first) and counts == {"ack": 1}
                     return decide(qt.queue, second, runtime.ack())
 

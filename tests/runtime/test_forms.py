@@ -566,7 +566,7 @@ def test_a_lost_lease_in_a_group_of_settlements_is_lost_for_that_delivery_alone(
                 completer = WindowedCompleter(form, counts, held, window=60.0)
                 for d in (first, second, third):
 
-                    async def handler(d=d):
+                    async def handler(_conn, d):
                         return decide(qt.queue, d, getattr(runtime, outcome)())
 
                     await completer.handle(a, d, handler)
@@ -634,7 +634,7 @@ def test_a_lost_lease_settling_on_its_own_in_a_group_is_lost_for_that_delivery_a
                 completer = WindowedCompleter(form, counts, held, window=60.0)
                 for d in (first, second, third):
 
-                    async def handler(d=d):
+                    async def handler(_conn, d):
                         return decision(d)
 
                     await completer.handle(a, d, handler)

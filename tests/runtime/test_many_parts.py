@@ -34,8 +34,13 @@ def group(queue_name: str, *outcomes: Any, ids: list[int] | None = None) -> tupl
     return form, items
 
 
-def shape(parts: list) -> list[tuple[str | None, list[int]]]:
-    return [(step, [i for i, _, _ in part]) for step, part in parts]
+def shape(form: Any, parts: list) -> list[tuple[str | None, list[int]]]:
+    """Each part as the name of the statement it runs (None: each delivery its own)."""
+    # by identity: two statements may read the same (ack_many and drop_many delete alike)
+    names = {id(step): name for name, step in form.queue.rendered.statements.items()}
+    return [
+        (None if step is None else names[id(step)], [i for i, _, _ in part]) for step, part in parts
+    ]
 
 
 def test_one_statement_per_outcome_and_alone_what_has_no_many_statement() -> None:
@@ -50,7 +55,7 @@ def test_one_statement_per_outcome_and_alone_what_has_no_many_statement() -> Non
         runtime.retry(),
     )
     parts = form.many_parts(items)
-    assert shape(parts) == [
+    assert shape(form, parts) == [
         ("ack_many", [0, 3]),
         ("retry_many", [2, 5]),
         (None, [1]),
@@ -64,23 +69,23 @@ def test_each_delay_is_a_statement_of_its_own() -> None:
         "orders", runtime.retry_after(5), runtime.retry_after(60), runtime.retry_after(5)
     )
     parts = form.many_parts(items)
-    assert shape(parts) == [("retry_after_many", [0, 2]), ("retry_after_many", [1])]
+    assert shape(form, parts) == [("retry_after_many", [0, 2]), ("retry_after_many", [1])]
     assert [form.many_params(part)["delay_s"] for _, part in parts] == [5, 60]
 
 
 def test_a_dead_letter_table_moves_rows_one_by_one_a_dead_group_together() -> None:
     form, items = group("emails", "dead_letter", "dead_letter", runtime.ack())
-    assert shape(form.many_parts(items)) == [("ack_many", [2]), (None, [0]), (None, [1])]
+    assert shape(form, form.many_parts(items)) == [("ack_many", [2]), (None, [0]), (None, [1])]
     form, items = group("orders", "dead_letter", "dead_letter")
     parts = form.many_parts(items)
-    assert shape(parts) == [("dead_letter_many", [0, 1])]
+    assert shape(form, parts) == [("dead_letter_many", [0, 1])]
     assert form.many_params(parts[0][1])["dead_group"] == "orders_dead"
 
 
 def test_a_row_twice_in_a_group_settles_every_delivery_alone() -> None:
     # one statement cannot tell two tokens of one row apart
     form, items = group("orders", runtime.ack(), runtime.ack(), runtime.ack(), ids=[4, 5, 4])
-    assert shape(form.many_parts(items)) == [(None, [0]), (None, [1]), (None, [2])]
+    assert shape(form, form.many_parts(items)) == [(None, [0]), (None, [1]), (None, [2])]
 
 
 def test_one_statement_needs_no_transaction_of_its_own() -> None:

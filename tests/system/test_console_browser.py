@@ -163,6 +163,24 @@ def _shown(browser, element_id: str, timeout: float = 20):
     )
 
 
+def _says(browser, element_id: str, text: str, timeout: float = 20) -> None:
+    """Wait until the element holds ``text``: the page a click leaves may still be there
+    (with an element of that id) when the wait starts, and go stale under it."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    try:
+        WebDriverWait(browser, timeout).until(
+            expected_conditions.text_to_be_present_in_element((By.ID, element_id), text)
+        )
+    except TimeoutException:
+        shown = browser.find_elements(By.ID, element_id)
+        found = shown[0].text if shown else "no such element"
+        raise AssertionError(f"#{element_id} never said {text!r} (it says {found!r})") from None
+
+
 def _open(browser, address: str):
     browser.get(address)
     return browser
@@ -185,7 +203,7 @@ def test_a_redrive_through_the_page_needs_the_login(browser, served, tmp_path):
         "f.submit();",
         f"{url}/queues/jobs/dead/{dead[0]}/redrive",
     )
-    assert "log in with the operator token first" in _shown(browser, "error").text
+    _says(browser, "error", "log in with the operator token first")
     assert run(project.dead_ids()) == dead
 
     browser.get(f"{url}/queues/jobs/dead/{dead[0]}")
@@ -193,13 +211,13 @@ def test_a_redrive_through_the_page_needs_the_login(browser, served, tmp_path):
     _shown(browser, "login-form")
     browser.find_element(By.NAME, "token").send_keys("not-the-token")
     browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
-    assert "not the operator token" in _shown(browser, "error").text
+    _says(browser, "error", "not the operator token")
     browser.find_element(By.NAME, "token").send_keys(TOKEN)
     browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
     _shown(browser, "redrive")  # back on the message, its actions open
     assert browser.current_url.startswith(f"{url}/queues/jobs/dead/{dead[0]}")
     browser.find_element(By.CSS_SELECTOR, "#redrive button").click()
-    assert "1 dead message(s) sent back" in _shown(browser, "flash").text
+    _says(browser, "flash", "1 dead message(s) sent back")
     assert run(project.dead_ids()) == dead[1:]
     browser.get(url + "/")
     assert (
@@ -215,7 +233,7 @@ def test_a_redrive_through_the_page_needs_the_login(browser, served, tmp_path):
     for id in left[:2]:
         browser.find_element(By.CSS_SELECTOR, f'#dead input[value="{id}"]').click()
     browser.find_element(By.CSS_SELECTOR, "#redrive-selected button[type=submit]").click()
-    assert "2 dead message(s) sent back" in _shown(browser, "flash").text
+    _says(browser, "flash", "2 dead message(s) sent back")
     assert run(project.dead_ids()) == left[2:]
 
 
@@ -235,7 +253,7 @@ def test_a_read_only_console_refuses_a_redrive(browser, served):
             "f.action = arguments[0]; document.body.appendChild(f); f.submit();",
             f"{server.url}/queues/jobs/dead/{dead[0]}/redrive",
         )
-        assert "read-only" in _shown(browser, "error").text
+        _says(browser, "error", "read-only")
         assert run(project.dead_ids()) == dead
     finally:
         server.stop()

@@ -1,0 +1,113 @@
+"""Where the runtime's client CPU goes in a drain: cProfile over ``Consumer.drain()``.
+
+Renders the bench queue of one engine and form (``bench/queues.py``), enqueues N messages
+(untimed, unprofiled), then drains them with the no-op ack handler under cProfile and prints
+the top functions by their own time (``tottime``), with the drain's CPU µs per message,
+profiler overhead included (so larger than ``bench/run.py``'s column):
+
+    python bench/profile_drain.py                         # postgres row_lock, batch 100
+    python bench/profile_drain.py --form lease --batch 10 -n 20000 --top 25
+    python bench/profile_drain.py --engine sqlite --sort cumulative
+
+It answers "what is left" of the runtime's cost beside its raw twin (``bench/raw.py``): the
+driver's own functions (psycopg, asyncio's loop) are what the raw loop pays too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import runtime
+from bench.contenders import ack_handler
+from bench.queues import (
+    DEFAULT_URLS,
+    FORMS,
+    PAYLOAD,
+    clear_table,
+    create_table,
+    drop_table,
+    render_queue,
+    table_prefix,
+)
+from bench.results import cpu_seconds
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python bench/profile_drain.py", description=__doc__)
+    p.add_argument("--engine", default="postgres", choices=("postgres", "mariadb", "sqlite"))
+    p.add_argument("--form", default="row_lock", choices=FORMS)
+    p.add_argument("-n", "--messages", type=int, default=20_000)
+    p.add_argument("--batch", type=int, default=100)
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--top", type=int, default=15, help="functions shown (default 15)")
+    p.add_argument("--sort", default="tottime", help="pstats order (default tottime)")
+    p.add_argument("--url", help="the server (default: the bench's URL for the engine)")
+    return p.parse_args(argv)
+
+
+async def profile(args: argparse.Namespace, out_dir: Path) -> str:
+    if args.engine == "sqlite":
+        url = f"sqlite:///{out_dir / 'profile.db'}"
+    else:
+        url = args.url or DEFAULT_URLS[args.engine]
+    queue = render_queue(args.engine, args.form, f"{table_prefix()}_prof", out_dir)
+    db = await runtime.connect(url)
+    try:
+        await create_table(db, queue)
+        payloads = [{"n": i, **PAYLOAD} for i in range(args.messages)]
+        for warm in (True, False):  # a warm-up drain first: plans prepared, pages hot
+            n = min(args.messages, 2_000) if warm else args.messages
+            await clear_table(db, args.engine, queue.table)
+            await db.begin()
+            await queue.enqueue_many(db, payloads[:n])
+            await db.commit()
+            consumer = runtime.Consumer(
+                url,
+                queue,
+                ack_handler,
+                concurrency=args.concurrency,
+                batch=args.batch,
+                retry_policy=runtime.Immediate(),
+            )
+            if warm:
+                await consumer.drain()
+                continue
+            prof = cProfile.Profile()
+            cpu0, t0 = cpu_seconds(), time.perf_counter()
+            prof.enable()
+            counts = await consumer.drain()
+            prof.disable()
+            wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+        await drop_table(db, args.engine, queue.table)
+    finally:
+        await db.close()
+    out = io.StringIO()
+    print(
+        f"{args.engine} {args.form} batch {args.batch} concurrency {args.concurrency}: "
+        f"{args.messages} messages in {wall:.2f} s, counts {dict(counts)}, "
+        f"client CPU {cpu * 1e6 / args.messages:.1f} µs/msg under the profiler",
+        file=out,
+    )
+    pstats.Stats(prof, stream=out).strip_dirs().sort_stats(args.sort).print_stats(args.top)
+    return out.getvalue()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="qgen-profile-") as tmp:
+        print(asyncio.run(profile(args, Path(tmp))))
+
+
+if __name__ == "__main__":
+    main()
