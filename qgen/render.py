@@ -108,6 +108,16 @@ def _template_for(env: jinja2.Environment, dialect: str, name: str) -> str:
 _short_name = short_name
 
 
+def _enqueued_columns(unit: Unit, dialect: Dialect, c: dict[str, str]) -> list[str]:
+    """(group, enqueued_at) for a queue that keeps enqueued_at, where the engine has partial
+    indexes; none otherwise (MySQL's claim index carries enqueued_at last instead)."""
+    if not isinstance(unit, QueueDeclaration) or not unit.has("enqueued_at"):
+        return []
+    if not dialect.partial_index:
+        return []
+    return [*(c[k] for k in ("group",) if k in c), c["enqueued_at"]]
+
+
 def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
     """What a template sees: quoted identifiers by their logical name, and small helpers."""
     order = QUEUE_COLUMNS if isinstance(unit, QueueDeclaration) else OUTBOX_COLUMNS
@@ -127,12 +137,23 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
         if unit.has("priority"):  # the claim reads higher priority first, then id
             index_columns.append(f"{c['priority']} DESC")
         index_columns.append(c["id"])
+        if not dialect.partial_index and unit.has("enqueued_at"):
+            # the per-minute chart's range scan (group, processed_at) reads enqueued_at here
+            # instead of from the table: no index of its own, so no more for a settlement
+            # to move (enqueued_at is never updated)
+            index_columns.append(c["enqueued_at"])
     # kept rows: an index over the processed ones, for prune and the processed count
     # (MySQL's claim index already leads with group, processed_at)
     processed = q(short_name(f"{bare}_processed"))
     processed_columns: list[str] = []
     if isinstance(unit, QueueDeclaration) and unit.has("processed_at") and dialect.partial_index:
         processed_columns = [c[k] for k in ("group", "processed_at", "id") if k in c]
+    # enqueued_at: the partial index the console's per-minute chart counts the unfinished
+    # rows of the last hour by (group, enqueued_at), without reading the table. enqueued_at
+    # is written once, at enqueue: a claim (HOT on PostgreSQL) or a settlement (whose row
+    # leaves the predicate) writes nothing in it
+    enqueued = q(short_name(f"{bare}_enqueued"))
+    enqueued_columns = _enqueued_columns(unit, dialect, c)
     # a fifo_key: the index the claim's "no earlier unfinished row of my key" reads
     fifo = q(short_name(f"{bare}_fifo"))
     fifo_columns: list[str] = []
@@ -201,6 +222,9 @@ def context(unit: Unit, dialect: Dialect) -> dict[str, Any]:
         "processed_index": processed,
         "processed_index_ref": f"{q(schema)}.{processed}" if schema else processed,
         "processed_columns": processed_columns,
+        "enqueued_index": enqueued,
+        "enqueued_index_ref": f"{q(schema)}.{enqueued}" if schema else enqueued,
+        "enqueued_columns": enqueued_columns,
         "fifo_index": fifo,
         "fifo_index_ref": f"{q(schema)}.{fifo}" if schema else fifo,
         "fifo_columns": fifo_columns,

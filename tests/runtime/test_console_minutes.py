@@ -240,3 +240,62 @@ def test_the_overview_reuses_its_read_connections(project):
         assert {id(x) for x in again} == {id(x) for x in kept}  # the same ones, none new
     assert console._idle == []
     assert all(conn.closed for conn in kept)
+
+
+#: (group, enqueued minutes ago, processed minutes ago or None): half minutes, away from the
+#: minute's edges; two rows enqueued before the hour, one of them processed within it
+SPREAD = [
+    ("ledger", 0.5, None),
+    ("ledger", 5.5, None),
+    ("ledger", 5.5, 2.5),
+    ("ledger", 20.5, 20.25),
+    ("ledger", 45.5, None),
+    ("ledger", 59.5, 30.5),
+    ("ledger", 75.0, 65.0),
+    ("ledger", 75.0, 30.5),
+    ("ledger", 90.0, None),
+    ("stray", 5.5, None),
+    ("stray", 10.5, 3.5),
+]
+
+
+async def _spread(p: Project) -> None:
+    ago = AGO[p.engine.dialect_name]
+    ledger = p.queues["ledger"]
+    async with await runtime.connect(p.url) as db:
+        await db.execute("DELETE FROM ledger", {})
+        for i, (group, _, _) in enumerate(SPREAD):
+            await ledger.enqueue(db, {"i": i}, group=group)
+        rows = await db.fetchall("SELECT id FROM ledger ORDER BY id", {})
+        for row, (_, enqueued, processed) in zip(rows, SPREAD, strict=True):
+            done = "NULL" if processed is None else ago.format(s=int(processed * 60))
+            await db.execute(
+                f"UPDATE ledger SET enqueued_at = {ago.format(s=int(enqueued * 60))}, "
+                f"processed_at = {done} WHERE id = {int(row['id'])}",
+                {},
+            )
+
+
+def test_per_minute_counts_rows_across_minutes(project):
+    """Each minute's count, exact, over unfinished and processed rows of two groups: a
+    row enqueued within the hour counts in its minute (unfinished or processed since), one
+    enqueued before it never does; a processed row counts in its processed minute."""
+    run(_spread(project))
+    want_enqueued, want_finished = [0] * 60, [0] * 60
+    for group, enqueued, processed in SPREAD:
+        if group != "ledger":
+            continue
+        if enqueued < 60:
+            want_enqueued[int(enqueued)] += 1
+        if processed is not None and processed < 60:
+            want_finished[int(processed)] += 1
+    assert sum(want_enqueued) == 6 and sum(want_finished) == 4
+
+    async def read() -> dict[str, list[int] | None]:
+        async with await runtime.connect(project.url) as db:
+            return await runtime.operate.per_minute(project.queues["ledger"], db, group="ledger")
+
+    assert run(read()) == {"enqueued": want_enqueued, "finished": want_finished}
+    with TestClient(app(project)) as c:
+        lines = {q["name"]: q for q in c.get("/api/queues").json()["queues"]}
+    assert lines["ledger"]["per_minute"] == {"enqueued": want_enqueued, "finished": want_finished}

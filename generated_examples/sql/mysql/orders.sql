@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- pause_table: "orders_queue_pause"
--- seal: sha256:159a69c78a95426bdb951ef5b2992c6a7e0c88df2c69c04730365f7602833e0a
+-- seal: sha256:384e6effd2a064a9296590e2add16f271a58d7c5717b127fe012b22ae24a06cb
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS `orders_queue` (
   `result` JSON NULL,
   `progress` JSON NULL,
   `qgen_pending_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN `processed_at` IS NULL AND `queue` <> 'orders_dead' THEN `dedupe_key` END) STORED,
-  INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`),
+  INDEX `orders_queue_claim` (`queue`, `processed_at`, `id`, `enqueued_at`),
   UNIQUE INDEX `orders_queue_dedupe` (`queue`, `qgen_pending_key`)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `orders_queue_pause` (
@@ -486,21 +486,12 @@ ORDER BY minute;
 -- name: enqueued_per_minute
 -- Counts the rows enqueued in each minute of the last window_s seconds that the table still holds (unfinished, or processed in that window), for the console's chart.
 -- kinds: reads
-SELECT TIMESTAMPDIFF(MINUTE, e.`enqueued_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
-FROM (
-  SELECT `enqueued_at`
-  FROM `orders_queue`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NULL
-    AND `enqueued_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
-  UNION ALL
-  SELECT `enqueued_at`
-  FROM `orders_queue`
-  WHERE `queue` = %(group)s
-    AND `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
-    AND `enqueued_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
-) AS e
-GROUP BY TIMESTAMPDIFF(MINUTE, e.`enqueued_at`, UTC_TIMESTAMP(6))
+SELECT TIMESTAMPDIFF(MINUTE, `enqueued_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `orders_queue`
+WHERE `queue` = %(group)s
+  AND (`processed_at` IS NULL OR `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND)
+  AND `enqueued_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `enqueued_at`, UTC_TIMESTAMP(6))
 ORDER BY minute;
 
 -- name: cancel

@@ -3,7 +3,7 @@
 -- dialect: "mysql"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:628fa4fdcebba840892c0acd5e122d88d840ffd61965500448e9a953da98d011
+-- seal: sha256:30e3aeed4925adf6da5193bca94b26746329a976f388d4368d397e869c3eecf1
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
@@ -15,7 +15,7 @@ CREATE TABLE IF NOT EXISTS `outbox` (
   `partition_key` VARCHAR(191) NULL,
   `created_at` DATETIME(6) NOT NULL,
   `processed_at` DATETIME(6) NULL,
-  INDEX `outbox_claim` (`processed_at`, `id`)
+  INDEX `outbox_claim` (`processed_at`, `id`, `created_at`)
 ) ENGINE = InnoDB;
 
 -- name: put
@@ -90,19 +90,11 @@ ORDER BY minute;
 -- name: enqueued_per_minute
 -- Counts the records created in each minute of the last window_s seconds that the table still holds (unmarked, or marked in that window), for the console's chart.
 -- kinds: reads
-SELECT TIMESTAMPDIFF(MINUTE, e.`created_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
-FROM (
-  SELECT `created_at`
-  FROM `outbox`
-  WHERE `processed_at` IS NULL
-    AND `created_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
-  UNION ALL
-  SELECT `created_at`
-  FROM `outbox`
-  WHERE `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
-    AND `created_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
-) AS e
-GROUP BY TIMESTAMPDIFF(MINUTE, e.`created_at`, UTC_TIMESTAMP(6))
+SELECT TIMESTAMPDIFF(MINUTE, `created_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `outbox`
+WHERE (`processed_at` IS NULL OR `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND)
+  AND `created_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `created_at`, UTC_TIMESTAMP(6))
 ORDER BY minute;
 
 -- name: columns

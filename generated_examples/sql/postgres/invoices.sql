@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "invoices_dead"}
 -- channel: "qgen.invoices_queue"
 -- pause_table: "invoices_queue_pause"
--- seal: sha256:51a58629619d8c52d7db8db3c0b70418edce611abb94dbab80dd3b6d82ca944c
+-- seal: sha256:53925b897f97a997cc9760cc7f3b856553faa413f5aa35eb45d8f61bde00caee
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -421,10 +421,10 @@ WHERE "processed_at" IS NULL
 -- name: finished_per_minute
 -- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
 -- kinds: reads
-SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+SELECT CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER) AS minute, COUNT(*) AS n
 FROM "invoices_queue"
 WHERE "processed_at" >= now() - make_interval(secs => %(window_s)s)
-GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+GROUP BY CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER)
 ORDER BY minute;
 
 -- name: cancel

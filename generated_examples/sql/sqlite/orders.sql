@@ -9,11 +9,11 @@
 -- lease_s: 30
 -- default_group: "orders"
 -- pause_table: "orders_queue_pause"
--- seal: sha256:931c0cd936b2fdb0767cc9a63f13ae00f2c10fa3683df9e5431fb26a060aed27
+-- seal: sha256:78e0d56612698bc7d858166dc08cd0b405cb432928d8ca3b0a6b033ef9ff286d
 
 -- name: schema
--- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
--- kinds: writes writes writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the index the console's per-minute chart counts enqueued rows by, the unique index that keeps one pending message per dedupe_key in a group, if missing.
+-- kinds: writes writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "orders_queue" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "body" TEXT NOT NULL,
@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS "orders_queue" (
 );
 CREATE INDEX IF NOT EXISTS "orders_queue_claim" ON "orders_queue" ("queue", "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "orders_queue_processed" ON "orders_queue" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "orders_queue_enqueued" ON "orders_queue" ("queue", "enqueued_at") WHERE "processed_at" IS NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "orders_queue_dedupe" ON "orders_queue" ("queue", "dedupe_key") WHERE "processed_at" IS NULL AND "queue" <> 'orders_dead';
 CREATE TABLE IF NOT EXISTS "orders_queue_pause" (
   queue_table TEXT NOT NULL,

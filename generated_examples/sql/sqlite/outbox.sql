@@ -4,11 +4,11 @@
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
 -- note: "the relay's BEGIN IMMEDIATE holds the database's write lock while its handler runs: one relay at a time, and put waits for the relay's batch"
--- seal: sha256:8845ba31d3ca6745a247c449ef7f4fda2403183e757efaa10ef171fc880083c4
+-- seal: sha256:4632613c9b60b800662fc972b4cdb1d5512a3e428a5281099ce37ccb4afe2fb4
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
--- kinds: writes writes writes
+-- kinds: writes writes writes writes
 CREATE TABLE IF NOT EXISTS "outbox" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -19,6 +19,7 @@ CREATE TABLE IF NOT EXISTS "outbox" (
 );
 CREATE INDEX IF NOT EXISTS "outbox_claim" ON "outbox" ("id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "outbox_processed" ON "outbox" ("processed_at") WHERE "processed_at" IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "outbox_enqueued" ON "outbox" ("created_at") WHERE "processed_at" IS NULL;
 
 -- name: put
 -- Adds one record in the caller's transaction, stamped with the database's clock.

@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:c3c44953fb483918462678f7f69a4dded64fbceccba3d546399692049d865e12
+-- seal: sha256:fb1405261a930ff5e3bdaad786b75ab012848d6aa57d047f71245b3cc302980d
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS `shop_tasks` (
   `priority` INT NOT NULL DEFAULT 0,
   `last_error` TEXT NULL,
   `result` JSON NULL,
-  INDEX `shop_tasks_claim` (`queue`, `processed_at`, `priority` DESC, `id`)
+  INDEX `shop_tasks_claim` (`queue`, `processed_at`, `priority` DESC, `id`, `enqueued_at`)
 ) ENGINE = InnoDB;
 CREATE TABLE IF NOT EXISTS `shop_tasks_pause` (
   queue_table VARCHAR(191) NOT NULL,
@@ -442,21 +442,12 @@ ORDER BY minute;
 -- name: enqueued_per_minute
 -- Counts the rows enqueued in each minute of the last window_s seconds that the table still holds (unfinished, or processed in that window), for the console's chart.
 -- kinds: reads
-SELECT TIMESTAMPDIFF(MINUTE, e.`enqueued_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
-FROM (
-  SELECT `enqueued_at`
-  FROM `shop_tasks`
-  WHERE `queue` = %(group)s
-    AND `processed_at` IS NULL
-    AND `enqueued_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
-  UNION ALL
-  SELECT `enqueued_at`
-  FROM `shop_tasks`
-  WHERE `queue` = %(group)s
-    AND `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
-    AND `enqueued_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
-) AS e
-GROUP BY TIMESTAMPDIFF(MINUTE, e.`enqueued_at`, UTC_TIMESTAMP(6))
+SELECT TIMESTAMPDIFF(MINUTE, `enqueued_at`, UTC_TIMESTAMP(6)) AS minute, COUNT(*) AS n
+FROM `shop_tasks`
+WHERE `queue` = %(group)s
+  AND (`processed_at` IS NULL OR `processed_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND)
+  AND `enqueued_at` >= UTC_TIMESTAMP(6) - INTERVAL %(window_s)s SECOND
+GROUP BY TIMESTAMPDIFF(MINUTE, `enqueued_at`, UTC_TIMESTAMP(6))
 ORDER BY minute;
 
 -- name: ready_by_priority

@@ -9,11 +9,11 @@
 -- lease_s: 60
 -- default_group: "tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:eb420032e11abc0d1db193d04ec8ad66e735ebf0b9bc602e581b599846c9f4ce
+-- seal: sha256:58630b21196ae15fa635db893cec22148b67a7e3453e87d701b595742286bbbd
 
 -- name: schema
--- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
--- kinds: writes writes writes writes
+-- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the index the console's per-minute chart counts enqueued rows by, if missing.
+-- kinds: writes writes writes writes writes
 CREATE TABLE IF NOT EXISTS "shop_tasks" (
   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
   "payload" TEXT NOT NULL,
@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS "shop_tasks" (
 );
 CREATE INDEX IF NOT EXISTS "shop_tasks_claim" ON "shop_tasks" ("queue", "priority" DESC, "id") WHERE "processed_at" IS NULL;
 CREATE INDEX IF NOT EXISTS "shop_tasks_processed" ON "shop_tasks" ("queue", "processed_at", "id") WHERE "processed_at" IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "shop_tasks_enqueued" ON "shop_tasks" ("queue", "enqueued_at") WHERE "processed_at" IS NULL;
 CREATE TABLE IF NOT EXISTS "shop_tasks_pause" (
   queue_table TEXT NOT NULL,
   queue_group TEXT NOT NULL,

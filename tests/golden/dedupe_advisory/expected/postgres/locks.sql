@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.locks"
 -- pause_table: "locks_pause"
--- seal: sha256:6dd088eb7f867e747e911b3eb1bf125578be5b4212b194faa18112107e32cfa3
+-- seal: sha256:fec977d8ab9e9b7cfe98ba94abd603af7a10a43df61f7f65d947692fc439dafa
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -244,10 +244,10 @@ LIMIT %(limit)s;
 -- name: finished_per_minute
 -- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
 -- kinds: reads
-SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+SELECT CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER) AS minute, COUNT(*) AS n
 FROM "locks"
 WHERE "processed_at" >= now() - make_interval(secs => %(window_s)s)
-GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+GROUP BY CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER)
 ORDER BY minute;
 
 -- name: cancel

@@ -10,7 +10,7 @@
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
 -- pause_table: "jobs_pause"
--- seal: sha256:7d5ed4985a82f5c7b11e8b8500db70171c72d979291d0caf79de525bdbede70f
+-- seal: sha256:60c17273d6401904d8878ec20ef6a42462d094ba2cc5bef92724eaddd28c182e
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -485,11 +485,11 @@ WHERE "queue" = %(group)s
 -- name: finished_per_minute
 -- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
 -- kinds: reads
-SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+SELECT CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER) AS minute, COUNT(*) AS n
 FROM "jobs"
 WHERE "queue" = %(group)s
   AND "processed_at" >= now() - make_interval(secs => %(window_s)s)
-GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+GROUP BY CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER)
 ORDER BY minute;
 
 -- name: cancel

@@ -10,7 +10,7 @@
 -- other_columns: ["source"]
 -- channel: "qgen.audit_queue"
 -- pause_table: "audit_queue_pause"
--- seal: sha256:6c042ccc4f6433f387dd64157b07324b87a3c21fb2b2f83754806f58cfb1dccb
+-- seal: sha256:19a0442ea1c601de8d7b642392cc3a67c99b9cd20af2cd8a31b2f56571720d93
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -421,11 +421,11 @@ WHERE "queue" = %(group)s
 -- name: finished_per_minute
 -- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
 -- kinds: reads
-SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+SELECT CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER) AS minute, COUNT(*) AS n
 FROM "audit_queue"
 WHERE "queue" = %(group)s
   AND "processed_at" >= now() - make_interval(secs => %(window_s)s)
-GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+GROUP BY CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER)
 ORDER BY minute;
 
 -- name: cancel

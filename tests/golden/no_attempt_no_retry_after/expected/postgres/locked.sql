@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.locked"
 -- pause_table: "locked_pause"
--- seal: sha256:4ce2dd69db4daa9befca579d6fef437f2612fe42b5482c203548a8c76c89f82f
+-- seal: sha256:04fd4d1325ea9fcba676681cbb42b76b4435d17d4008f02126f3f6469555a826
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -192,10 +192,10 @@ LIMIT %(limit)s;
 -- name: finished_per_minute
 -- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
 -- kinds: reads
-SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "done_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+SELECT CAST(FLOOR(date_part('epoch', now() - "done_at") / 60) AS INTEGER) AS minute, COUNT(*) AS n
 FROM "locked"
 WHERE "done_at" >= now() - make_interval(secs => %(window_s)s)
-GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "done_at")) / 60) AS INTEGER)
+GROUP BY CAST(FLOOR(date_part('epoch', now() - "done_at") / 60) AS INTEGER)
 ORDER BY minute;
 
 -- name: cancel

@@ -10,7 +10,7 @@
 -- default_group: "ledger"
 -- channel: "qgen.ledger"
 -- pause_table: "ledger_pause"
--- seal: sha256:ea94d5aa520b7d11867554e562aca7106330a44f3ad0eead29d121d6cb90d013
+-- seal: sha256:13528438a3cc19e358cd556d2b27ba680cd0b0e2dc101e3c1045f4d0e4c7a33f
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -431,11 +431,11 @@ WHERE "queue" = %(group)s
 -- name: finished_per_minute
 -- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
 -- kinds: reads
-SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+SELECT CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER) AS minute, COUNT(*) AS n
 FROM "ledger"
 WHERE "queue" = %(group)s
   AND "processed_at" >= now() - make_interval(secs => %(window_s)s)
-GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+GROUP BY CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER)
 ORDER BY minute;
 
 -- name: ready_by_priority

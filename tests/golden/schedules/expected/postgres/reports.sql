@@ -12,7 +12,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
 -- pause_table: "reports_queue_pause"
--- seal: sha256:90a91e45f0e7f0b21cab7d3c7f6e2b2050ce17fdbbaf6e53e646663cfbb4c661
+-- seal: sha256:ca856bd835837b2698479ebca0422fdb4de2e3278be9442fd3cd899ef9adaa23
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
@@ -255,10 +255,10 @@ LIMIT %(limit)s;
 -- name: finished_per_minute
 -- Counts the rows marked processed in each minute of the last window_s seconds (minute: whole minutes ago, by the database's clock), for the console's chart.
 -- kinds: reads
-SELECT CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER) AS minute, COUNT(*) AS n
+SELECT CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER) AS minute, COUNT(*) AS n
 FROM "reports_queue"
 WHERE "processed_at" >= now() - make_interval(secs => %(window_s)s)
-GROUP BY CAST(FLOOR(EXTRACT(EPOCH FROM (now() - "processed_at")) / 60) AS INTEGER)
+GROUP BY CAST(FLOOR(date_part('epoch', now() - "processed_at") / 60) AS INTEGER)
 ORDER BY minute;
 
 -- name: schedule_now
