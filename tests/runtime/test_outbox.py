@@ -78,7 +78,8 @@ def test_renders_and_validates_on_every_dialect(tmp_path: Path) -> None:
     assert "FOR UPDATE SKIP LOCKED" in pg and "CAST(%(payload)s AS JSONB)" in pg
     assert 'WHERE "processed_at" IS NULL;' in pg  # the partial index
     my = files[Path("sql/mysql/outbox.sql")]
-    assert "INDEX `events_outbox_claim` (`processed_at`, `id`)" in my
+    # the claim's index, with created_at last for the console's per-minute chart
+    assert "INDEX `events_outbox_claim` (`processed_at`, `id`, `created_at`)" in my
     assert "FOR UPDATE SKIP LOCKED" in my
     lite = files[Path("sql/sqlite/outbox.sql")]
     assert "FOR UPDATE" not in lite and "-- note: \"the relay's BEGIN IMMEDIATE" in lite
