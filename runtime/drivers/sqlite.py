@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -328,6 +329,24 @@ class SQLiteConnection(Connection):
         return isinstance(exc, self._sqlite3.ProgrammingError) and "closed" in str(exc).lower()
 
 
+async def _set(conn: SQLiteConnection, pragma: str) -> None:
+    """Run one pragma of a new connection. Switching a new file to WAL needs the database to
+    itself for a moment, and SQLite answers "database is locked" at once (without its busy
+    handler) when another connection opening the same new file holds it then: try again,
+    within the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            await conn.execute(pragma)
+            return
+        except DatabaseError as exc:
+            if "database is locked" not in str(exc) or time.monotonic() + delay > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
 async def open_sqlite(
     url: str, path: str, query: str = "", read_only: bool = False, **kwargs: Any
 ) -> SQLiteConnection:
@@ -362,7 +381,7 @@ async def open_sqlite(
     conn = SQLiteConnection(db, aiosqlite_raw(db), url, path)
     try:
         for pragma in _PRAGMAS + (("PRAGMA query_only = 1",) if read_only else ()):
-            await conn.execute(pragma)
+            await _set(conn, pragma)
     except BaseException:
         await conn.close()
         raise
