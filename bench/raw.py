@@ -365,8 +365,10 @@ class _AsyncWorker(_Loop):
                 if not held:  # other workers hold every listed key for now
                     await asyncio.sleep(CONTENDED_SLEEP_S)
                     continue
-                # take the held rows: re-check and count (one step)
-                got, tc, _ = await self.step("take", self.params | {"ids": json.dumps(held)})
+                if "take" in self.st:  # take the held rows: re-check and count (one step)
+                    got, tc, _ = await self.step("take", self.params | {"ids": json.dumps(held)})
+                else:  # the claim took them (PostgreSQL): the taken column says which
+                    got, tc = [r for r in rows if r[c["held"]] and r[c["taken"]]], c
                 settle = []
                 for row in got:
                     _decode(row[tc["payload"]])

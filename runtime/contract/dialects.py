@@ -44,6 +44,9 @@ class Dialect:
     partial_index: bool
     #: the advisory lock keys live in the database (False: in the consumer's process)
     server_advisory: bool
+    #: the advisory claim also takes the rows whose keys it kept, in the same statement (a
+    #: data-modifying WITH): its file has no ``take``
+    advisory_claim_takes: bool = False
     #: an unquoted identifier means its lower-case form (PostgreSQL); others keep it as written
     folds_unquoted: bool = False
     #: LISTEN/NOTIFY: the enqueue notifies a channel at commit and idle consumers listen
@@ -102,6 +105,7 @@ DIALECTS: dict[str, Dialect] = {
         data_modifying_cte=True,
         partial_index=True,
         server_advisory=True,
+        advisory_claim_takes=True,
         folds_unquoted=True,
         listen_notify=True,
         missing_schema=r"^Undefined(Table|Column):",

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from runtime.contract.dialects import DIALECTS
+from runtime.contract.dialects import DIALECTS, Dialect
 from runtime.contract.errors import RenderedFileError
 from runtime.contract.rendered import Header, RenderedFile, Step
 
@@ -141,16 +141,18 @@ _DEAD_BLOCKED = ("redrive_blocked", "redrive_blocked_all")
 #: what a claim form needs whatever else is declared
 _BY_FORM = {
     "lease": ("extend", "retry", "release", "unclaim"),
-    "advisory": ("take",),
+    "advisory": (),
     "row_lock": (),
 }
 
 
-def _needed_by_form(header: Header, server_advisory: bool) -> Iterator[tuple[str, str]]:
+def _needed_by_form(header: Header, dialect: Dialect) -> Iterator[tuple[str, str]]:
     form = header.form or ""
     for name in _BY_FORM.get(form, ()):
         yield name, f"the {form} form"
-    if form == "advisory" and server_advisory:
+    if form == "advisory" and not dialect.advisory_claim_takes:  # else the claim takes
+        yield "take", "the advisory form"
+    if form == "advisory" and dialect.server_advisory:
         yield "unlock", f"the advisory form on {header.dialect}"
     counts_at_claim = (
         form == "row_lock"
@@ -167,7 +169,7 @@ def needed(header: Header) -> list[tuple[str, str]]:
     if header.kind == "outbox":
         return [(name, "every outbox") for name in _OUTBOX_ALWAYS]
     out = [(name, "every queue") for name in _QUEUE_ALWAYS]
-    out += _needed_by_form(header, DIALECTS[header.dialect].server_advisory)
+    out += _needed_by_form(header, DIALECTS[header.dialect])
     for column, names in _BY_COLUMN.items():
         if column in header.columns:
             out += [(name, f"the {column} column") for name in names]

@@ -26,7 +26,8 @@ class AdvisoryForm(Form):
     The claim tries the keys of up to ``scan`` ready rows and keeps the first ``limit`` it
     gets (in one statement on a server); the take then re-checks the held rows under their
     keys and counts their attempt, in one step, so a row settled since the listing is
-    skipped. Settlements commit before their keys are unlocked.
+    skipped. On PostgreSQL the claim takes in the same statement (its file has no
+    ``take``). Settlements commit before their keys are unlocked.
     """
 
     can_group = True
@@ -37,13 +38,16 @@ class AdvisoryForm(Form):
         #: the rows whose keys each worker connection holds now
         self._held: dict[Connection, set[int]] = {}
         rendered = self.queue.rendered
-        #: the form's own statements (the load checked them: take always, unlock on a server)
-        self._take_step = present(self.steps.take, rendered, "take")
+        #: the form's own statements (the load checked them: take unless the claim takes,
+        #: unlock on a server); a file with no take has a claim that takes (PostgreSQL)
+        self._take_step: Step | None = self.steps.take
         server = self.queue.dialect.server_advisory  # else the keys live in this process
         self._unlock_step: Step = present(self.steps.unlock, rendered, "unlock") if server else ()
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         listed = (await self.run(conn, self.steps.claim, self.claim_params(limit, group))).rows
+        if self._take_step is None:
+            return await self._claimed_taken(conn, listed)
         if self.queue.dialect.server_advisory:
             held = sorted(row["id"] for row in listed if row["held"])
         else:
@@ -57,8 +61,36 @@ class AdvisoryForm(Form):
             await self.unlock(conn, held)
             raise
 
+    async def _claimed_taken(self, conn: Connection, listed: list[dict[str, Any]]) -> Batch:
+        """A claim that took in the same statement: a row per key it kept (``taken``: still
+        claimable, counted), or the first candidate alone when it kept none (``held`` 0:
+        other workers hold the ready rows). The kept keys whose rows were settled since the
+        listing are unlocked."""
+        held = [row for row in listed if row["held"]]
+        if not held:
+            return Batch(contended=bool(listed))
+        self._held.setdefault(conn, set()).update(row["id"] for row in held)
+        taken: list[Delivery] = []
+        gone: list[int] = []
+        for row in held:
+            if row["taken"]:
+                d = self.delivery(row)
+                d.conn = conn
+                taken.append(d)
+            else:
+                gone.append(row["id"])
+        if gone:
+            try:
+                await self.unlock(conn, gone)
+            except BaseException:
+                await self.unlock(conn, [d.message.id for d in taken])
+                raise
+        taken.sort(key=lambda d: d.message.id)
+        return Batch(taken)
+
     async def _take(self, conn: Connection, held: list[int], group: str | None) -> list[Delivery]:
         """Re-check and count the held rows (one step); unlock the ones gone since the claim."""
+        assert self._take_step is not None  # the file has a take (claim() checked)
         params = self.claim_params(len(held), group)
         params["ids"] = json.dumps(held)
         rows = (await self.run(conn, self._take_step, params)).rows

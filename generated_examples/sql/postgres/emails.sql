@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- channel: "qgen.emails_queue"
 -- pause_table: "emails_queue_pause"
--- seal: sha256:c3d8cf6edf9beb3dcda02dd70562b91a2bc5fa6bd5f261c7f93ae3d5297f736a
+-- seal: sha256:3969b5dde83f81c96b65e80a09fc77dc6aaa8b3077dd9499b89854e6c994e1d0
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -80,7 +80,7 @@ WHERE "id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "locked_until" AS token;
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, CAST("locked_until" AS TEXT) AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
@@ -88,7 +88,7 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "locked_un
 UPDATE "emails_queue"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s
-RETURNING "locked_until" AS new_token;
+RETURNING CAST("locked_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: deletes it.

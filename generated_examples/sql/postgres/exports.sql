@@ -9,7 +9,7 @@
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
 -- pause_table: "exports_queue_pause"
--- seal: sha256:cc2aad172ab54bb43c0beee2afeb44e68182812ff6bf92d7adc84014f8ef458d
+-- seal: sha256:1353c5670adf94d98a8c8510cbd4e09588bb07a35e3551a4858474f9e386900b
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -54,8 +54,8 @@ WHERE "lane" = %(group)s
   AND "retry_after" > now();
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
--- kinds: reads
+-- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- kinds: writes-returning
 WITH candidates AS (
   SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:exports_queue:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
   FROM (
@@ -77,19 +77,21 @@ WITH candidates AS (
 ), counted AS (
   SELECT id, locked, SUM(locked) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS nth
   FROM candidates
+), kept AS (
+  SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:exports_queue:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
+  FROM counted
+), taken AS (
+  UPDATE "exports_queue"
+  SET "attempt" = "attempt" + 1
+  WHERE "lane" = %(group)s
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND "id" IN (SELECT id FROM kept WHERE held = 1)
+  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group"
 )
-SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:exports_queue:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
-FROM counted;
-
--- name: take
--- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
--- kinds: writes-returning
-UPDATE "exports_queue"
-SET "attempt" = "attempt" + 1
-WHERE "lane" = %(group)s
-  AND ("retry_after" IS NULL OR "retry_after" <= now())
-  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group";
+SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt, taken."group" AS "group"
+FROM kept
+LEFT JOIN taken ON taken.id = kept.id
+WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -10,7 +10,7 @@
 -- default_group: "orders"
 -- channel: "qgen.orders_queue"
 -- pause_table: "orders_queue_pause"
--- seal: sha256:dc0826b49ab3ac5516d3324fbaf83aa52dc848e3be5fa1f2d4811eea933a79f4
+-- seal: sha256:c6c1b739f8579aacb506d2b9c0d45a725aa6a4ea1201018928a629f728e095bc
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the index the console's per-minute chart counts enqueued rows by, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -97,7 +97,7 @@ WHERE "id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "id" AS id, "body" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", "locked_until" AS token;
+RETURNING "id" AS id, "body" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
@@ -105,7 +105,7 @@ RETURNING "id" AS id, "body" AS payload, "attempt" - 1 AS attempt, "queue" AS "g
 UPDATE "orders_queue"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s
-RETURNING "locked_until" AS new_token;
+RETURNING CAST("locked_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: marks it processed.

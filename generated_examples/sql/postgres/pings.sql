@@ -9,7 +9,7 @@
 -- lease_s: 10
 -- channel: "qgen.pings"
 -- pause_table: "pings_pause"
--- seal: sha256:2b7228a62d4b6dd6f1b8f11f09ada2a45b9329a3787581b8fba593bb55e3c310
+-- seal: sha256:c4c55fd5df95b1f2964d2b27d076808e82cfeeebb90105d8aaa0b95462fed73c
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -61,7 +61,7 @@ WHERE "ping_id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "ping_id" AS id, "data" AS payload, "leased_until" AS token;
+RETURNING "ping_id" AS id, "data" AS payload, CAST("leased_until" AS TEXT) AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
@@ -69,7 +69,7 @@ RETURNING "ping_id" AS id, "data" AS payload, "leased_until" AS token;
 UPDATE "pings"
 SET "leased_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "ping_id" = %(id)s AND "leased_until" = %(token)s
-RETURNING "leased_until" AS new_token;
+RETURNING CAST("leased_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "webhooks_dead"}
 -- channel: "qgen.webhooks_queue"
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:035fbc473de33a99f66aedfa82052625b4418455b830965c72bb3a1fe0770274
+-- seal: sha256:090b07e35b44159e5a416f266766fcc789cbd47e38265e4f5b9c7d59e5da9bfc
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -77,8 +77,8 @@ WHERE "processed_at" IS NULL
   AND "retry_after" > now();
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
--- kinds: reads
+-- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- kinds: writes-returning
 WITH candidates AS (
   SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:webhooks_queue:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
   FROM (
@@ -100,19 +100,21 @@ WITH candidates AS (
 ), counted AS (
   SELECT id, locked, SUM(locked) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS nth
   FROM candidates
+), kept AS (
+  SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:webhooks_queue:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
+  FROM counted
+), taken AS (
+  UPDATE "webhooks_queue"
+  SET "attempt" = "attempt" + 1
+  WHERE "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND "id" IN (SELECT id FROM kept WHERE held = 1)
+  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
 )
-SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:webhooks_queue:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
-FROM counted;
-
--- name: take
--- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
--- kinds: writes-returning
-UPDATE "webhooks_queue"
-SET "attempt" = "attempt" + 1
-WHERE "processed_at" IS NULL
-  AND ("retry_after" IS NULL OR "retry_after" <= now())
-  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt;
+SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
+FROM kept
+LEFT JOIN taken ON taken.id = kept.id
+WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
 
 -- name: ack
 -- Finishes the row: marks it processed.

@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.shop_tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:25cb83c5ce312fdf4ecfe946db586adb10efe3d6932f579bd193a5e8f30a3ca1
+-- seal: sha256:b8e7965baaa61136330fc2f41ff87f064257b26a3d0c04c25fdcbe220ea098de
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the index the console's per-minute chart counts enqueued rows by, if missing.
@@ -85,7 +85,7 @@ WHERE "id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", "locked_until" AS token;
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
@@ -93,7 +93,7 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS
 UPDATE "shop_tasks"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s
-RETURNING "locked_until" AS new_token;
+RETURNING CAST("locked_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: marks it processed.

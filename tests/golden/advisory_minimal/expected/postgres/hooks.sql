@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.hooks"
 -- pause_table: "hooks_pause"
--- seal: sha256:772eb0cb4086b212122585e48569fdf6ca312f5fdf0844711343aeaa597e3570
+-- seal: sha256:a69acce8fba86b8aefd76ad92ab32a808ba153853b573c3e4f2748e1ca51e148
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -41,7 +41,7 @@ FROM ins;
 LISTEN "qgen.hooks";
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
+-- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
 -- kinds: reads
 WITH candidates AS (
   SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:hooks:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
@@ -62,16 +62,19 @@ WITH candidates AS (
 ), counted AS (
   SELECT id, locked, SUM(locked) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS nth
   FROM candidates
+), kept AS (
+  SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:hooks:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
+  FROM counted
+), taken AS (
+  SELECT "id" AS id, "payload" AS payload
+  FROM "hooks"
+  WHERE "id" IN (SELECT id FROM kept WHERE held = 1)
+  FOR UPDATE
 )
-SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:hooks:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
-FROM counted;
-
--- name: take
--- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable; a row not returned was settled since the claim (unlock it).
--- kinds: reads
-SELECT "id" AS id, "payload" AS payload
-FROM "hooks"
-WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload
+FROM kept
+LEFT JOIN taken ON taken.id = kept.id
+WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.locks"
 -- pause_table: "locks_pause"
--- seal: sha256:fec977d8ab9e9b7cfe98ba94abd603af7a10a43df61f7f65d947692fc439dafa
+-- seal: sha256:1bc4e728f25817d8cc751d6256aa45e7b83bbe4f0b9646a8f40235650970e848
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -55,7 +55,7 @@ WHERE "dedupe_key" = %(dedupe_key)s
 LISTEN "qgen.locks";
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
+-- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
 -- kinds: reads
 WITH candidates AS (
   SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:locks:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
@@ -77,17 +77,20 @@ WITH candidates AS (
 ), counted AS (
   SELECT id, locked, SUM(locked) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS nth
   FROM candidates
+), kept AS (
+  SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:locks:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
+  FROM counted
+), taken AS (
+  SELECT "id" AS id, "payload" AS payload
+  FROM "locks"
+  WHERE "processed_at" IS NULL
+    AND "id" IN (SELECT id FROM kept WHERE held = 1)
+  FOR UPDATE
 )
-SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:locks:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
-FROM counted;
-
--- name: take
--- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable; a row not returned was settled since the claim (unlock it).
--- kinds: reads
-SELECT "id" AS id, "payload" AS payload
-FROM "locks"
-WHERE "processed_at" IS NULL
-  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload
+FROM kept
+LEFT JOIN taken ON taken.id = kept.id
+WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
 
 -- name: ack
 -- Finishes the row: marks it processed.

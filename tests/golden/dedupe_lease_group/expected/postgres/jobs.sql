@@ -10,7 +10,7 @@
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
 -- pause_table: "jobs_pause"
--- seal: sha256:60c17273d6401904d8878ec20ef6a42462d094ba2cc5bef92724eaddd28c182e
+-- seal: sha256:f510647c7a8ee709c9f1031d822236267fe88ee34b5866931db0980356273692
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -93,7 +93,7 @@ WHERE "id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", "locked_until" AS token;
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
@@ -101,7 +101,7 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS
 UPDATE "jobs"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s
-RETURNING "locked_until" AS new_token;
+RETURNING CAST("locked_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: marks it processed.

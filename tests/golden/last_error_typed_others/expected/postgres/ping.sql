@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.ping_queue"
 -- pause_table: "ping_queue_pause"
--- seal: sha256:9aedece53114bc86f2f3c6357605b8520fd8f30d048df1199e9c04617a10a845
+-- seal: sha256:f1895ca38cc2c17e591dbb6ee463106b2ba48f83a54a388f97b1464ad04d8734
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -42,7 +42,7 @@ FROM ins;
 LISTEN "qgen.ping_queue";
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
+-- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
 -- kinds: reads
 WITH candidates AS (
   SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:ping_queue:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
@@ -63,16 +63,19 @@ WITH candidates AS (
 ), counted AS (
   SELECT id, locked, SUM(locked) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS nth
   FROM candidates
+), kept AS (
+  SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:ping_queue:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
+  FROM counted
+), taken AS (
+  SELECT "id" AS id, "payload" AS payload
+  FROM "ping_queue"
+  WHERE "id" IN (SELECT id FROM kept WHERE held = 1)
+  FOR UPDATE
 )
-SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:ping_queue:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
-FROM counted;
-
--- name: take
--- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable; a row not returned was settled since the claim (unlock it).
--- kinds: reads
-SELECT "id" AS id, "payload" AS payload
-FROM "ping_queue"
-WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j);
+SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload
+FROM kept
+LEFT JOIN taken ON taken.id = kept.id
+WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -10,7 +10,7 @@
 -- other_columns: ["user_id", "kind", "note"]
 -- channel: "qgen.signup_queue"
 -- pause_table: "signup_queue_pause"
--- seal: sha256:7b3b432c0c3b400f526ad61e5c45e92d5cfcbbb849eb37eb848dbc0a024c48da
+-- seal: sha256:07a0aa6340774be9ba3f7dd5816a9ad05762939907f4e6158a02be592cedcbea
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -87,7 +87,7 @@ WHERE "id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "locked_until" AS token;
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, CAST("locked_until" AS TEXT) AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
@@ -95,7 +95,7 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "locked_un
 UPDATE "signup_queue"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s
-RETURNING "locked_until" AS new_token;
+RETURNING CAST("locked_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: deletes it.

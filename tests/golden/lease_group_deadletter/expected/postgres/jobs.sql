@@ -10,7 +10,7 @@
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
 -- pause_table: "jobs_pause"
--- seal: sha256:85c751b6b977c011752db35d06e8ce9b467bcc973a70803aac09c43ffa8ae922
+-- seal: sha256:28be7fa124f99fa048deb3956540739e24e919bc6085318eb0bebbb2ddc546fc
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -80,7 +80,7 @@ WHERE "id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", "locked_until" AS token;
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
@@ -88,7 +88,7 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS
 UPDATE "jobs"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s
-RETURNING "locked_until" AS new_token;
+RETURNING CAST("locked_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: marks it processed.

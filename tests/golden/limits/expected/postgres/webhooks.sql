@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- channel: "qgen.webhooks_queue"
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:569f2fe5112fb07a742cb8d5d59ce8fcdf9ec4422829850fd7206750d07b508b
+-- seal: sha256:b6a23212676ab3d4697749a2c491e07313b2cbe0dd9273844c0f148128595948
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing; the table "webhooks_queue_limits" of its token bucket and in-flight gate.
@@ -93,7 +93,7 @@ WHERE "id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "locked_until" AS token;
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, CAST("locked_until" AS TEXT) AS token;
 
 -- name: rate_take
 -- In a transaction of its own, before the claim: takes up to limit tokens from the bucket's row in "webhooks_queue_limits" (50.0 a second by the database's clock, at most 10.0 held); limit: how many it granted, the most the claim may take.
@@ -117,7 +117,7 @@ WHERE "bucket" = 'webhooks'
 UPDATE "webhooks_queue"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s
-RETURNING "locked_until" AS new_token;
+RETURNING CAST("locked_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: marks it processed.

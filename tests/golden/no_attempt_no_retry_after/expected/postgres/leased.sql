@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- channel: "qgen.leased"
 -- pause_table: "leased_pause"
--- seal: sha256:4aad54f01e62fdad7fb054f1e6a7e91378f5ec82692d65ffc74e507d0c5e5078
+-- seal: sha256:0eed5ad9b3ebf2276cb12704b0c1b8b27c10bfbaffc38e6e04a556548079a5e2
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -61,7 +61,7 @@ WHERE "id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "id" AS id, "payload" AS payload, "locked_until" AS token;
+RETURNING "id" AS id, "payload" AS payload, CAST("locked_until" AS TEXT) AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
@@ -69,7 +69,7 @@ RETURNING "id" AS id, "payload" AS payload, "locked_until" AS token;
 UPDATE "leased"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s
-RETURNING "locked_until" AS new_token;
+RETURNING CAST("locked_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: deletes it.

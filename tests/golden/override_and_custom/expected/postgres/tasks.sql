@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
 -- pause_table: "tasks_pause"
--- seal: sha256:8c71947e17601f530042935ca24b49aa47e3135c7eecb0db4d6d57313de18c59
+-- seal: sha256:1145dcaacf08b4f427d4ca711399370367de57518eec724ce161b655966a3040
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -76,7 +76,7 @@ WHERE "id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group", "locked_until" AS token;
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group", CAST("locked_until" AS TEXT) AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
@@ -84,7 +84,7 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS 
 UPDATE "tasks"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s
-RETURNING "locked_until" AS new_token;
+RETURNING CAST("locked_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -10,7 +10,7 @@
 -- default_group: "ledger"
 -- channel: "qgen.ledger"
 -- pause_table: "ledger_pause"
--- seal: sha256:13528438a3cc19e358cd556d2b27ba680cd0b0e2dc101e3c1045f4d0e4c7a33f
+-- seal: sha256:0ecfa94239584a399a6722940aa8740cfacf74a25f8771c3ad4b2ec2470516bf
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, and the index that finds a key's earlier rows, if missing.
@@ -91,7 +91,7 @@ WHERE "id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", "locked_until" AS token;
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
@@ -99,7 +99,7 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS
 UPDATE "ledger"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s
-RETURNING "locked_until" AS new_token;
+RETURNING CAST("locked_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: marks it processed.

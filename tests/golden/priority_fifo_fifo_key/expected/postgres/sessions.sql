@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "sessions_dead"}
 -- channel: "qgen.sessions"
 -- pause_table: "sessions_pause"
--- seal: sha256:8213455462286eed01dddc01ac30dd712e26dc17f132bccd9566dc95ef55aff7
+-- seal: sha256:2e45075c6867f3a3b4a6fe1beea644cd3353b103f444542ddd25735d1c252a74
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
@@ -59,8 +59,8 @@ FROM "sessions"
 WHERE "retry_after" > now();
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
--- kinds: reads
+-- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- kinds: writes-returning
 WITH candidates AS (
   SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:sessions:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
   FROM (
@@ -87,18 +87,20 @@ WITH candidates AS (
 ), counted AS (
   SELECT id, locked, SUM(locked) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS nth
   FROM candidates
+), kept AS (
+  SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:sessions:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
+  FROM counted
+), taken AS (
+  UPDATE "sessions"
+  SET "attempt" = "attempt" + 1
+  WHERE ("retry_after" IS NULL OR "retry_after" <= now())
+    AND "id" IN (SELECT id FROM kept WHERE held = 1)
+  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
 )
-SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:sessions:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
-FROM counted;
-
--- name: take
--- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
--- kinds: writes-returning
-UPDATE "sessions"
-SET "attempt" = "attempt" + 1
-WHERE ("retry_after" IS NULL OR "retry_after" <= now())
-  AND "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt;
+SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
+FROM kept
+LEFT JOIN taken ON taken.id = kept.id
+WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.keyed"
 -- pause_table: "keyed_pause"
--- seal: sha256:c727b5de4e478aa1100d5ea42d10f7da9a914927d0d81b98354048c40928808c
+-- seal: sha256:883ebbb6e4d2054be0556b0b60aed97509e6ab5a0f3c96b62d883675cd722e1a
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -44,8 +44,8 @@ FROM ins;
 LISTEN "qgen.keyed";
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; held = 1 where this connection now holds the row's key until unlock.
--- kinds: reads
+-- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- kinds: writes-returning
 WITH candidates AS (
   SELECT r.id, r.qgen_priority, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:keyed:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
   FROM (
@@ -65,17 +65,19 @@ WITH candidates AS (
 ), counted AS (
   SELECT id, locked, SUM(locked) OVER (ORDER BY qgen_priority DESC, id ROWS UNBOUNDED PRECEDING) AS nth
   FROM candidates
+), kept AS (
+  SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:keyed:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
+  FROM counted
+), taken AS (
+  UPDATE "keyed"
+  SET "attempt" = "attempt" + 1
+  WHERE "id" IN (SELECT id FROM kept WHERE held = 1)
+  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
 )
-SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:keyed:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
-FROM counted;
-
--- name: take
--- Under their keys: re-reads which of the rows ids (a JSON array) are still claimable and counts their attempt; a row not returned was settled since the claim (unlock it).
--- kinds: writes-returning
-UPDATE "keyed"
-SET "attempt" = "attempt" + 1
-WHERE "id" IN (SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j)
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt;
+SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
+FROM kept
+LEFT JOIN taken ON taken.id = kept.id
+WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -10,7 +10,7 @@
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
 -- pause_table: "ranked_pause"
--- seal: sha256:b622a2c429514aedf67f7a449cdf95fdf13f3d357e8afef8a5028e6b75c89bf6
+-- seal: sha256:203bc50686b0835b8656366cd71aabf86f54d2631e3420268bcfe713213acf75
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -81,7 +81,7 @@ WHERE "id" = ANY(ARRAY(
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ))
-RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", "locked_until" AS token;
+RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
@@ -89,7 +89,7 @@ RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS
 UPDATE "ranked"
 SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
 WHERE "id" = %(id)s AND "locked_until" = %(token)s
-RETURNING "locked_until" AS new_token;
+RETURNING CAST("locked_until" AS TEXT) AS new_token;
 
 -- name: ack
 -- Finishes the row: marks it processed.
