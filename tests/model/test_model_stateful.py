@@ -550,12 +550,26 @@ class QueueMachine(RuleBasedStateMachine):
         for row in rows.values():
             if row.lease == "held":
                 token = self.by_number[row.holder].runtime.token  # type: ignore[index]
-                if tokens[row.id] != token:
+                # the row holds the token when the settlements' guard matches it, compared
+                # as the database compares them (the token may be the expiry's text)
+                if not self.run(self._holds(row.id, token)):
                     problems.append(
                         f"row {row.id}: locked_until {tokens[row.id]!r} is not the token "
                         f"{token!r} of d{row.holder}, which holds the lease"
                     )
         assert not problems, "\n".join(problems)
+
+    async def _holds(self, row_id: int, token: Any) -> bool:
+        """Whether row ``row_id`` holds lease ``token``, by the guard every lease statement
+        carries (``locked_until = token``)."""
+        db = await self.session.conn("db")
+        found = await db.fetchall(
+            f"SELECT {self.col('id')} AS id FROM {self.q(self.queue.table)} "
+            f"WHERE {self.col('id')} = {self.p('id')} "
+            f"AND {self.col('locked_until')} = {self.p('token')}",
+            {"id": row_id, "token": token},
+        )
+        return bool(found)
 
     async def _read(self) -> tuple[list[tuple], list[tuple], list[int], dict[int, Any]]:
         db = await self.session.conn("db")
