@@ -98,6 +98,12 @@ class Delivery:
             self._lock = asyncio.Lock()
         return self._lock
 
+    def lock_in_use(self) -> asyncio.Lock | None:
+        """The lock when something holds it now (an extension or a progress write in
+        flight), else None: made for no one."""
+        lock = self._lock
+        return lock if lock is not None and lock.locked() else None
+
 
 class Batch(list[Delivery]):
     """A claim's deliveries; ``contended``: ready rows were there, but other workers held them all."""

@@ -90,15 +90,19 @@ class LeaseForm(Form):
         try:
             async with atomic(conn) if own_tx else contextlib.nullcontext():
                 for step, part in parts:
+                    # settled first, with no await between: an extension or progress write
+                    # not yet started sees it and touches nothing; one in flight holds the
+                    # delivery's lock, and is waited for (its new token is the one bound)
                     for _, d, _ in part:
-                        await d.lock.acquire()
+                        d.settled = True
+                    busy = [lock for _, d, _ in part if (lock := d.lock_in_use()) is not None]
+                    for lock in busy:
+                        await lock.acquire()
                     try:
-                        for _, d, _ in part:
-                            d.settled = True  # no extension after this point
                         held.update(await self._settle_part(conn, step, part))
                     finally:
-                        for _, d, _ in part:
-                            d.lock.release()
+                        for lock in busy:
+                            lock.release()
         except Exception:  # rolled back (atomic): nothing of the group committed
             for d, _ in items:
                 d.settled = False  # nothing committed: they can still be settled or given back

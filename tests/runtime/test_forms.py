@@ -73,6 +73,46 @@ def test_a_slow_handler_keeps_its_lease_and_extension_stops_at_settle(engine):
     run(go())
 
 
+@pytest.mark.parametrize("engine", engine_params("postgres", "mariadb"), indirect=True)
+def test_a_lease_group_waits_for_an_extension_in_flight_and_binds_its_new_token(engine):
+    # the extender moves a token while a group of settlements is about to bind it: the
+    # group waits for that extension and binds the new token (a stale one would touch no
+    # row and report a lease lost that was never lost)
+    async def go():
+        qt = await make_queue(engine, "lease")
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2})
+            t, idc = qt.q(qt.table), qt.col("id")
+            async with (
+                await runtime.connect(qt.url) as a,
+                await runtime.connect(qt.url) as b,
+                await runtime.connect(qt.url) as c,
+            ):
+                d1, d2 = await form.claim(a, 2, None)
+                first = d1.token
+                await c.begin()  # holds d1's row, so the extension waits in flight
+                await c.fetchall(
+                    f"SELECT {idc} FROM {t} WHERE {idc} = {qt.p('id')} FOR UPDATE",
+                    {"id": d1.message.id},
+                )
+                extending = asyncio.create_task(form.extend(b, d1))
+                await asyncio.sleep(0.3)
+                assert not extending.done() and d1.lock.locked()
+                items = [(d, decide(qt.queue, d, runtime.ack())) for d in (d1, d2)]
+                settling = asyncio.create_task(form.settle_group(a, items))
+                await asyncio.sleep(0.3)
+                assert not settling.done()  # it waits for the extension, not the row
+                await c.commit()
+                assert await extending is True and d1.token != first
+                assert await settling == [None, None]
+            assert all(r["processed_at"] for r in await qt.rows())
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 def test_a_consumer_stopped_mid_batch_settles_in_flight_and_gives_back_the_rest(engine):
     async def go():
         qt = await make_queue(engine, "lease")
