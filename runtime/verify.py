@@ -275,16 +275,37 @@ async def verify(conn: Connection, queue: Loaded) -> list[Finding]:
         found += await _dedupe_index_findings(conn, queue)
     found += await _dead_letter_findings(conn, queue, cols)
     found += await _pause_findings(conn, queue)
-    found += await _partition_findings(conn, queue)
+    found += await _partition_findings(conn, queue, cols)
     return found
 
 
-async def _partition_findings(conn: Connection, queue: Loaded) -> list[Finding]:
+async def _partition_findings(
+    conn: Connection, queue: Loaded, cols: dict[str, dict[str, Any]]
+) -> list[Finding]:
     """A file with a partitioned layout names the default partition that holds the pending
     rows; a table created plain (before the layout was declared) has none, and the file's
-    acks and enqueues would fail on it."""
+    acks and enqueues would fail on it. The other way round, a partitioned table behind a
+    plain file that keeps processed_at: its settlements set processed_at in place, which
+    moves a row to another partition where that is the key, and a claim that meets a row
+    so moved fails (the columns statement says whether the table is partitioned, where the
+    engine can tell)."""
     pending = queue.rendered.header.pending_table
-    if pending is None or await describe(conn, queue, pending):
+    if pending is None:
+        partitioned = any(row.get("partitioned") for row in cols.values())
+        if not partitioned or "processed_at" not in queue.columns:
+            return []
+        return [
+            Finding(
+                queue.table,
+                "the table is partitioned, but the file has the plain layout: its "
+                "settlements set processed_at in place, which moves a row to another "
+                "partition where processed_at is the key, and a claim that meets a row so "
+                "moved fails",
+                'declare layout = "partitioned" and render again (the file then moves a '
+                "finished row by a delete and an insert), or recreate the table plain",
+            )
+        ]
+    if await describe(conn, queue, pending):
         return []
     return [
         Finding(

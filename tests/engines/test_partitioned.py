@@ -20,7 +20,11 @@ from support.engines import Engine, engine_params, run
 from support.queues import QueueUnderTest, make_queue
 
 import runtime
+from qgen.build import build_unit
 from qgen.cli import main
+from qgen.declaration import parse_declaration
+from runtime.contract.rendered import parse_rendered
+from runtime.queue import Queue
 from runtime.verify import verify
 
 POSTGRES = pytest.mark.parametrize("engine", engine_params("postgres"), indirect=True)
@@ -146,6 +150,39 @@ def test_verify_finds_a_plain_table_behind_a_partitioned_file(engine: Engine) ->
             await qt.drop()
 
     run(go())
+
+
+@POSTGRES
+def test_verify_finds_a_partitioned_table_behind_a_plain_file(engine: Engine) -> None:
+    """The other way round: the table was created with the partitioned layout and the file
+    rendered plain afterwards. Its settlements would set processed_at in place and move rows
+    between partitions; verify says so, with the fix. The same file on a plain table passes."""
+
+    async def go() -> None:
+        parted = await make_queue(engine, "lease", columns=KEPT, extra={"layout": "partitioned"})
+        plain = await make_queue(engine, "lease", columns=KEPT, extra={"layout": "plain"})
+        try:
+            async with await runtime.connect(plain.url) as db:
+                assert await verify(db, plain.queue) == []
+                # a plain file of the same shape, for the partitioned table
+                behind = _plain_file_for(parted.table)
+                found = [str(f) for f in await verify(db, behind)]
+            moved = [f for f in found if "the table is partitioned, but the file" in f]
+            assert len(moved) == 1, found
+            assert 'layout = "partitioned"' in moved[0]
+        finally:
+            await plain.drop()
+            await parted.drop()
+
+    run(go())
+
+
+def _plain_file_for(table: str) -> Queue:
+    """A lease queue keeping processed rows, plain layout, rendered for ``table``."""
+    cols = {c: c for c in ("id", "payload", *KEPT, "locked_until")}
+    decl = {"table": table, "form": "lease", "columns": cols, "lease_s": 30, "layout": "plain"}
+    parsed = parse_declaration({"dialects": ["postgres"], "queues": {"q": decl}})
+    return Queue(parse_rendered(build_unit(parsed.queues["q"], "postgres"), f"{table}.sql"))
 
 
 @POSTGRES
@@ -299,9 +336,6 @@ def test_every_statement_of_a_partitioned_file_runs(engine: Engine, tmp_path: Pa
     """Each form's file with every role that fits it: each statement runs on the server
     (params from support.statements.params_for), as the examples' do on the plain layout."""
     from support.statements import namespace, params_for, run_file
-
-    from qgen.build import build_unit
-    from qgen.declaration import parse_declaration
 
     roles = ("attempt", "retry_after", "processed_at", "enqueued_at", "priority", "fifo_key")
     roles += ("dedupe_key", "last_error", "result", "progress", "group")

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.audit_queue"
 -- pause_table: "audit_queue_pause"
--- seal: sha256:136c12d94d5f7e4ea1458332a3c747f585b17161cf6b0229544ec42cfa74a944
+-- seal: sha256:25d8772ec51875218b600de1d6a4421f7547919d04cb83c463726e100884b27e
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -82,7 +82,13 @@ WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
+  SELECT 1
+  FROM pg_partitioned_table AS pt
+  JOIN pg_class AS t ON t.oid = pt.partrelid
+  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
+) AS partitioned
 FROM information_schema.columns AS c
 WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
 ORDER BY c.ordinal_position;

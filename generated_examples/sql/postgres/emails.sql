@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- channel: "qgen.emails_queue"
 -- pause_table: "emails_queue_pause"
--- seal: sha256:3969b5dde83f81c96b65e80a09fc77dc6aaa8b3077dd9499b89854e6c994e1d0
+-- seal: sha256:9d833e9045d65a3fe8b230ed2903fe27bda34dcaac7d708683e9584099108af6
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -186,7 +186,13 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
+  SELECT 1
+  FROM pg_partitioned_table AS pt
+  JOIN pg_class AS t ON t.oid = pt.partrelid
+  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
+) AS partitioned
 FROM information_schema.columns AS c
 WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
 ORDER BY c.ordinal_position;

@@ -10,7 +10,7 @@
 -- default_group: "orders"
 -- channel: "qgen.orders_queue"
 -- pause_table: "orders_queue_pause"
--- seal: sha256:c6c1b739f8579aacb506d2b9c0d45a725aa6a4ea1201018928a629f728e095bc
+-- seal: sha256:7db8a62755f4986db2b9d88354f592a36d00f4493270dc08766a78064481d2b2
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the index the console's per-minute chart counts enqueued rows by, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -207,7 +207,13 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
+  SELECT 1
+  FROM pg_partitioned_table AS pt
+  JOIN pg_class AS t ON t.oid = pt.partrelid
+  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
+) AS partitioned
 FROM information_schema.columns AS c
 WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
 ORDER BY c.ordinal_position;

@@ -3,7 +3,7 @@
 -- dialect: "postgres"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:f44cc1b2b722a553b64c752c9b7411a9b56860bce25772f1ae8aa5a32a9c92bc
+-- seal: sha256:a2eda0bd3907cb6d1d3aacb9088648d4c63799a648403426fa38c23246494b4f
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
@@ -110,7 +110,13 @@ ORDER BY minute;
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen apply`.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
+  SELECT 1
+  FROM pg_partitioned_table AS pt
+  JOIN pg_class AS t ON t.oid = pt.partrelid
+  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
+) AS partitioned
 FROM information_schema.columns AS c
 WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
 ORDER BY c.ordinal_position;

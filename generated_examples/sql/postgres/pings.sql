@@ -9,7 +9,7 @@
 -- lease_s: 10
 -- channel: "qgen.pings"
 -- pause_table: "pings_pause"
--- seal: sha256:c4c55fd5df95b1f2964d2b27d076808e82cfeeebb90105d8aaa0b95462fed73c
+-- seal: sha256:7019bbc77f79241ba6caf7386fe0d950741c0615dd2357a3980f550cec2b4f96
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -132,7 +132,13 @@ WHERE "ping_id" = %(id)s AND "leased_until" = %(token)s;
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
+  SELECT 1
+  FROM pg_partitioned_table AS pt
+  JOIN pg_class AS t ON t.oid = pt.partrelid
+  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
+) AS partitioned
 FROM information_schema.columns AS c
 WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
 ORDER BY c.ordinal_position;

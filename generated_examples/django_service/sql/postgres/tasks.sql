@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.shop_tasks"
 -- pause_table: "shop_tasks_pause"
--- seal: sha256:b8e7965baaa61136330fc2f41ff87f064257b26a3d0c04c25fdcbe220ea098de
+-- seal: sha256:70d2412dc378f56e8e89be517e7d2e3cce3a2c330bf32e37e9e52d9defa90a46
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the index the console's per-minute chart counts enqueued rows by, if missing.
@@ -199,7 +199,13 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
+  SELECT 1
+  FROM pg_partitioned_table AS pt
+  JOIN pg_class AS t ON t.oid = pt.partrelid
+  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
+) AS partitioned
 FROM information_schema.columns AS c
 WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
 ORDER BY c.ordinal_position;

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.hooks"
 -- pause_table: "hooks_pause"
--- seal: sha256:a69acce8fba86b8aefd76ad92ab32a808ba153853b573c3e4f2748e1ca51e148
+-- seal: sha256:b3dcd4ba21e6a86b4e660c4f578d413860f4280de7ecfecf48049da9448945d6
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -109,7 +109,13 @@ FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j;
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
+  SELECT 1
+  FROM pg_partitioned_table AS pt
+  JOIN pg_class AS t ON t.oid = pt.partrelid
+  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
+) AS partitioned
 FROM information_schema.columns AS c
 WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
 ORDER BY c.ordinal_position;

@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- channel: "qgen.webhooks_queue"
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:b6a23212676ab3d4697749a2c491e07313b2cbe0dd9273844c0f148128595948
+-- seal: sha256:38f9aa1c322266327d1c72c0f8f3a3d550602c2a26cec505cc2f21b490687641
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing; the table "webhooks_queue_limits" of its token bucket and in-flight gate.
@@ -184,7 +184,13 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
+  SELECT 1
+  FROM pg_partitioned_table AS pt
+  JOIN pg_class AS t ON t.oid = pt.partrelid
+  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
+) AS partitioned
 FROM information_schema.columns AS c
 WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
 ORDER BY c.ordinal_position;

@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "sessions_dead"}
 -- channel: "qgen.sessions"
 -- pause_table: "sessions_pause"
--- seal: sha256:2e45075c6867f3a3b4a6fe1beea644cd3353b103f444542ddd25735d1c252a74
+-- seal: sha256:1ede3f80250b5cc2d46e9a8fc8ef988d8e8b6543430450e940e63afadc9820c6
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
@@ -168,7 +168,13 @@ FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j;
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
+  SELECT 1
+  FROM pg_partitioned_table AS pt
+  JOIN pg_class AS t ON t.oid = pt.partrelid
+  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
+) AS partitioned
 FROM information_schema.columns AS c
 WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
 ORDER BY c.ordinal_position;

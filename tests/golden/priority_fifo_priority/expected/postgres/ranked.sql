@@ -10,7 +10,7 @@
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
 -- pause_table: "ranked_pause"
--- seal: sha256:203bc50686b0835b8656366cd71aabf86f54d2631e3420268bcfe713213acf75
+-- seal: sha256:ac8e806e93efc2a7712e0a1b4a604af926c12688ea30b5cd5694e5a325b6f3f9
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -188,7 +188,13 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated
+SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
+  SELECT 1
+  FROM pg_partitioned_table AS pt
+  JOIN pg_class AS t ON t.oid = pt.partrelid
+  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
+) AS partitioned
 FROM information_schema.columns AS c
 WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
 ORDER BY c.ordinal_position;
