@@ -357,27 +357,41 @@ class _AsyncWorker(_Loop):
                 # quick handlers: the batch's settlements commit together
                 await self.settle_all(settle, by_token=True)
         else:
-            while True:
-                rows, c, _ = await self.step("claim", self.params)
-                if not rows:
-                    return
-                held = self.held(rows, c)
-                if not held:  # other workers hold every listed key for now
-                    await asyncio.sleep(CONTENDED_SLEEP_S)
-                    continue
-                if "take" in self.st:  # take the held rows: re-check and count (one step)
-                    got, tc, _ = await self.step("take", self.params | {"ids": json.dumps(held)})
-                else:  # the claim took them (PostgreSQL): the taken column says which
-                    got, tc = [r for r in rows if r[c["held"]] and r[c["taken"]]], c
-                settle = []
-                for row in got:
-                    _decode(row[tc["payload"]])
-                    settle.append((self.settle_name(row[tc["attempt"]]), row[tc["id"]], None))
-                await self.settle_all(settle, by_token=False)  # they commit, then the unlock
-                if self.keys is not None:
-                    self.unlock_local(held)
-                else:
-                    await self.step("unlock", {"ids": json.dumps(held)})
+            await self._advisory()
+
+    async def _advisory(self) -> None:
+        """The advisory loop: claim (and take), settle, unlock."""
+        takes = "take" not in self.st  # the claim takes (PostgreSQL), releasing first
+        release: list[int] = []  # what the last batch finished, for the next claim
+        while True:
+            params = self.params | {"release": json.dumps(release)} if takes else self.params
+            rows, c, _ = await self.step("claim", params)
+            release = []
+            if not rows:
+                return
+            held = self.held(rows, c)
+            if not held:  # other workers hold every listed key for now
+                await asyncio.sleep(CONTENDED_SLEEP_S)
+                continue
+            if takes:  # the taken column says which held rows it took
+                got, tc = [r for r in rows if r[c["held"]] and r[c["taken"]]], c
+            else:  # take the held rows: re-check and count (one step)
+                got, tc, _ = await self.step("take", self.params | {"ids": json.dumps(held)})
+            settle = []
+            for row in got:
+                _decode(row[tc["payload"]])
+                settle.append((self.settle_name(row[tc["attempt"]]), row[tc["id"]], None))
+            await self.settle_all(settle, by_token=False)  # they commit, then the unlock
+            if self.keys is not None:
+                self.unlock_local(held)
+                continue
+            if takes:  # acked rows: the next claim releases them; the others now
+                release = [i for name, i, _ in settle if name == "ack"]
+                now = set(held) - set(release)
+                if now:
+                    await self.step("unlock", {"ids": json.dumps(sorted(now))})
+            else:
+                await self.step("unlock", {"ids": json.dumps(held)})
 
 
 async def drain_async(

@@ -54,3 +54,6 @@ class ClaimParams(TypedDict):
     ids: NotRequired[str]
     #: rate_refund: the tokens the claim did not use
     unused: NotRequired[int]
+    #: an advisory claim that takes (PostgreSQL): the keys it releases first, a JSON array
+    #: of ids (the rows the connection's last batch finished)
+    release: NotRequired[str]

@@ -19,6 +19,10 @@ from runtime.settle import Decision
 
 log = logging.getLogger("runtime")
 
+#: the outcomes whose rows leave the queue (deleted, marked processed, moved to the dead
+#: letter): their keys may wait for the connection's next claim to be released
+_LEAVES = frozenset({"ack", "drop", "dead_letter"})
+
 
 class AdvisoryForm(Form):
     """``pg_try_advisory_lock`` / ``GET_LOCK``; on SQLite the keys live in this process.
@@ -43,11 +47,14 @@ class AdvisoryForm(Form):
         self._take_step: Step | None = self.steps.take
         server = self.queue.dialect.server_advisory  # else the keys live in this process
         self._unlock_step: Step = present(self.steps.unlock, rendered, "unlock") if server else ()
+        #: a claim that takes also releases the keys its connection's last batch finished
+        #: (``release``): per connection, those keys, held until its next claim
+        self._release: dict[Connection, list[int]] = {}
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
-        listed = (await self.run(conn, self.steps.claim, self.claim_params(limit, group))).rows
         if self._take_step is None:
-            return await self._claimed_taken(conn, listed)
+            return await self._claim_taking(conn, limit, group)
+        listed = (await self.run(conn, self.steps.claim, self.claim_params(limit, group))).rows
         if self.queue.dialect.server_advisory:
             held = sorted(row["id"] for row in listed if row["held"])
         else:
@@ -61,11 +68,22 @@ class AdvisoryForm(Form):
             await self.unlock(conn, held)
             raise
 
-    async def _claimed_taken(self, conn: Connection, listed: list[dict[str, Any]]) -> Batch:
-        """A claim that took in the same statement: a row per key it kept (``taken``: still
-        claimable, counted), or the first candidate alone when it kept none (``held`` 0:
-        other workers hold the ready rows). The kept keys whose rows were settled since the
-        listing are unlocked."""
+    async def _claim_taking(self, conn: Connection, limit: int, group: str | None) -> Batch:
+        """A claim that takes in the same statement (PostgreSQL), releasing first the keys
+        of the rows this connection's last batch finished (their settlements committed
+        before). Its rows: one per key it kept (``taken``: still claimable, counted), or the
+        first candidate alone when it kept none (``held`` 0: other workers hold the ready
+        rows). The kept keys whose rows were settled since the listing are unlocked."""
+        released = self._release.pop(conn, [])
+        params = self.claim_params(limit, group)
+        params["release"] = json.dumps(released)
+        try:
+            listed = (await self.run(conn, self.steps.claim, params)).rows
+        except BaseException:
+            with contextlib.suppress(Exception):  # released or not: unlocked either way
+                await self.unlock(conn, released)
+            raise
+        self._forget(conn, released)
         held = [row for row in listed if row["held"]]
         if not held:
             return Batch(contended=bool(listed))
@@ -110,14 +128,23 @@ class AdvisoryForm(Form):
                     break
         return held
 
-    async def unlock(self, conn: Connection | None, ids: Iterable[int]) -> None:
-        """Release the keys of these rows (a row whose key is released is claimable again)."""
-        ids = list(ids)
-        mine = self._held.get(conn) if conn is not None else None
-        if conn is not None and mine is not None:
+    def _forget(self, conn: Connection, ids: list[int]) -> None:
+        """These keys are no longer held on ``conn``."""
+        mine = self._held.get(conn)
+        if mine is not None:
             mine.difference_update(ids)
             if not mine:
                 del self._held[conn]
+
+    async def unlock(self, conn: Connection | None, ids: Iterable[int]) -> None:
+        """Release the keys of these rows (a row whose key is released is claimable again)."""
+        ids = list(ids)
+        if conn is not None:
+            self._forget(conn, ids)
+            waiting = self._release.get(conn)
+            if waiting:  # released now, not by the next claim
+                now = set(ids)
+                self._release[conn] = [i for i in waiting if i not in now]
         if not self.queue.dialect.server_advisory:
             for row_id in ids:
                 release_key(self.keyspace, self.queue.table, row_id)
@@ -157,7 +184,16 @@ class AdvisoryForm(Form):
             return None  # nothing of it committed: the caller settles them one by one
         for d, _ in items:
             d.settled = True
-        await self.unlock(conn, [d.message.id for d, _ in items])
+        if self._take_step is None:
+            # the rows that left the queue keep their keys until the connection's next claim
+            # releases them (they committed first, as any unlock waits for); a row that stays
+            # ready (a retry) or comes back (retry_after) is unlocked now, to be claimed again
+            gone = [d.message.id for d, decision in items if decision.label in _LEAVES]
+            self._release.setdefault(conn, []).extend(gone)
+            left = set(gone)
+            await self.unlock(conn, [d.message.id for d, _ in items if d.message.id not in left])
+        else:
+            await self.unlock(conn, [d.message.id for d, _ in items])
         return [None] * len(items)
 
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:

@@ -519,6 +519,53 @@ def test_advisory_claim_that_takes_skips_a_row_settled_after_its_snapshot(engine
     run(go())
 
 
+@pytest.mark.parametrize("engine", engine_params("postgres"), indirect=True)
+def test_advisory_keys_of_finished_rows_go_with_the_next_claim_a_retry_at_once(engine):
+    # PostgreSQL: the claim releases the keys of the rows its connection's last batch
+    # finished (committed before it ran), so a batch costs no unlock statement; a row that
+    # stays ready (a retry) is unlocked at once, for any worker to claim again
+    async def go():
+        qt = await make_queue(engine, "advisory")
+        form = form_for(qt.queue, keyspace=qt.url)
+        try:
+            ids = [(await qt.enqueue({"n": n}))[0] for n in range(3)]
+            async with (
+                await runtime.connect(qt.url) as a,
+                await runtime.connect(qt.url) as b,
+            ):
+
+                async def keys_a() -> int:
+                    rows = await b.fetchall(
+                        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' "
+                        "AND pid = (SELECT pid FROM pg_stat_activity WHERE pid <> "
+                        "pg_backend_pid() AND backend_type = 'client backend' AND "
+                        "application_name = 'qgen_test_a')"
+                    )
+                    return int(rows[0]["n"])
+
+                await a.execute("SET application_name = 'qgen_test_a'")
+                batch = await form.claim(a, 3, None)
+                assert [d.message.id for d in batch] == ids and await keys_a() == 3
+                acked, retried, dropped = batch
+                items = [
+                    (acked, decide(qt.queue, acked, runtime.ack())),
+                    (retried, decide(qt.queue, retried, runtime.retry())),
+                    (dropped, decide(qt.queue, dropped, runtime.drop())),
+                ]
+                assert await form.settle_group(a, items) == [None, None, None]
+                assert await keys_a() == 2  # the retried row's key went at once
+                (again,) = await form.claim(b, 3, None)  # another worker takes the retry
+                assert again.message.id == retried.message.id and again.attempt == 2
+                await form.settle(b, again, decide(qt.queue, again, runtime.ack()))
+                assert await form.claim(a, 3, None) == []  # it releases the other two first
+                assert await keys_a() == 0
+            assert all(r["processed_at"] for r in await qt.rows())
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 @pytest.mark.parametrize("form", FORMS)
 def test_a_failing_settlement_returns_the_rows_and_the_consumer_goes_on(engine, form, caplog):
     # an ack the engine refuses (NOT NULL), while retry works: the consumer survives the

@@ -42,6 +42,8 @@ def params_for(dialect: str) -> dict[str, Any]:
         "limit": 5,
         "scan": 20,
         "ids": "[1]",
+        # the advisory claim that takes (PostgreSQL): the keys it releases first
+        "release": "[1]",
         # the _many statements: [id, token] pairs as the lease form binds them
         "pairs": json.dumps([[1, token]], default=str),
         "attempt": 1,

@@ -9,7 +9,7 @@
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
 -- pause_table: "exports_queue_pause"
--- seal: sha256:1408fce01d8f5842c94f6b1de4fa01f3b531379e01727a93b3f0742b76c1765d
+-- seal: sha256:17faae40be3010d98dba098e53ccbf5d2969a0f11c82b6095277ccb5cbece4d0
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -54,9 +54,12 @@ WHERE "lane" = %(group)s
   AND "retry_after" > now();
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- Releases the keys of release (a JSON array of ids: the rows of this connection's last batch, settled and committed since) and tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
 -- kinds: writes-returning
-WITH candidates AS (
+WITH released AS (
+  SELECT pg_advisory_unlock(hashtextextended('qgen:exports_queue:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+  FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
+), candidates AS (
   SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:exports_queue:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
   FROM (
     SELECT "id" AS id
@@ -91,7 +94,8 @@ WITH candidates AS (
 SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt, taken."group" AS "group"
 FROM kept
 LEFT JOIN taken ON taken.id = kept.id
-WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
+WHERE (SELECT COUNT(*) FROM released) >= 0
+  AND (kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept));
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "webhooks_dead"}
 -- channel: "qgen.webhooks_queue"
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:32e32d3cffed5c973b971b0d7a187a58cdb8818ec02e29f63dfb2ae46161d4fb
+-- seal: sha256:99b368f66c51f9f9cf1d8c1b535fd9485670805b0d906d44c2b3f61a834917d4
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -77,9 +77,12 @@ WHERE "processed_at" IS NULL
   AND "retry_after" > now();
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- Releases the keys of release (a JSON array of ids: the rows of this connection's last batch, settled and committed since) and tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
 -- kinds: writes-returning
-WITH candidates AS (
+WITH released AS (
+  SELECT pg_advisory_unlock(hashtextextended('qgen:webhooks_queue:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+  FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
+), candidates AS (
   SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:webhooks_queue:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
   FROM (
     SELECT "id" AS id
@@ -114,7 +117,8 @@ WITH candidates AS (
 SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
 FROM kept
 LEFT JOIN taken ON taken.id = kept.id
-WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
+WHERE (SELECT COUNT(*) FROM released) >= 0
+  AND (kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept));
 
 -- name: ack
 -- Finishes the row: marks it processed.

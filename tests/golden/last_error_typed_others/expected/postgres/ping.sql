@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.ping_queue"
 -- pause_table: "ping_queue_pause"
--- seal: sha256:1eeffef4378e5f3898188911daa27c27d47e7b7b21e3be2376ca05bba2363321
+-- seal: sha256:9f31205c65f0de0bc99b18722afb567a9c927f53e66f4f2c5ac679ea3dba2046
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -42,9 +42,12 @@ FROM ins;
 LISTEN "qgen.ping_queue";
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- Releases the keys of release (a JSON array of ids: the rows of this connection's last batch, settled and committed since) and tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
 -- kinds: reads
-WITH candidates AS (
+WITH released AS (
+  SELECT pg_advisory_unlock(hashtextextended('qgen:ping_queue:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+  FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
+), candidates AS (
   SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:ping_queue:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
   FROM (
     SELECT "id" AS id
@@ -75,7 +78,8 @@ WITH candidates AS (
 SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload
 FROM kept
 LEFT JOIN taken ON taken.id = kept.id
-WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
+WHERE (SELECT COUNT(*) FROM released) >= 0
+  AND (kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept));
 
 -- name: ack
 -- Finishes the row: deletes it.

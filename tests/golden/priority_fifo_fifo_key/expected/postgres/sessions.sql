@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "sessions_dead"}
 -- channel: "qgen.sessions"
 -- pause_table: "sessions_pause"
--- seal: sha256:1ede3f80250b5cc2d46e9a8fc8ef988d8e8b6543430450e940e63afadc9820c6
+-- seal: sha256:7452846f86734352037833a724d9ab86cea36a80ec891a26dc9529a3dae64c09
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, and the index that finds a key's earlier rows, if missing.
@@ -59,9 +59,12 @@ FROM "sessions"
 WHERE "retry_after" > now();
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- Releases the keys of release (a JSON array of ids: the rows of this connection's last batch, settled and committed since) and tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
 -- kinds: writes-returning
-WITH candidates AS (
+WITH released AS (
+  SELECT pg_advisory_unlock(hashtextextended('qgen:sessions:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+  FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
+), candidates AS (
   SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:sessions:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
   FROM (
     SELECT "id" AS id
@@ -100,7 +103,8 @@ WITH candidates AS (
 SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
 FROM kept
 LEFT JOIN taken ON taken.id = kept.id
-WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
+WHERE (SELECT COUNT(*) FROM released) >= 0
+  AND (kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept));
 
 -- name: ack
 -- Finishes the row: deletes it.

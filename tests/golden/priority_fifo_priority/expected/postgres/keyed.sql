@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.keyed"
 -- pause_table: "keyed_pause"
--- seal: sha256:dae25c62b38d9263d90572986186dc4d56173b81d54d0cc0cb14f016da1f4900
+-- seal: sha256:ef994ebe49ff565f7667617d322670eaea9e877580ad35c1551af451c41f5b97
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -44,9 +44,12 @@ FROM ins;
 LISTEN "qgen.keyed";
 
 -- name: claim
--- Tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- Releases the keys of release (a JSON array of ids: the rows of this connection's last batch, settled and committed since) and tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
 -- kinds: writes-returning
-WITH candidates AS (
+WITH released AS (
+  SELECT pg_advisory_unlock(hashtextextended('qgen:keyed:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+  FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
+), candidates AS (
   SELECT r.id, r.qgen_priority, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:keyed:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
   FROM (
     SELECT "id" AS id, "priority" AS qgen_priority
@@ -77,7 +80,8 @@ WITH candidates AS (
 SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
 FROM kept
 LEFT JOIN taken ON taken.id = kept.id
-WHERE kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept);
+WHERE (SELECT COUNT(*) FROM released) >= 0
+  AND (kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept));
 
 -- name: ack
 -- Finishes the row: deletes it.
