@@ -144,7 +144,9 @@ class AdvisoryForm(Form):
             waiting = self._release.get(conn)
             if waiting:  # released now, not by the next claim
                 now = set(ids)
-                self._release[conn] = [i for i in waiting if i not in now]
+                waiting[:] = [i for i in waiting if i not in now]
+                if not waiting:
+                    del self._release[conn]
         if not self.queue.dialect.server_advisory:
             for row_id in ids:
                 release_key(self.keyspace, self.queue.table, row_id)
