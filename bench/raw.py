@@ -345,19 +345,38 @@ class _AsyncWorker(_Loop):
                 )  # the claim's transaction
                 await self.end(commit=True)
         elif form == "lease":
-            while True:
-                rows, c, _ = await self.step("claim", self.params)
-                if not rows:
-                    return
-                settle = []
-                for row in rows:
-                    _decode(row[c["payload"]])
-                    name = self.settle_name(row[c["attempt"]])
-                    settle.append((name, row[c["id"]], row[c["token"]]))
-                # quick handlers: the batch's settlements commit together
-                await self.settle_all(settle, by_token=True)
+            await self._lease()
         else:
             await self._advisory()
+
+    async def _lease(self) -> None:
+        """The lease loop: claim, settle. Where the file has ``ack_claim``, a batch whose
+        rows were all acked is finished by the next claim, in the same statement."""
+        fused = "ack_claim" in self.st
+        acked: list[list[Any]] = []  # [id, token] of the last batch, all acked
+        while True:
+            if acked:
+                pairs = json.dumps(acked)
+                rows, c, _ = await self.step("ack_claim", self.params | {"pairs": pairs})
+                done = {r[c["acked_id"]] for r in rows if r[c["acked_id"]] is not None}
+                self.counts["ack"] += len(done)
+                # a row another transaction held locked for a moment: ack_many waits for it
+                await self.settle_all([("ack", i, t) for i, t in acked if i not in done], True)
+                rows, acked = [r for r in rows if r[c["acked_id"]] is None], []
+            else:
+                rows, c, _ = await self.step("claim", self.params)
+            if not rows:
+                return
+            settle = []
+            for row in rows:
+                _decode(row[c["payload"]])
+                name = self.settle_name(row[c["attempt"]])
+                settle.append((name, row[c["id"]], row[c["token"]]))
+            if fused and all(name == "ack" for name, _, _ in settle):
+                acked = [[i, t] for _, i, t in settle]
+                continue
+            # quick handlers: the batch's settlements commit together
+            await self.settle_all(settle, by_token=True)
 
     async def _advisory(self) -> None:
         """The advisory loop: claim (and take), settle, unlock."""

@@ -336,6 +336,10 @@ def _service_sql(sql: Sql, dialect: Dialect) -> list[str]:
     return [to_driver(s, dialect) for s in sql.for_dialect(dialect.name)]
 
 
+#: statements that finish rows as ``ack_many`` does, beside what else they do
+_FINISHES_AS_ACK = frozenset({"ack_claim"})
+
+
 def render_unit(unit: Unit, dialect_name: str, env: jinja2.Environment | None = None) -> Draft:
     """Render one queue (or the outbox) for one dialect: ``render_unit(q, "postgres")``.
 
@@ -351,13 +355,18 @@ def render_unit(unit: Unit, dialect_name: str, env: jinja2.Environment | None = 
     text = env.get_template(_template_for(env, dialect.name, f"{form}.sql.j2")).render(ctx)
     blocks = _template_blocks(text)
     if ctx["limits"]:
+        # the limits' statements run before the claim: a claim that also settles (ack_claim)
+        # would claim past them, so such a file has none
+        blocks = [b for b in blocks if b.name not in _FINISHES_AS_ACK]
         blocks = _with_limits(blocks, _template_blocks(limits.render(ctx)))
 
-    # a declared override settles its outcome one delivery at a time: no `<outcome>_many`
+    # a declared override settles its outcome one delivery at a time: no `<outcome>_many`,
+    # and no statement that finishes rows as ack_many does (``ack_claim``)
     blocks = [
         b
         for b in blocks
         if not (b.name.endswith("_many") and b.name.removesuffix("_many") in unit.statements)
+        and not (b.name in _FINISHES_AS_ACK and "ack" in unit.statements)
     ]
     by_name = {b.name: b for b in blocks}
     for outcome, sql in unit.statements.items():

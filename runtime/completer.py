@@ -39,6 +39,8 @@ class Completer:
         self.held = held
         #: written, counted when the batch commits (row lock)
         self.uncommitted: list[tuple[str, Delivery]] = []
+        #: the settlements the connection's next claim is to write (``finish`` with ``defer``)
+        self.deferred: list[tuple[Delivery, Decision]] = []
 
     async def handle(self, conn: Connection, d: Delivery, decide: Decide) -> None:
         """Run the delivery's handler (``decide(conn, d)``) and settle it (or queue its
@@ -46,8 +48,16 @@ class Completer:
         await self.settle(conn, d, await decide(conn, d))
         self.held.discard(d)
 
-    async def finish(self, conn: Connection) -> None:
-        """Write whatever waits: the batch's last handler has run."""
+    async def finish(self, conn: Connection, defer: bool = False) -> None:
+        """Write whatever waits: the batch's last handler has run. ``defer``: the worker
+        claims again at once, so what the form can settle in that claim waits for it
+        (``deferred``)."""
+
+    async def write(self, conn: Connection, items: list[tuple[Delivery, Decision]]) -> None:
+        """Write these settlements now."""
+        for d, decision in items:
+            await self.settle(conn, d, decision)
+            self.held.discard(d)
 
     def add(self, d: Delivery, decision: Decision) -> None:
         """A decision to settle once the batch's handlers have run (``waits_for_batch``)."""
@@ -99,8 +109,7 @@ class Completer:
             self.counts.settled(label, d)
 
     def lost(self, exc: LeaseLost) -> None:
-        log.warning("%s", exc)
-        self.counts.add("lease_lost")
+        lost_lease(self.counts, exc)
 
 
 class WindowedCompleter(Completer):
@@ -138,9 +147,18 @@ class WindowedCompleter(Completer):
             self._open(conn)
         self.waiting.append((d, decision))
 
-    async def finish(self, conn: Connection) -> None:
-        if self.waiting:
-            await self._write(conn)
+    async def finish(self, conn: Connection, defer: bool = False) -> None:
+        if not self.waiting:
+            return
+        if defer and self.form.defer(self.waiting):
+            self.deferred = self._take()
+            return
+        await self._write(conn)
+
+    async def write(self, conn: Connection, items: list[tuple[Delivery, Decision]]) -> None:
+        """Write these settlements now, as a window that closed."""
+        self.waiting.extend(items)
+        await self._write(conn)
 
     def drop(self) -> None:
         self._take()
@@ -172,13 +190,8 @@ class WindowedCompleter(Completer):
                 await self.settle(conn, d, decision)
                 self.held.discard(d)
             return
-        held, settled = self.held, []
-        for (d, decision), lost in zip(items, met, strict=True):
-            if lost is None:
-                settled.append((decision.label, d))
-            else:
-                self.lost(lost)
-            held.discard(d)
+        settled = held_of(self.counts, items, met)
+        self.held.difference_update(d for d, _ in items)
         if self.form.commits_at_batch_end:
             self.uncommitted.extend(settled)
         else:
@@ -209,6 +222,26 @@ class BatchCompleter(WindowedCompleter):
 
     def _open(self, conn: Connection) -> None:
         """No window: the end of the batch writes."""
+
+
+def lost_lease(counts: Counts, exc: LeaseLost) -> None:
+    """A settlement that found its lease gone: logged and counted."""
+    log.warning("%s", exc)
+    counts.add("lease_lost")
+
+
+def held_of(
+    counts: Counts, items: list[tuple[Delivery, Decision]], met: list[LeaseLost | None]
+) -> list[tuple[str, Delivery]]:
+    """A group's settlements that held, as ``(label, delivery)`` to count; each one that
+    met a LeaseLost is logged and counted as lost."""
+    settled = []
+    for (d, decision), lost in zip(items, met, strict=True):
+        if lost is None:
+            settled.append((decision.label, d))
+        else:
+            lost_lease(counts, lost)
+    return settled
 
 
 def completer_for(form: Form, counts: Counts, held: set[Delivery], window: float) -> Completer:

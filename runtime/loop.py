@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.backoff import Backoff, Outage
-from runtime.completer import completer_for
+from runtime.completer import completer_for, held_of
 from runtime.contract.errors import (
     BrokerError,
     ConfigurationError,
@@ -173,6 +173,8 @@ class WorkerLoop:
         self.backoff = run.settings.reconnect_backoff()
         #: rows a lost connection held (lease): settled or given back on the next one
         self.orphans: list[Delivery] = []
+        #: settlements the next claim writes in its own statement (``Form.defer``)
+        self.deferred: list[tuple[Delivery, Decision]] = []
 
     async def work(self) -> None:
         run = self.run
@@ -195,6 +197,13 @@ class WorkerLoop:
                     return
             if self.orphans:  # stopped before a connection came back: one try on a fresh one
                 await self._adopt_elsewhere(self.orphans)
+        except asyncio.CancelledError:
+            raise  # what waited for the next claim returns as its lease expires
+        except BaseException:
+            await self._settle_deferred()
+            raise
+        else:
+            await self._settle_deferred()
         finally:
             if self.conn is not None:
                 await self.conn.close()
@@ -260,9 +269,15 @@ class WorkerLoop:
         """A claimed batch (maybe empty); None when the claim failed and the worker should
         turn again (lost, a conflict, a failure it backed off from)."""
         run, s = self.run, self.settings
+        deferred = self.deferred
         try:
-            claimed = await run.form.claim_within_rate(conn, s.batch, s.group)
-        except ConnectionLost as exc:
+            if deferred:  # the last batch's settlements, in the same statement
+                claimed, met = await run.form.claim_settling(conn, s.batch, s.group, deferred)
+                self.deferred = []
+                run.counts.settled_all(held_of(run.counts, deferred, met))
+            else:
+                claimed = await run.form.claim_within_rate(conn, s.batch, s.group)
+        except ConnectionLost as exc:  # what is left of deferred waits for the next claim
             await self._lost(conn, exc, "while claiming")
             return None
         except Exception as exc:
@@ -363,7 +378,10 @@ class WorkerLoop:
                     add(d, await decide(conn, d))
                 else:
                     await handle(conn, d, decide)
-            await completer.finish(conn)
+            # the worker claims again at once unless it stops: what that claim can settle
+            # waits for it (one statement for both)
+            await completer.finish(conn, defer=not stopping.is_set())
+            self.deferred = completer.deferred
             for d in claimed[started:]:  # claimed, never started: back at once
                 if await form.return_unstarted(conn, d):
                     run.counts.add("released")
@@ -380,6 +398,29 @@ class WorkerLoop:
             completer.drop()
             run.held.difference_update(claimed)
         return []
+
+    async def _settle_deferred(self) -> None:
+        """The worker stops before its next claim: what that claim was to settle is written
+        now, on its own (on a fresh connection when the worker's is gone)."""
+        deferred, self.deferred = self.deferred, []
+        if not deferred:
+            return
+        for d, _ in deferred:
+            d.settled = False  # nothing committed them yet
+        run, conn = self.run, self.conn
+        if conn is not None and not conn.closed:
+            completer = completer_for(run.form, run.counts, run.held, self.settings.settle_window)
+            try:
+                await completer.write(conn, deferred)
+                return
+            except Exception as exc:
+                log.info(
+                    "queue %s: settling a stopping worker's last batch failed (%s); "
+                    "trying on a fresh connection",
+                    run.name,
+                    exc,
+                )
+        await self._adopt_elsewhere([d for d, _ in deferred])
 
     async def _lost_mid_batch(
         self, conn: Connection, claimed: Batch, exc: ConnectionLost

@@ -60,6 +60,9 @@ class QueueSteps(FileSteps):
 
     enqueue: Step
     claim: Step
+    #: a lease claim that first finishes rows as ack_many does, in the same statement
+    #: (PostgreSQL; not with limits, nor where ack is the table's own statement)
+    ack_claim: Step | None = None
     ack: Step
     drop: Step
     #: a settlement's statement by the name its Decision carries (``ack``, ``retry_after``,

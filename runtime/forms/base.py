@@ -236,6 +236,26 @@ class Form:
         """
         raise NotImplementedError
 
+    def defer(self, items: list[tuple[Delivery, Decision]]) -> bool:
+        """Whether the connection's next claim settles these (``claim_settling``), in the
+        same statement, rather than a statement of their own now. True only where the file
+        has such a claim and every item finishes its row as ``ack_many`` does; from then on
+        they count as settled (no extension starts), and they are counted once that claim
+        has committed."""
+        return False
+
+    async def claim_settling(
+        self,
+        conn: Connection,
+        limit: int,
+        group: str | None,
+        items: list[tuple[Delivery, Decision]],
+    ) -> tuple[Batch, list[LeaseLost | None]]:
+        """``claim``, settling in the same statement the items ``defer`` kept: the batch,
+        and per item None when it settled or the LeaseLost it met. When it raises, ``items``
+        holds what is still to settle (the next claim tries again)."""
+        raise NotImplementedError
+
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
         """A claimed delivery whose handler never started (the consumer stops): return its row;
         True when that took a statement (row lock: the batch's COMMIT returns it)."""

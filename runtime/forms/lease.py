@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
@@ -19,6 +19,22 @@ from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
 
 log = logging.getLogger("runtime")
+
+
+@contextlib.asynccontextmanager
+async def _waiting_for_extensions(deliveries: list[Delivery]) -> AsyncIterator[None]:
+    """Held while a statement binds the tokens of deliveries already marked settled (with no
+    await between marking and binding, an extension or progress write not yet started sees
+    the mark and touches nothing): one in flight holds its delivery's lock, and is waited
+    for, so the token bound is the new one it writes."""
+    busy = [lock for d in deliveries if (lock := d.lock_in_use()) is not None]
+    for lock in busy:
+        await lock.acquire()
+    try:
+        yield
+    finally:
+        for lock in busy:
+            lock.release()
 
 
 class LeaseForm(Form):
@@ -35,6 +51,13 @@ class LeaseForm(Form):
         self._retry = present(steps.retry, rendered, "retry")
         self._release = present(steps.release, rendered, "release")
         self._unclaim = present(steps.unclaim, rendered, "unclaim")
+        #: a claim that first finishes rows as ack_many does (PostgreSQL), and the outcomes
+        #: it may finish: ack, and drop where drop_many is the very same statement
+        self._ack_claim = steps.ack_claim
+        ack_many = steps.many.get("ack")
+        self._finishing = {"ack"} | ({"drop"} if steps.many.get("drop") == ack_many else set())
+        if ack_many is None:
+            self._ack_claim = None
 
     def _settle_step(self, decision: Decision) -> Step:
         """A decision's statement; none decided is the plain retry (the lease cleared)."""
@@ -46,6 +69,60 @@ class LeaseForm(Form):
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         result = await self.run(conn, self.steps.claim, self.claim_params(limit, group))
         return Batch([self.delivery(row, token=row["token"]) for row in result.rows])
+
+    def defer(self, items: list[tuple[Delivery, Decision]]) -> bool:
+        if self._ack_claim is None or self.transactional:
+            return False
+        finishing = self._finishing
+        if not all(decision.step in finishing for _, decision in items):
+            return False
+        if len({d.message.id for d, _ in items}) != len(items):  # one row, two tokens
+            return False
+        for d, _ in items:
+            d.settled = True  # no extension or progress write starts after this point
+        return True
+
+    async def claim_settling(
+        self,
+        conn: Connection,
+        limit: int,
+        group: str | None,
+        items: list[tuple[Delivery, Decision]],
+    ) -> tuple[Batch, list[LeaseLost | None]]:
+        """``ack_claim``: the items' rows finished, guarded by their tokens, and a new batch
+        leased, in one statement. A row it skipped (another transaction held its lock for a
+        moment) is finished by ``ack_many``, which waits; a pair neither finished lost its
+        lease. When that ``ack_many`` fails, ``items`` keeps only the pairs still to settle
+        (the claim committed) and its batch is given back where the connection allows."""
+        assert self._ack_claim is not None  # defer() kept them only where the file has it
+        async with _waiting_for_extensions([d for d, _ in items]):
+            params: dict[str, Any] = dict(self.claim_params(limit, group))
+            params["pairs"] = json.dumps([[d.message.id, d.token] for d, _ in items])
+            rows = (await self.run(conn, self._ack_claim, params)).rows
+            acked = {row["acked_id"] for row in rows if row["acked_id"] is not None}
+            batch = Batch(
+                [self.delivery(row, token=row["token"]) for row in rows if row["acked_id"] is None]
+            )
+            missed = [
+                (i, d, decision)
+                for i, (d, decision) in enumerate(items)
+                if d.message.id not in acked
+            ]
+            held = {i: True for i, (d, _) in enumerate(items) if d.message.id in acked}
+            if missed:
+                try:
+                    held.update(await self._settle_part(conn, self.steps.many["ack"], missed))
+                except BaseException:
+                    items[:] = [(d, decision) for _, d, decision in missed]
+                    with contextlib.suppress(Exception):  # else the leases expire
+                        for d in batch:
+                            await self.give_back(conn, d)
+                    raise
+        met = [
+            None if held[i] else self._lost(d, decision.label)
+            for i, (d, decision) in enumerate(items)
+        ]
+        return batch, met
 
     def _lost(self, d: Delivery, what: str) -> LeaseLost:
         d.lost = True
@@ -90,19 +167,10 @@ class LeaseForm(Form):
         try:
             async with atomic(conn) if own_tx else contextlib.nullcontext():
                 for step, part in parts:
-                    # settled first, with no await between: an extension or progress write
-                    # not yet started sees it and touches nothing; one in flight holds the
-                    # delivery's lock, and is waited for (its new token is the one bound)
                     for _, d, _ in part:
-                        d.settled = True
-                    busy = [lock for _, d, _ in part if (lock := d.lock_in_use()) is not None]
-                    for lock in busy:
-                        await lock.acquire()
-                    try:
+                        d.settled = True  # see _waiting_for_extensions
+                    async with _waiting_for_extensions([d for _, d, _ in part]):
                         held.update(await self._settle_part(conn, step, part))
-                    finally:
-                        for lock in busy:
-                            lock.release()
         except Exception:  # rolled back (atomic): nothing of the group committed
             for d, _ in items:
                 d.settled = False  # nothing committed: they can still be settled or given back

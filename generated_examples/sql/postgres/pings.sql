@@ -9,7 +9,7 @@
 -- lease_s: 10
 -- channel: "qgen.pings"
 -- pause_table: "pings_pause"
--- seal: sha256:7019bbc77f79241ba6caf7386fe0d950741c0615dd2357a3980f550cec2b4f96
+-- seal: sha256:bf054b08c2c63cf1f04b94bf25282bb108a04fde15e0548bfd4249ec22fac116
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -62,6 +62,43 @@ WHERE "ping_id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "ping_id" AS id, "data" AS payload, CAST("leased_until" AS TEXT) AS token;
+
+-- name: ack_claim
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token as ack_many does, skipping a row another transaction has locked right now, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id). A pair it did not finish goes to ack_many, which waits for the lock (none finished there either: its lease was lost). One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  DELETE FROM "pings"
+  WHERE "ping_id" = ANY(ARRAY(
+    SELECT "ping_id"
+    FROM "pings"
+    WHERE "ping_id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+      AND ("ping_id", "leased_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+    FOR UPDATE SKIP LOCKED
+  ))
+  RETURNING "ping_id" AS id
+), qgen_leased AS (
+  UPDATE "pings"
+  SET "leased_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
+  WHERE "ping_id" = ANY(ARRAY(
+    SELECT "ping_id"
+    FROM "pings"
+    WHERE ("leased_until" IS NULL OR "leased_until" < now())
+      AND "ping_id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+      AND NOT EXISTS (
+        SELECT 1
+        FROM "pings_pause" AS qgen_paused
+        WHERE qgen_paused.queue_table = 'pings'
+          AND qgen_paused.queue_group = ''
+      )
+    ORDER BY "ping_id"
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+  ))
+  RETURNING "ping_id" AS id, "data" AS payload, CAST("leased_until" AS TEXT) AS token
+)
+SELECT qgen_acked.id AS acked_id, qgen_leased.*
+FROM qgen_leased
+FULL JOIN qgen_acked ON FALSE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

@@ -10,7 +10,7 @@
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
 -- pause_table: "ranked_pause"
--- seal: sha256:ac8e806e93efc2a7712e0a1b4a604af926c12688ea30b5cd5694e5a325b6f3f9
+-- seal: sha256:e52e6e748c6dc63d4f332295a9cdaa0e4dc1e009fffbac99cb610388b8ca3b28
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -82,6 +82,42 @@ WHERE "id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
+
+-- name: ack_claim
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token exactly as ack_many does, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id; a pair missing lost its lease). One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  UPDATE "ranked"
+  SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  RETURNING "id" AS id
+), qgen_leased AS (
+  UPDATE "ranked"
+  SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s), "attempt" = "attempt" + 1
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "ranked"
+    WHERE "queue" = %(group)s
+      AND "processed_at" IS NULL
+      AND ("retry_after" IS NULL OR "retry_after" <= now())
+      AND ("locked_until" IS NULL OR "locked_until" < now())
+      AND "id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+      AND NOT EXISTS (
+        SELECT 1
+        FROM "ranked_pause" AS qgen_paused
+        WHERE qgen_paused.queue_table = 'ranked'
+          AND qgen_paused.queue_group IN ('', %(group)s)
+      )
+    ORDER BY "prio" DESC, "id"
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+  ))
+  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token
+)
+SELECT qgen_acked.id AS acked_id, qgen_leased.*
+FROM qgen_leased
+FULL JOIN qgen_acked ON FALSE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

@@ -1,0 +1,174 @@
+"""PostgreSQL lease: a batch whose handlers all acked is finished by the worker's next claim,
+in the same statement (``ack_claim``), guarded by each row's token.
+
+The claim finishes only the rows that still hold their tokens; a row another transaction
+holds locked at that moment is skipped, and ``ack_many`` finishes it once the lock is gone,
+while the new batch is already leased and committed. Only what finishes as ``ack_many``
+does is deferred: a retry, a mixed batch or a transactional form settles at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from support.engines import engine_for, run
+from support.queues import QueueUnderTest, make_queue
+
+import runtime
+from runtime.contract.errors import LeaseLost
+from runtime.forms import form_for
+from runtime.settle import decide
+
+COLUMNS = ("attempt", "retry_after")
+
+
+async def ids_in_table(qt: QueueUnderTest) -> list[int]:
+    return [r["id"] for r in await qt.rows()]
+
+
+def test_the_next_claim_finishes_the_deferred_acks_guarded_by_their_tokens(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        form = form_for(qt.queue)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(6)))
+            async with await runtime.connect(qt.url) as conn:
+                first = await form.claim(conn, 3, None)
+                assert [d.message.id for d in first] == ids[:3]
+                items = [(d, decide(qt.queue, d, runtime.ack())) for d in first]
+                assert form.defer(items)
+                assert all(d.settled for d in first)  # no extension starts from here on
+                assert await ids_in_table(qt) == ids  # nothing written yet
+                # the second row's lease expired and another claim took it: a new token
+                await qt.sql(
+                    f"UPDATE {qt.q(qt.table)} SET locked_until = clock_timestamp() "
+                    f"+ interval '60 seconds' WHERE id = {ids[1]}"
+                )
+                batch, met = await form.claim_settling(conn, 3, None, items)
+            assert met[0] is None and met[2] is None, met
+            assert isinstance(met[1], LeaseLost) and first[1].lost
+            # the claim leased three others, never a row it was finishing
+            assert sorted(d.message.id for d in batch) == ids[3:]
+            assert all(d.token is not None and d.attempt == 1 for d in batch)
+            rows = {r["id"]: r for r in await qt.rows()}
+            assert sorted(rows) == [ids[1], *ids[3:]]  # the other claim's row stays
+            assert all(rows[i]["locked_until_future"] for i in rows)
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_row_locked_elsewhere_is_finished_by_ack_many_after_the_claim_committed(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(
+            engine_for("postgres", tmp_path), "lease", columns=(*COLUMNS, "processed_at")
+        )
+        form = form_for(qt.queue)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(4)))
+            async with (
+                await runtime.connect(qt.url) as conn,
+                await runtime.connect(qt.url) as other,
+            ):
+                first = await form.claim(conn, 2, None)
+                items = [(d, decide(qt.queue, d, runtime.ack())) for d in first]
+                assert form.defer(items)
+                await other.begin()  # holds the first row's lock, as a racing claim may
+                await other.fetchall(
+                    f"SELECT id FROM {qt.q(qt.table)} WHERE id = {ids[0]} FOR UPDATE", {}
+                )
+                settling = asyncio.ensure_future(form.claim_settling(conn, 2, None, items))
+                await asyncio.sleep(0.5)
+                assert not settling.done()  # ack_many waits for the lock...
+                rows = {r["id"]: r for r in await qt.rows()}
+                # ...after the claim committed: the new batch is leased, the second row
+                # finished, the first still waits
+                assert [rows[i]["locked_until_future"] for i in ids[2:]] == [1, 1]
+                assert rows[ids[1]]["processed_at"] is not None
+                assert rows[ids[0]]["processed_at"] is None
+                await other.commit()
+                batch, met = await asyncio.wait_for(settling, 10)
+            assert met == [None, None]
+            assert sorted(d.message.id for d in batch) == ids[2:]
+            rows = {r["id"]: r for r in await qt.rows()}
+            assert [rows[i]["processed_at"] is not None for i in ids] == [1, 1, 0, 0]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_only_what_finishes_as_ack_many_does_waits_for_the_next_claim(tmp_path: Path) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        form = form_for(qt.queue)
+        tx_form = form_for(qt.queue, transactional=True)
+        try:
+            await qt.enqueue(*({"n": i} for i in range(3)))
+            async with await runtime.connect(qt.url) as conn:
+                ds = await form.claim(conn, 3, None)
+                acks = [(d, decide(qt.queue, d, runtime.ack())) for d in ds]
+                mixed = [*acks[:2], (ds[2], decide(qt.queue, ds[2], runtime.retry()))]
+                drops = [(d, decide(qt.queue, d, runtime.drop())) for d in ds]
+                assert not form.defer(mixed)
+                assert not tx_form.defer(acks)  # each commits its handler's writes
+                assert not form.defer([acks[0], acks[0]])  # one row, one statement
+                assert not any(d.settled for d in ds)
+                assert form.defer(drops)  # drop_many is ack_many's statement
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_consumer_settles_every_batch_through_the_next_claim(tmp_path: Path) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        try:
+            await qt.enqueue(*({"n": i} for i in range(40)))
+            seen: list[int] = []
+
+            async def handle(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
+                seen.append(message.id)
+                return runtime.ack()
+
+            consumer = runtime.Consumer(qt.url, qt.queue, handle, concurrency=2, batch=5)
+            counts = await asyncio.wait_for(consumer.drain(), 30)
+            assert counts.get("ack") == 40 and counts.get("lease_lost", 0) == 0, counts
+            assert len(seen) == 40 == len(set(seen))
+            assert await qt.rows() == []  # the last claim, finding none, finished the last
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_lease_expired_unclaimed_is_finished_and_never_leased_again_by_that_claim(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(
+            engine_for("postgres", tmp_path), "lease", columns=COLUMNS, lease_s=0.5
+        )
+        form = form_for(qt.queue)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(3)))
+            async with await runtime.connect(qt.url) as conn:
+                first = await form.claim(conn, 1, None)
+                items = [(d, decide(qt.queue, d, runtime.ack())) for d in first]
+                assert form.defer(items)
+                await asyncio.sleep(0.8)  # its lease expired; no claim took it: same token
+                batch, met = await form.claim_settling(conn, 3, None, items)
+            assert met == [None]
+            assert sorted(d.message.id for d in batch) == ids[1:]
+            assert await ids_in_table(qt) == ids[1:]
+        finally:
+            await qt.drop()
+
+    run(go())
