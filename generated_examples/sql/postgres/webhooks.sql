@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "webhooks_dead"}
 -- channel: "qgen.webhooks_queue"
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:99b368f66c51f9f9cf1d8c1b535fd9485670805b0d906d44c2b3f61a834917d4
+-- seal: sha256:bb1f2558eebe6df88375672c9beb7e94ee1c37fc73621a0f0cdcd20b3a3c5bd9
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -77,48 +77,49 @@ WHERE "processed_at" IS NULL
   AND "retry_after" > now();
 
 -- name: claim
--- Releases the keys of release (a JSON array of ids: the rows of this connection's last batch, settled and committed since) and tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- Releases the keys of release (a JSON array of ids: the rows of this connection's last batch, settled and committed since) and tries the keys of up to scan ready rows without waiting, one at a time in the claim order, until it holds limit of them; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
 -- kinds: writes-returning
 WITH released AS (
   SELECT pg_advisory_unlock(hashtextextended('qgen:webhooks_queue:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
   FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
 ), candidates AS (
-  SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:webhooks_queue:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
-  FROM (
-    SELECT "id" AS id
-    FROM "webhooks_queue"
-    WHERE "processed_at" IS NULL
-      AND ("retry_after" IS NULL OR "retry_after" <= now())
-      AND NOT EXISTS (
-        SELECT 1
-        FROM "webhooks_queue_pause" AS qgen_paused
-        WHERE qgen_paused.queue_table = 'webhooks_queue'
-          AND qgen_paused.queue_group = ''
-      )
-    ORDER BY "id"
-    LIMIT %(scan)s
-  ) AS r
-  ORDER BY r.id
+  SELECT "id" AS id
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "webhooks_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'webhooks_queue'
+        AND qgen_paused.queue_group = ''
+    )
+  ORDER BY "id"
   LIMIT %(scan)s
-), counted AS (
-  SELECT id, locked, SUM(locked) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS nth
-  FROM candidates
 ), kept AS (
-  SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:webhooks_queue:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
-  FROM counted
+  SELECT id
+  FROM candidates
+  WHERE pg_try_advisory_lock(hashtextextended('qgen:webhooks_queue:' || CAST(id AS TEXT), 0))
+  LIMIT %(limit)s
 ), taken AS (
   UPDATE "webhooks_queue"
   SET "attempt" = "attempt" + 1
   WHERE "processed_at" IS NULL
     AND ("retry_after" IS NULL OR "retry_after" <= now())
-    AND "id" IN (SELECT id FROM kept WHERE held = 1)
+    AND "id" IN (SELECT id FROM kept)
   RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
+), shown AS (
+  SELECT id, 1 AS held
+  FROM kept
+  UNION ALL
+  SELECT MIN(id), 0
+  FROM candidates
+  WHERE NOT EXISTS (SELECT 1 FROM kept)
+  HAVING COUNT(*) > 0
 )
-SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
-FROM kept
-LEFT JOIN taken ON taken.id = kept.id
-WHERE (SELECT COUNT(*) FROM released) >= 0
-  AND (kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept));
+SELECT shown.id AS id, shown.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
+FROM shown
+LEFT JOIN taken ON taken.id = shown.id
+WHERE (SELECT COUNT(*) FROM released) >= 0;
 
 -- name: ack
 -- Finishes the row: marks it processed.

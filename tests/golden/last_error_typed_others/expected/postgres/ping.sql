@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.ping_queue"
 -- pause_table: "ping_queue_pause"
--- seal: sha256:9f31205c65f0de0bc99b18722afb567a9c927f53e66f4f2c5ac679ea3dba2046
+-- seal: sha256:66b30f0cff9f6ecb85ad945f99cafccbf37ca0a5a0313d9308483c295c4e3a5f
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -42,44 +42,45 @@ FROM ins;
 LISTEN "qgen.ping_queue";
 
 -- name: claim
--- Releases the keys of release (a JSON array of ids: the rows of this connection's last batch, settled and committed since) and tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- Releases the keys of release (a JSON array of ids: the rows of this connection's last batch, settled and committed since) and tries the keys of up to scan ready rows without waiting, one at a time in the claim order, until it holds limit of them; then, under the kept keys, re-reads which of those rows are still claimable. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
 -- kinds: reads
 WITH released AS (
   SELECT pg_advisory_unlock(hashtextextended('qgen:ping_queue:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
   FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
 ), candidates AS (
-  SELECT r.id, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:ping_queue:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
-  FROM (
-    SELECT "id" AS id
-    FROM "ping_queue"
-    WHERE NOT EXISTS (
-        SELECT 1
-        FROM "ping_queue_pause" AS qgen_paused
-        WHERE qgen_paused.queue_table = 'ping_queue'
-          AND qgen_paused.queue_group = ''
-      )
-    ORDER BY "id"
-    LIMIT %(scan)s
-  ) AS r
-  ORDER BY r.id
+  SELECT "id" AS id
+  FROM "ping_queue"
+  WHERE NOT EXISTS (
+      SELECT 1
+      FROM "ping_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'ping_queue'
+        AND qgen_paused.queue_group = ''
+    )
+  ORDER BY "id"
   LIMIT %(scan)s
-), counted AS (
-  SELECT id, locked, SUM(locked) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS nth
-  FROM candidates
 ), kept AS (
-  SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:ping_queue:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
-  FROM counted
+  SELECT id
+  FROM candidates
+  WHERE pg_try_advisory_lock(hashtextextended('qgen:ping_queue:' || CAST(id AS TEXT), 0))
+  LIMIT %(limit)s
 ), taken AS (
   SELECT "id" AS id, "payload" AS payload
   FROM "ping_queue"
-  WHERE "id" IN (SELECT id FROM kept WHERE held = 1)
+  WHERE "id" IN (SELECT id FROM kept)
   FOR UPDATE
+), shown AS (
+  SELECT id, 1 AS held
+  FROM kept
+  UNION ALL
+  SELECT MIN(id), 0
+  FROM candidates
+  WHERE NOT EXISTS (SELECT 1 FROM kept)
+  HAVING COUNT(*) > 0
 )
-SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload
-FROM kept
-LEFT JOIN taken ON taken.id = kept.id
-WHERE (SELECT COUNT(*) FROM released) >= 0
-  AND (kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept));
+SELECT shown.id AS id, shown.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload
+FROM shown
+LEFT JOIN taken ON taken.id = shown.id
+WHERE (SELECT COUNT(*) FROM released) >= 0;
 
 -- name: ack
 -- Finishes the row: deletes it.

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.keyed"
 -- pause_table: "keyed_pause"
--- seal: sha256:ef994ebe49ff565f7667617d322670eaea9e877580ad35c1551af451c41f5b97
+-- seal: sha256:f1b3dda4653345dd17b0494fb1dab96eb09350e8478b5125c54f6e46edb073ad
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -44,44 +44,45 @@ FROM ins;
 LISTEN "qgen.keyed";
 
 -- name: claim
--- Releases the keys of release (a JSON array of ids: the rows of this connection's last batch, settled and committed since) and tries the keys of up to scan ready rows without waiting and keeps the first limit it gets, unlocking the rest at once; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
+-- Releases the keys of release (a JSON array of ids: the rows of this connection's last batch, settled and committed since) and tries the keys of up to scan ready rows without waiting, one at a time in the claim order, until it holds limit of them; then, under the kept keys, re-reads which of those rows are still claimable and counts their attempt. A row per kept key (held = 1; taken = 0 where the row was settled since: unlock it), and the first candidate's (held = 0) when it kept none: other workers hold the ready rows.
 -- kinds: writes-returning
 WITH released AS (
   SELECT pg_advisory_unlock(hashtextextended('qgen:keyed:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
   FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
 ), candidates AS (
-  SELECT r.id, r.qgen_priority, CASE WHEN pg_try_advisory_lock(hashtextextended('qgen:keyed:' || CAST(r.id AS TEXT), 0)) THEN 1 ELSE 0 END AS locked
-  FROM (
-    SELECT "id" AS id, "priority" AS qgen_priority
-    FROM "keyed"
-    WHERE NOT EXISTS (
-        SELECT 1
-        FROM "keyed_pause" AS qgen_paused
-        WHERE qgen_paused.queue_table = 'keyed'
-          AND qgen_paused.queue_group = ''
-      )
-    ORDER BY "priority" DESC, "id"
-    LIMIT %(scan)s
-  ) AS r
-  ORDER BY r.qgen_priority DESC, r.id
+  SELECT "id" AS id
+  FROM "keyed"
+  WHERE NOT EXISTS (
+      SELECT 1
+      FROM "keyed_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'keyed'
+        AND qgen_paused.queue_group = ''
+    )
+  ORDER BY "priority" DESC, "id"
   LIMIT %(scan)s
-), counted AS (
-  SELECT id, locked, SUM(locked) OVER (ORDER BY qgen_priority DESC, id ROWS UNBOUNDED PRECEDING) AS nth
-  FROM candidates
 ), kept AS (
-  SELECT id, CASE WHEN locked = 0 THEN 0 WHEN nth <= %(limit)s THEN 1 WHEN pg_advisory_unlock(hashtextextended('qgen:keyed:' || CAST(id AS TEXT), 0)) THEN 0 ELSE 0 END AS held
-  FROM counted
+  SELECT id
+  FROM candidates
+  WHERE pg_try_advisory_lock(hashtextextended('qgen:keyed:' || CAST(id AS TEXT), 0))
+  LIMIT %(limit)s
 ), taken AS (
   UPDATE "keyed"
   SET "attempt" = "attempt" + 1
-  WHERE "id" IN (SELECT id FROM kept WHERE held = 1)
+  WHERE "id" IN (SELECT id FROM kept)
   RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
+), shown AS (
+  SELECT id, 1 AS held
+  FROM kept
+  UNION ALL
+  SELECT MIN(id), 0
+  FROM candidates
+  WHERE NOT EXISTS (SELECT 1 FROM kept)
+  HAVING COUNT(*) > 0
 )
-SELECT kept.id AS id, kept.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
-FROM kept
-LEFT JOIN taken ON taken.id = kept.id
-WHERE (SELECT COUNT(*) FROM released) >= 0
-  AND (kept.held = 1 OR kept.id = (SELECT MIN(id) FROM kept));
+SELECT shown.id AS id, shown.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
+FROM shown
+LEFT JOIN taken ON taken.id = shown.id
+WHERE (SELECT COUNT(*) FROM released) >= 0;
 
 -- name: ack
 -- Finishes the row: deletes it.
