@@ -381,11 +381,18 @@ class _AsyncWorker(_Loop):
     async def _advisory(self) -> None:
         """The advisory loop: claim (and take), settle, unlock."""
         takes = "take" not in self.st  # the claim takes (PostgreSQL), releasing first
+        fused = "ack_claim" in self.st  # and can finish the last batch first, all acked
         release: list[int] = []  # what the last batch finished, for the next claim
+        acked: list[int] = []  # the last batch, all acked: the next claim finishes them
         while True:
             params = self.params | {"release": json.dumps(release)} if takes else self.params
-            rows, c, _ = await self.step("claim", params)
-            release = []
+            if acked:
+                rows, c, _ = await self.step("ack_claim", params | {"ids": json.dumps(acked)})
+                self.counts["ack"] += len(acked)
+                release, acked = acked, []  # their keys: released by the next claim
+            else:
+                rows, c, _ = await self.step("claim", params)
+                release = []
             if not rows:
                 return
             held = self.held(rows, c)
@@ -400,6 +407,11 @@ class _AsyncWorker(_Loop):
             for row in got:
                 _decode(row[tc["payload"]])
                 settle.append((self.settle_name(row[tc["attempt"]]), row[tc["id"]], None))
+            if fused and all(name == "ack" for name, _, _ in settle):
+                acked = [i for _, i, _ in settle]
+                if set(held) - set(acked):  # kept keys of rows settled since: unlock now
+                    await self.step("unlock", {"ids": json.dumps(sorted(set(held) - set(acked)))})
+                continue
             await self.settle_all(settle, by_token=False)  # they commit, then the unlock
             if self.keys is not None:
                 self.unlock_local(held)

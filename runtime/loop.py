@@ -405,10 +405,23 @@ class WorkerLoop:
         deferred, self.deferred = self.deferred, []
         if not deferred:
             return
+        run, conn = self.run, self.conn
+        alive = conn is not None and not conn.closed
+        if not run.form.holds_outlive_connection:  # advisory: the keys live in the session
+            gone = [d for d, _ in deferred if not (alive and d.conn is conn)]
+            if gone:
+                log.info(
+                    "queue %s: %d acked rows were not finished: the keys went with their "
+                    "connection, so the rows return and are delivered again",
+                    run.name,
+                    len(gone),
+                )
+            deferred = [(d, decision) for d, decision in deferred if d not in gone]
         for d, _ in deferred:
             d.settled = False  # nothing committed them yet
-        run, conn = self.run, self.conn
-        if conn is not None and not conn.closed:
+        if not deferred:
+            return
+        if conn is not None and alive:
             completer = completer_for(run.form, run.counts, run.held, self.settings.settle_window)
             try:
                 await completer.write(conn, deferred)

@@ -75,6 +75,8 @@ class StatementName(StrEnum):
     ENQUEUE_EXISTING = "enqueue_existing"
     ENQUEUE_UNLOCK = "enqueue_unlock"
     CLAIM = "claim"
+    #: a claim that first finishes the connection's last batch, all acked (PostgreSQL)
+    ACK_CLAIM = "ack_claim"
     TAKE = "take"
     EXTEND = "extend"
     ACK = "ack"

@@ -10,10 +10,11 @@ from typing import Any
 
 from runtime.contract.errors import LeaseLost
 from runtime.contract.file_steps import present
+from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection, atomic
-from runtime.forms.base import Form
+from runtime.forms.base import Form, deferrable, finishing_as_ack
 from runtime.process_keys import release_key, take_key
 from runtime.settle import Decision
 
@@ -21,7 +22,7 @@ log = logging.getLogger("runtime")
 
 #: the outcomes whose rows leave the queue (deleted, marked processed, moved to the dead
 #: letter): their keys may wait for the connection's next claim to be released
-_LEAVES = frozenset({"ack", "drop", "dead_letter"})
+_LEAVES = frozenset({S.ACK, S.DROP, S.DEAD_LETTER})
 
 
 class AdvisoryForm(Form):
@@ -50,6 +51,10 @@ class AdvisoryForm(Form):
         #: a claim that takes also releases the keys its connection's last batch finished
         #: (``release``): per connection, those keys, held until its next claim
         self._release: dict[Connection, list[int]] = {}
+        #: a claim that takes after finishing rows as ack_many does (PostgreSQL), and the
+        #: outcomes it may finish: ack, and drop where drop_many is the very same statement
+        self._ack_claim = self.steps.ack_claim if self._take_step is None else None
+        self._finishing = finishing_as_ack(self.steps)
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         if self._take_step is None:
@@ -68,22 +73,32 @@ class AdvisoryForm(Form):
             await self.unlock(conn, held)
             raise
 
-    async def _claim_taking(self, conn: Connection, limit: int, group: str | None) -> Batch:
+    async def _claim_taking(
+        self, conn: Connection, limit: int, group: str | None, finished: list[int] | None = None
+    ) -> Batch:
         """A claim that takes in the same statement (PostgreSQL), releasing first the keys
         of the rows this connection's last batch finished (their settlements committed
         before). Its rows: one per key it kept (``taken``: still claimable, counted), or the
         first candidate alone when it kept none (``held`` 0: other workers hold the ready
-        rows). The kept keys whose rows were settled since the listing are unlocked."""
+        rows). The kept keys whose rows were settled since the listing are unlocked.
+        ``finished``: rows whose keys this connection holds, finished first in the same
+        statement (``ack_claim``); their keys wait for the next claim."""
         released = self._release.pop(conn, [])
         params = self.claim_params(limit, group)
         params["release"] = json.dumps(released)
+        step = self.steps.claim
+        if finished is not None:
+            step = present(self._ack_claim, self.queue.rendered, "ack_claim")
+            params["ids"] = json.dumps(finished)
         try:
-            listed = (await self.run(conn, self.steps.claim, params)).rows
+            listed = (await self.run(conn, step, params)).rows
         except BaseException:
             with contextlib.suppress(Exception):  # released or not: unlocked either way
                 await self.unlock(conn, released)
             raise
         self._forget(conn, released)
+        if finished:
+            self._release.setdefault(conn, []).extend(finished)
         held = [row for row in listed if row["held"]]
         if not held:
             return Batch(contended=bool(listed))
@@ -105,6 +120,36 @@ class AdvisoryForm(Form):
                 raise
         taken.sort(key=lambda d: d.message.id)
         return Batch(taken)
+
+    def defer(self, items: list[tuple[Delivery, Decision]]) -> bool:
+        if self._ack_claim is None or self.transactional:
+            return False
+        if not deferrable(items, self._finishing):
+            return False
+        for d, _ in items:
+            d.settled = True
+        return True
+
+    async def claim_settling(
+        self,
+        conn: Connection,
+        limit: int,
+        group: str | None,
+        items: list[tuple[Delivery, Decision]],
+    ) -> tuple[Batch, list[LeaseLost | None]]:
+        """``ack_claim``: the items' rows finished under their keys, then a claim, in one
+        statement. An item whose key went with a connection since lost is not finished
+        here: its row returns, to be delivered again (reported as lost)."""
+        mine = [d.message.id for d, _ in items if d.conn is conn]
+        batch = await self._claim_taking(conn, limit, group, finished=mine)
+        return batch, [None if d.conn is conn else self._key_gone(d) for d, _ in items]
+
+    def _key_gone(self, d: Delivery) -> LeaseLost:
+        d.lost = True
+        return LeaseLost(
+            f"queue '{self.queue.name}': message {d.message.id} was not settled: its key went "
+            "with the connection that held it, so its row returns and is delivered again"
+        )
 
     async def _take(self, conn: Connection, held: list[int], group: str | None) -> list[Delivery]:
         """Re-check and count the held rows (one step); unlock the ones gone since the claim."""

@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 
 from runtime.backoff import Backoff, Outage
 from runtime.contract.errors import LeaseLost
-from runtime.contract.file_steps import present
+from runtime.contract.file_steps import QueueSteps, present
+from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.counts import Counts
 from runtime.delivery import Batch, Delivery, Message
@@ -23,6 +24,24 @@ from runtime.loaded import LoadedQueue
 from runtime.params import ClaimParams, ManyParams
 from runtime.settle import Decision
 from runtime.steps import StepResult, run_step
+
+
+def finishing_as_ack(steps: QueueSteps) -> frozenset[str]:
+    """The outcomes a claim that finishes rows as ``ack_many`` does (``ack_claim``) may
+    settle: ack, and drop where ``drop_many`` is the very same statement (not where the
+    table declares its own drop)."""
+    ack_many = steps.many.get(S.ACK)
+    if ack_many is None:
+        return frozenset()
+    return frozenset({S.ACK} | ({S.DROP} if steps.many.get(S.DROP) == ack_many else set()))
+
+
+def deferrable(items: list[tuple[Delivery, Decision]], finishing: frozenset[str]) -> bool:
+    """Whether every item's outcome is one of ``finishing``, each row once (one statement
+    cannot tell two tokens of a row apart)."""
+    if not all(decision.step in finishing for _, decision in items):
+        return False
+    return len({d.message.id for d, _ in items}) == len(items)
 
 
 @dataclass

@@ -11,10 +11,11 @@ from typing import Any
 
 from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
 from runtime.contract.file_steps import present
+from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection, atomic
-from runtime.forms.base import Form, Upkeep
+from runtime.forms.base import Form, Upkeep, deferrable, finishing_as_ack
 from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
 
@@ -52,12 +53,9 @@ class LeaseForm(Form):
         self._release = present(steps.release, rendered, "release")
         self._unclaim = present(steps.unclaim, rendered, "unclaim")
         #: a claim that first finishes rows as ack_many does (PostgreSQL), and the outcomes
-        #: it may finish: ack, and drop where drop_many is the very same statement
+        #: it may finish
         self._ack_claim = steps.ack_claim
-        ack_many = steps.many.get("ack")
-        self._finishing = {"ack"} | ({"drop"} if steps.many.get("drop") == ack_many else set())
-        if ack_many is None:
-            self._ack_claim = None
+        self._finishing = finishing_as_ack(steps)
 
     def _settle_step(self, decision: Decision) -> Step:
         """A decision's statement; none decided is the plain retry (the lease cleared)."""
@@ -73,10 +71,7 @@ class LeaseForm(Form):
     def defer(self, items: list[tuple[Delivery, Decision]]) -> bool:
         if self._ack_claim is None or self.transactional:
             return False
-        finishing = self._finishing
-        if not all(decision.step in finishing for _, decision in items):
-            return False
-        if len({d.message.id for d, _ in items}) != len(items):  # one row, two tokens
+        if not deferrable(items, self._finishing):
             return False
         for d, _ in items:
             d.settled = True  # no extension or progress write starts after this point
@@ -111,7 +106,7 @@ class LeaseForm(Form):
             held = {i: True for i, (d, _) in enumerate(items) if d.message.id in acked}
             if missed:
                 try:
-                    held.update(await self._settle_part(conn, self.steps.many["ack"], missed))
+                    held.update(await self._settle_part(conn, self.steps.many[S.ACK], missed))
                 except BaseException:
                     items[:] = [(d, decision) for _, d, decision in missed]
                     with contextlib.suppress(Exception):  # else the leases expire

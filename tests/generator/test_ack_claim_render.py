@@ -1,6 +1,6 @@
-"""Which lease files have ``ack_claim``, the claim that first finishes the last batch's acked
-rows: PostgreSQL's, except where finishing in the claim's statement would not be what
-``ack_many`` does or would step around what the claim must respect."""
+"""Which files have ``ack_claim``, the claim that first finishes the last batch's acked rows:
+PostgreSQL's lease and advisory files, except where finishing in the claim's statement would
+not be what ``ack_many`` does or would step around what the claim must respect."""
 
 from __future__ import annotations
 
@@ -12,42 +12,62 @@ from qgen.build import build_unit
 from qgen.declaration import parse_declaration
 from runtime.contract.rendered import parse_rendered
 
-COLUMNS = {"id": "id", "payload": "payload", "attempt": "attempt", "locked_until": "locked_until"}
+COLUMNS = {"id": "id", "payload": "payload", "attempt": "attempt"}
+FORMS = ["lease", "advisory"]
 
 
-def statements(dialect: str, **queue: Any) -> list[str]:
-    decl = {"table": "jobs", "form": "lease", "columns": dict(COLUMNS), **queue}
+def statements(dialect: str, form: str, **queue: Any) -> list[str]:
+    columns = queue.pop("columns", COLUMNS)
+    if form == "lease":
+        columns = columns | {"locked_until": "locked_until"}
+    decl = {"table": "jobs", "form": form, "columns": columns, **queue}
     parsed = parse_declaration({"dialects": [dialect], "queues": {"jobs": decl}})
     return list(parse_rendered(build_unit(parsed.queues["jobs"], dialect), "jobs.sql").statements)
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("kept", [False, True], ids=["deleted", "processed_at"])
-def test_a_postgres_lease_file_has_ack_claim_after_claim(kept: bool) -> None:
+def test_a_postgres_file_has_ack_claim_after_claim(form: str, kept: bool) -> None:
     columns = COLUMNS | ({"processed_at": "processed_at"} if kept else {})
-    names = statements("postgres", columns=columns)
+    names = statements("postgres", form, columns=columns)
     assert names[names.index("claim") + 1] == "ack_claim"
 
 
+@pytest.mark.parametrize("form", [*FORMS, "row_lock"])
 @pytest.mark.parametrize("dialect", ["mysql", "mariadb", "sqlite"])
-def test_other_dialects_have_none(dialect: str) -> None:
-    assert "ack_claim" not in statements(dialect)
+def test_other_dialects_and_row_lock_have_none(dialect: str, form: str) -> None:
+    assert "ack_claim" not in statements(dialect, form)
+    assert "ack_claim" not in statements("postgres", "row_lock")
 
 
-@pytest.mark.parametrize(
-    "queue",
-    [
-        # the table's own ack: ack_claim would finish rows another way
-        {"statements": {"ack": "DELETE FROM jobs WHERE id = :id AND locked_until = :token"}},
-        # the limits run before the claim, which ack_claim would step around
-        {"max_in_flight": 4},
-        {"rate_limit": {"per_s": 10, "burst": 5}},
-        # the rows it finishes still hold their key in its snapshot
-        {"columns": COLUMNS | {"fifo_key": "fifo_key"}},
-        # finishing moves a row to another partition
-        {"columns": COLUMNS | {"processed_at": "processed_at"}, "layout": "partitioned"},
-    ],
-    ids=["ack_override", "max_in_flight", "rate_limit", "fifo_key", "partitioned"],
-)
-def test_no_ack_claim_where_it_would_differ(queue: dict[str, Any]) -> None:
-    names = statements("postgres", **queue)
+GUARD = {"lease": " AND locked_until = :token", "advisory": ""}
+#: what keeps ack_claim out of a file, per form
+WITHOUT = {
+    # the table's own ack: ack_claim would finish rows another way
+    "ack_override": lambda form: {
+        "statements": {"ack": "DELETE FROM jobs WHERE id = :id" + GUARD[form]}
+    },
+    # the limits run before the claim, which ack_claim would step around (the advisory
+    # form has no max_in_flight)
+    "max_in_flight": lambda form: {"max_in_flight": 4} if form == "lease" else None,
+    "rate_limit": lambda form: {"rate_limit": {"per_s": 10, "burst": 5}},
+    # the rows it finishes still hold their key in its snapshot
+    "fifo_key": lambda form: {"columns": COLUMNS | {"fifo_key": "fifo_key"}},
+    # finishing moves a row to another partition
+    "partitioned": lambda form: {
+        "columns": COLUMNS | {"processed_at": "processed_at"},
+        "layout": "partitioned",
+    },
+}
+CASES = [
+    pytest.param(form, WITHOUT[why](form), id=f"{form}-{why}")
+    for form in FORMS
+    for why in WITHOUT
+    if WITHOUT[why](form) is not None
+]
+
+
+@pytest.mark.parametrize(("form", "queue"), CASES)
+def test_no_ack_claim_where_it_would_differ(form: str, queue: dict[str, Any]) -> None:
+    names = statements("postgres", form, **dict(queue))
     assert "claim" in names and "ack_claim" not in names

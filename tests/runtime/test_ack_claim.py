@@ -172,3 +172,68 @@ def test_a_lease_expired_unclaimed_is_finished_and_never_leased_again_by_that_cl
             await qt.drop()
 
     run(go())
+
+
+async def keys_held(conn: runtime.Connection) -> int:
+    rows = await conn.fetchall(
+        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+        {},
+    )
+    return int(rows[0]["n"])
+
+
+def test_advisory_the_next_claim_finishes_the_rows_under_their_keys_and_keeps_each_key_once(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine_for("postgres", tmp_path), "advisory", columns=COLUMNS)
+        form = form_for(qt.queue)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(9)))
+            async with await runtime.connect(qt.url) as conn:
+                first = await form.claim(conn, 3, None)
+                items = [(d, decide(qt.queue, d, runtime.ack())) for d in first]
+                assert form.defer(items) and all(d.settled for d in first)
+                assert await ids_in_table(qt) == ids  # nothing written yet
+                second, met = await form.claim_settling(conn, 3, None, items)
+                assert met == [None, None, None]
+                # finished, and none of them listed again though this session holds their keys
+                assert await ids_in_table(qt) == ids[3:]
+                assert [d.message.id for d in second] == ids[3:6]
+                assert all(d.attempt == 1 for d in second)
+                assert await keys_held(conn) == 6  # the first batch's wait for the next claim
+                items = [(d, decide(qt.queue, d, runtime.ack())) for d in second]
+                assert form.defer(items)
+                third, met = await form.claim_settling(conn, 3, None, items)
+                assert met == [None, None, None]
+                assert [d.message.id for d in third] == ids[6:]
+                # the first batch's keys released once: each was taken once
+                assert await keys_held(conn) == 6
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_advisory_rows_whose_keys_went_with_a_lost_connection_are_not_finished(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine_for("postgres", tmp_path), "advisory", columns=COLUMNS)
+        form = form_for(qt.queue)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(4)))
+            async with await runtime.connect(qt.url) as lost:
+                first = await form.claim(lost, 2, None)
+                items = [(d, decide(qt.queue, d, runtime.ack())) for d in first]
+                assert form.defer(items)
+            # the connection is gone, and its keys with it: another worker may hold them now
+            async with await runtime.connect(qt.url) as conn:
+                batch, met = await form.claim_settling(conn, 4, None, items)
+            assert all(isinstance(m, LeaseLost) for m in met) and all(d.lost for d in first)
+            assert await ids_in_table(qt) == ids  # nothing finished
+            assert sorted(d.message.id for d in batch) == ids  # they return at once
+        finally:
+            await qt.drop()
+
+    run(go())

@@ -9,7 +9,7 @@
 -- default_group: "exports"
 -- channel: "qgen.exports_queue"
 -- pause_table: "exports_queue_pause"
--- seal: sha256:7680595c02f2e0adb3acd8cd6c212771c03fc9c5e76458a21bfc565913875924
+-- seal: sha256:36b00958ba5a1c74ed39cba60ef09fa99a652c203a1d0f12d24be598303ff5c5
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -70,6 +70,55 @@ WITH released AS (
       WHERE qgen_paused.queue_table = 'exports_queue'
         AND qgen_paused.queue_group IN ('', %(group)s)
     )
+  ORDER BY "id"
+  LIMIT %(scan)s
+), kept AS (
+  SELECT id
+  FROM candidates
+  WHERE pg_try_advisory_lock(hashtextextended('qgen:exports_queue:' || CAST(id AS TEXT), 0))
+  LIMIT %(limit)s
+), taken AS (
+  UPDATE "exports_queue"
+  SET "attempt" = "attempt" + 1
+  WHERE "lane" = %(group)s
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND "id" IN (SELECT id FROM kept)
+  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group"
+), shown AS (
+  SELECT id, 1 AS held
+  FROM kept
+  UNION ALL
+  SELECT MIN(id), 0
+  FROM candidates
+  WHERE NOT EXISTS (SELECT 1 FROM kept)
+  HAVING COUNT(*) > 0
+)
+SELECT shown.id AS id, shown.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt, taken."group" AS "group"
+FROM shown
+LEFT JOIN taken ON taken.id = shown.id
+WHERE (SELECT COUNT(*) FROM released) >= 0;
+
+-- name: ack_claim
+-- Under their keys: finishes the rows ids (a JSON array: this connection's last batch, all acked) exactly as ack_many does, then claims as claim does, listing none of those rows (their keys are released by the next claim). One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  DELETE FROM "exports_queue"
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j))
+), released AS (
+  SELECT pg_advisory_unlock(hashtextextended('qgen:exports_queue:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+  FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
+), candidates AS (
+  SELECT "id" AS id
+  FROM "exports_queue"
+  WHERE "lane" = %(group)s
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "exports_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'exports_queue'
+        AND qgen_paused.queue_group IN ('', %(group)s)
+    )
+    AND "id" <> ALL(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j))
   ORDER BY "id"
   LIMIT %(scan)s
 ), kept AS (

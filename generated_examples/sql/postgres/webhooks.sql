@@ -8,7 +8,7 @@
 -- dead_letter: {"table": "webhooks_dead"}
 -- channel: "qgen.webhooks_queue"
 -- pause_table: "webhooks_queue_pause"
--- seal: sha256:bb1f2558eebe6df88375672c9beb7e94ee1c37fc73621a0f0cdcd20b3a3c5bd9
+-- seal: sha256:833853e8931116a61c35358c6b8c4e58036c7f18cb79b73e2e3a9679f1c69847
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -93,6 +93,56 @@ WITH released AS (
       WHERE qgen_paused.queue_table = 'webhooks_queue'
         AND qgen_paused.queue_group = ''
     )
+  ORDER BY "id"
+  LIMIT %(scan)s
+), kept AS (
+  SELECT id
+  FROM candidates
+  WHERE pg_try_advisory_lock(hashtextextended('qgen:webhooks_queue:' || CAST(id AS TEXT), 0))
+  LIMIT %(limit)s
+), taken AS (
+  UPDATE "webhooks_queue"
+  SET "attempt" = "attempt" + 1
+  WHERE "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND "id" IN (SELECT id FROM kept)
+  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
+), shown AS (
+  SELECT id, 1 AS held
+  FROM kept
+  UNION ALL
+  SELECT MIN(id), 0
+  FROM candidates
+  WHERE NOT EXISTS (SELECT 1 FROM kept)
+  HAVING COUNT(*) > 0
+)
+SELECT shown.id AS id, shown.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
+FROM shown
+LEFT JOIN taken ON taken.id = shown.id
+WHERE (SELECT COUNT(*) FROM released) >= 0;
+
+-- name: ack_claim
+-- Under their keys: finishes the rows ids (a JSON array: this connection's last batch, all acked) exactly as ack_many does, then claims as claim does, listing none of those rows (their keys are released by the next claim). One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  UPDATE "webhooks_queue"
+  SET "processed_at" = clock_timestamp()
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j))
+), released AS (
+  SELECT pg_advisory_unlock(hashtextextended('qgen:webhooks_queue:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+  FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
+), candidates AS (
+  SELECT "id" AS id
+  FROM "webhooks_queue"
+  WHERE "processed_at" IS NULL
+    AND ("retry_after" IS NULL OR "retry_after" <= now())
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "webhooks_queue_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'webhooks_queue'
+        AND qgen_paused.queue_group = ''
+    )
+    AND "id" <> ALL(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j))
   ORDER BY "id"
   LIMIT %(scan)s
 ), kept AS (

@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.hooks"
 -- pause_table: "hooks_pause"
--- seal: sha256:e26d417ed62eb147ab41ef7fab88007bf91ce14053fd289ad23b34a20117b1a4
+-- seal: sha256:a08370a0f30f0fca6f30ce3b8ae631932459288456d9e783ca42cee0a6ed19c6
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -55,6 +55,51 @@ WITH released AS (
       WHERE qgen_paused.queue_table = 'hooks'
         AND qgen_paused.queue_group = ''
     )
+  ORDER BY "id"
+  LIMIT %(scan)s
+), kept AS (
+  SELECT id
+  FROM candidates
+  WHERE pg_try_advisory_lock(hashtextextended('qgen:hooks:' || CAST(id AS TEXT), 0))
+  LIMIT %(limit)s
+), taken AS (
+  SELECT "id" AS id, "payload" AS payload
+  FROM "hooks"
+  WHERE "id" IN (SELECT id FROM kept)
+  FOR UPDATE
+), shown AS (
+  SELECT id, 1 AS held
+  FROM kept
+  UNION ALL
+  SELECT MIN(id), 0
+  FROM candidates
+  WHERE NOT EXISTS (SELECT 1 FROM kept)
+  HAVING COUNT(*) > 0
+)
+SELECT shown.id AS id, shown.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload
+FROM shown
+LEFT JOIN taken ON taken.id = shown.id
+WHERE (SELECT COUNT(*) FROM released) >= 0;
+
+-- name: ack_claim
+-- Under their keys: finishes the rows ids (a JSON array: this connection's last batch, all acked) exactly as ack_many does, then claims as claim does, listing none of those rows (their keys are released by the next claim). One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  DELETE FROM "hooks"
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j))
+), released AS (
+  SELECT pg_advisory_unlock(hashtextextended('qgen:hooks:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+  FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
+), candidates AS (
+  SELECT "id" AS id
+  FROM "hooks"
+  WHERE NOT EXISTS (
+      SELECT 1
+      FROM "hooks_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'hooks'
+        AND qgen_paused.queue_group = ''
+    )
+    AND "id" <> ALL(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j))
   ORDER BY "id"
   LIMIT %(scan)s
 ), kept AS (

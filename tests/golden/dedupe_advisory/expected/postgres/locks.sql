@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.locks"
 -- pause_table: "locks_pause"
--- seal: sha256:3f516bea46ec8df0c2f1e1750b891e21e8891746ff6913f8e63167d0802e171d
+-- seal: sha256:262b467cff7c2cc0d71ea017838f31123dca13f1c02dd518d1f7c5449c9c8770
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key, if missing.
@@ -70,6 +70,54 @@ WITH released AS (
       WHERE qgen_paused.queue_table = 'locks'
         AND qgen_paused.queue_group = ''
     )
+  ORDER BY "id"
+  LIMIT %(scan)s
+), kept AS (
+  SELECT id
+  FROM candidates
+  WHERE pg_try_advisory_lock(hashtextextended('qgen:locks:' || CAST(id AS TEXT), 0))
+  LIMIT %(limit)s
+), taken AS (
+  SELECT "id" AS id, "payload" AS payload
+  FROM "locks"
+  WHERE "processed_at" IS NULL
+    AND "id" IN (SELECT id FROM kept)
+  FOR UPDATE
+), shown AS (
+  SELECT id, 1 AS held
+  FROM kept
+  UNION ALL
+  SELECT MIN(id), 0
+  FROM candidates
+  WHERE NOT EXISTS (SELECT 1 FROM kept)
+  HAVING COUNT(*) > 0
+)
+SELECT shown.id AS id, shown.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload
+FROM shown
+LEFT JOIN taken ON taken.id = shown.id
+WHERE (SELECT COUNT(*) FROM released) >= 0;
+
+-- name: ack_claim
+-- Under their keys: finishes the rows ids (a JSON array: this connection's last batch, all acked) exactly as ack_many does, then claims as claim does, listing none of those rows (their keys are released by the next claim). One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  UPDATE "locks"
+  SET "processed_at" = clock_timestamp()
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j))
+), released AS (
+  SELECT pg_advisory_unlock(hashtextextended('qgen:locks:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+  FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
+), candidates AS (
+  SELECT "id" AS id
+  FROM "locks"
+  WHERE "processed_at" IS NULL
+    AND NOT EXISTS (
+      SELECT 1
+      FROM "locks_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'locks'
+        AND qgen_paused.queue_group = ''
+    )
+    AND "id" <> ALL(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j))
   ORDER BY "id"
   LIMIT %(scan)s
 ), kept AS (

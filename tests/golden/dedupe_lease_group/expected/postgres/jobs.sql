@@ -10,7 +10,7 @@
 -- default_group: "jobs"
 -- channel: "qgen.jobs"
 -- pause_table: "jobs_pause"
--- seal: sha256:70fc3666a8175bd786cc7c4cda9b66530c6bc7162affd71d09746eb8e722949f
+-- seal: sha256:25c81c0c5e226a2fac8d2052b1e1a4f5c1f75324083951b6c98ff07e0c302b39
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -96,13 +96,18 @@ WHERE "id" = ANY(ARRAY(
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
 
 -- name: ack_claim
--- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token exactly as ack_many does, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id; a pair missing lost its lease). One statement and one commit where ack_many and the next claim were two.
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token as ack_many does, skipping a row another transaction has locked right now, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id). A pair it did not finish goes to ack_many, which waits for the lock (none finished there either: its lease was lost). One statement and one commit where ack_many and the next claim were two.
 -- kinds: writes-returning
 WITH qgen_acked AS (
   UPDATE "jobs"
   SET "processed_at" = clock_timestamp(), "locked_until" = NULL
-  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "jobs"
+    WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+    FOR UPDATE SKIP LOCKED
+  ))
   RETURNING "id" AS id
 ), qgen_leased AS (
   UPDATE "jobs"

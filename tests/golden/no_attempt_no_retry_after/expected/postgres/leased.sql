@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- channel: "qgen.leased"
 -- pause_table: "leased_pause"
--- seal: sha256:1a53329669e37dba1e5e3bb96db13fb1be948c7e1f5b2c56baae65f46b88e8a0
+-- seal: sha256:53ca3f401825dbba280718f9cd611aa55baee8c9e319da88a81e2ffa99287236
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -64,12 +64,17 @@ WHERE "id" = ANY(ARRAY(
 RETURNING "id" AS id, "payload" AS payload, CAST("locked_until" AS TEXT) AS token;
 
 -- name: ack_claim
--- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token exactly as ack_many does, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id; a pair missing lost its lease). One statement and one commit where ack_many and the next claim were two.
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token as ack_many does, skipping a row another transaction has locked right now, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id). A pair it did not finish goes to ack_many, which waits for the lock (none finished there either: its lease was lost). One statement and one commit where ack_many and the next claim were two.
 -- kinds: writes-returning
 WITH qgen_acked AS (
   DELETE FROM "leased"
-  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "leased"
+    WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+    FOR UPDATE SKIP LOCKED
+  ))
   RETURNING "id" AS id
 ), qgen_leased AS (
   UPDATE "leased"

@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
 -- pause_table: "tasks_pause"
--- seal: sha256:cba564c71c8c83d5c2614debc83607dd5fc1d85d2848d0bc8fa99e6d2b56eaab
+-- seal: sha256:2469230b1a99c2e5f09bb0235f65997f33fcd88634ac019cd66f87774f17b9c6
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -79,12 +79,17 @@ WHERE "id" = ANY(ARRAY(
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group", CAST("locked_until" AS TEXT) AS token;
 
 -- name: ack_claim
--- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token exactly as ack_many does, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id; a pair missing lost its lease). One statement and one commit where ack_many and the next claim were two.
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token as ack_many does, skipping a row another transaction has locked right now, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id). A pair it did not finish goes to ack_many, which waits for the lock (none finished there either: its lease was lost). One statement and one commit where ack_many and the next claim were two.
 -- kinds: writes-returning
 WITH qgen_acked AS (
   DELETE FROM "tasks"
-  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "tasks"
+    WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+    FOR UPDATE SKIP LOCKED
+  ))
   RETURNING "id" AS id
 ), qgen_leased AS (
   UPDATE "tasks"

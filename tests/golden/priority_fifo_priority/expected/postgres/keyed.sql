@@ -8,7 +8,7 @@
 -- dead_letter: null
 -- channel: "qgen.keyed"
 -- pause_table: "keyed_pause"
--- seal: sha256:f1b3dda4653345dd17b0494fb1dab96eb09350e8478b5125c54f6e46edb073ad
+-- seal: sha256:f3f9f7acfd5d43a0d672c00ec3880bfe70e39226a9334f871a4fec53712dbd9f
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -58,6 +58,51 @@ WITH released AS (
       WHERE qgen_paused.queue_table = 'keyed'
         AND qgen_paused.queue_group = ''
     )
+  ORDER BY "priority" DESC, "id"
+  LIMIT %(scan)s
+), kept AS (
+  SELECT id
+  FROM candidates
+  WHERE pg_try_advisory_lock(hashtextextended('qgen:keyed:' || CAST(id AS TEXT), 0))
+  LIMIT %(limit)s
+), taken AS (
+  UPDATE "keyed"
+  SET "attempt" = "attempt" + 1
+  WHERE "id" IN (SELECT id FROM kept)
+  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt
+), shown AS (
+  SELECT id, 1 AS held
+  FROM kept
+  UNION ALL
+  SELECT MIN(id), 0
+  FROM candidates
+  WHERE NOT EXISTS (SELECT 1 FROM kept)
+  HAVING COUNT(*) > 0
+)
+SELECT shown.id AS id, shown.held AS held, CASE WHEN taken.id IS NULL THEN 0 ELSE 1 END AS taken, taken.payload AS payload, taken.attempt AS attempt
+FROM shown
+LEFT JOIN taken ON taken.id = shown.id
+WHERE (SELECT COUNT(*) FROM released) >= 0;
+
+-- name: ack_claim
+-- Under their keys: finishes the rows ids (a JSON array: this connection's last batch, all acked) exactly as ack_many does, then claims as claim does, listing none of those rows (their keys are released by the next claim). One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  DELETE FROM "keyed"
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j))
+), released AS (
+  SELECT pg_advisory_unlock(hashtextextended('qgen:keyed:' || CAST(CAST(j.value AS BIGINT) AS TEXT), 0)) AS unlocked
+  FROM jsonb_array_elements_text(CAST(%(release)s AS JSONB)) AS j
+), candidates AS (
+  SELECT "id" AS id
+  FROM "keyed"
+  WHERE NOT EXISTS (
+      SELECT 1
+      FROM "keyed_pause" AS qgen_paused
+      WHERE qgen_paused.queue_table = 'keyed'
+        AND qgen_paused.queue_group = ''
+    )
+    AND "id" <> ALL(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS JSONB)) AS j))
   ORDER BY "priority" DESC, "id"
   LIMIT %(scan)s
 ), kept AS (

@@ -10,7 +10,7 @@
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
 -- pause_table: "ranked_pause"
--- seal: sha256:e52e6e748c6dc63d4f332295a9cdaa0e4dc1e009fffbac99cb610388b8ca3b28
+-- seal: sha256:401ab893455607f018eb430045fed18bb3c3d216f2a265d79d0807077000272f
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -84,13 +84,18 @@ WHERE "id" = ANY(ARRAY(
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
 
 -- name: ack_claim
--- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token exactly as ack_many does, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id; a pair missing lost its lease). One statement and one commit where ack_many and the next claim were two.
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token as ack_many does, skipping a row another transaction has locked right now, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id). A pair it did not finish goes to ack_many, which waits for the lock (none finished there either: its lease was lost). One statement and one commit where ack_many and the next claim were two.
 -- kinds: writes-returning
 WITH qgen_acked AS (
   UPDATE "ranked"
   SET "processed_at" = clock_timestamp(), "locked_until" = NULL
-  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "ranked"
+    WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+    FOR UPDATE SKIP LOCKED
+  ))
   RETURNING "id" AS id
 ), qgen_leased AS (
   UPDATE "ranked"

@@ -12,7 +12,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
 -- pause_table: "reports_queue_pause"
--- seal: sha256:b7931c935f256be7b6bf242c70ffbb5f3457780825edc1a9537143be1f87290e
+-- seal: sha256:29e445c7ca6f70ebdd95399d5a2225a3a3efcc10c27e693fc2235df40073baff
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
@@ -80,13 +80,18 @@ WHERE "id" = ANY(ARRAY(
 RETURNING "id" AS id, "payload" AS payload, CAST("locked_until" AS TEXT) AS token;
 
 -- name: ack_claim
--- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token exactly as ack_many does, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id; a pair missing lost its lease). One statement and one commit where ack_many and the next claim were two.
+-- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token as ack_many does, skipping a row another transaction has locked right now, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id NULL), then one per row it finished (acked_id). A pair it did not finish goes to ack_many, which waits for the lock (none finished there either: its lease was lost). One statement and one commit where ack_many and the next claim were two.
 -- kinds: writes-returning
 WITH qgen_acked AS (
   UPDATE "reports_queue"
   SET "processed_at" = clock_timestamp(), "locked_until" = NULL
-  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "reports_queue"
+    WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+    FOR UPDATE SKIP LOCKED
+  ))
   RETURNING "id" AS id
 ), qgen_leased AS (
   UPDATE "reports_queue"
