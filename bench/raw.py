@@ -126,6 +126,10 @@ class _PgDriver:
         import psycopg
 
         self.conn = await psycopg.AsyncConnection.connect(pg_conninfo(url), autocommit=True)
+        # the planner settings every runtime session runs with (each statement planned once,
+        # no JIT): the twin then pays what the SQL costs, not a re-plan of it at every call
+        await self.conn.execute("SET plan_cache_mode = force_generic_plan")
+        await self.conn.execute("SET jit = off")
 
     async def run(self, sql: Statement, params: dict[str, Any] | None) -> Result:
         cur = await self.conn.execute(sql, params)
@@ -417,7 +421,7 @@ class _AsyncWorker(_Loop):
                 self.unlock_local(held)
                 continue
             if takes:  # acked rows: the next claim releases them; the others now
-                release = [i for name, i, _ in settle if name == "ack"]
+                release += [i for name, i, _ in settle if name == "ack"]
                 now = set(held) - set(release)
                 if now:
                     await self.step("unlock", {"ids": json.dumps(sorted(now))})

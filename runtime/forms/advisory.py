@@ -20,9 +20,11 @@ from runtime.settle import Decision
 
 log = logging.getLogger("runtime")
 
-#: the outcomes whose rows leave the queue (deleted, marked processed, moved to the dead
-#: letter): their keys may wait for the connection's next claim to be released
-_LEAVES = frozenset({S.ACK, S.DROP, S.DEAD_LETTER})
+#: the outcomes whose rows leave the queue (deleted, marked processed, moved to a dead-letter
+#: table): their keys may wait for the connection's next claim to be released. A row moved
+#: to a dead-letter group stays in the table, where that group's consumers claim it under
+#: the same key: it is unlocked at once.
+_LEAVES = frozenset({S.ACK, S.DROP})
 
 
 class AdvisoryForm(Form):
@@ -55,6 +57,7 @@ class AdvisoryForm(Form):
         #: outcomes it may finish: ack, and drop where drop_many is the very same statement
         self._ack_claim = self.steps.ack_claim if self._take_step is None else None
         self._finishing = finishing_as_ack(self.steps)
+        self._leaves = _LEAVES | ({S.DEAD_LETTER} if self.queue.dead_group is None else set())
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         if self._take_step is None:
@@ -103,23 +106,27 @@ class AdvisoryForm(Form):
         if not held:
             return Batch(contended=bool(listed))
         self._held.setdefault(conn, set()).update(row["id"] for row in held)
-        taken: list[Delivery] = []
-        gone: list[int] = []
-        for row in held:
-            if row["taken"]:
-                d = self.delivery(row)
-                d.conn = conn
-                taken.append(d)
-            else:
-                gone.append(row["id"])
+        taken = [row for row in held if row["taken"]]
+        return Batch(await self._delivered(conn, taken, [row["id"] for row in held]))
+
+    async def _delivered(
+        self, conn: Connection, rows: list[dict[str, Any]], held: list[int]
+    ) -> list[Delivery]:
+        """The rows taken under keys ``conn`` holds, as deliveries in id order; the held keys
+        whose rows were not taken (settled since the listing) are unlocked."""
+        taken = [self.delivery(row) for row in rows]
+        for d in taken:
+            d.conn = conn
+        found = {d.message.id for d in taken}
+        gone = [row_id for row_id in held if row_id not in found]
         if gone:
             try:
                 await self.unlock(conn, gone)
             except BaseException:
-                await self.unlock(conn, [d.message.id for d in taken])
+                await self.unlock(conn, found)
                 raise
         taken.sort(key=lambda d: d.message.id)
-        return Batch(taken)
+        return taken
 
     def defer(self, items: list[tuple[Delivery, Decision]]) -> bool:
         if self._ack_claim is None or self.transactional:
@@ -157,12 +164,7 @@ class AdvisoryForm(Form):
         params = self.claim_params(len(held), group)
         params["ids"] = json.dumps(held)
         rows = (await self.run(conn, self._take_step, params)).rows
-        taken = [self.delivery(row) for row in rows]
-        for d in taken:
-            d.conn = conn
-        found = {d.message.id for d in taken}
-        await self.unlock(conn, [row_id for row_id in held if row_id not in found])
-        return sorted(taken, key=lambda d: d.message.id)
+        return await self._delivered(conn, rows, held)
 
     def _lock_in_process(self, ids: list[int], limit: int) -> list[int]:
         held: list[int] = []
@@ -235,7 +237,7 @@ class AdvisoryForm(Form):
             # the rows that left the queue keep their keys until the connection's next claim
             # releases them (they committed first, as any unlock waits for); a row that stays
             # ready (a retry) or comes back (retry_after) is unlocked now, to be claimed again
-            gone = [d.message.id for d, decision in items if decision.label in _LEAVES]
+            gone = [d.message.id for d, decision in items if decision.label in self._leaves]
             self._release.setdefault(conn, []).extend(gone)
             left = set(gone)
             await self.unlock(conn, [d.message.id for d, _ in items if d.message.id not in left])

@@ -237,3 +237,35 @@ def test_advisory_rows_whose_keys_went_with_a_lost_connection_are_not_finished(
             await qt.drop()
 
     run(go())
+
+
+def test_advisory_a_row_moved_to_a_dead_letter_group_is_unlocked_at_once(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(
+            engine_for("postgres", tmp_path),
+            "advisory",
+            columns=COLUMNS,
+            dead="group",
+            max_attempts=1,
+        )
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2})
+            async with await runtime.connect(qt.url) as conn:
+                dead, acked = await form.claim(conn, 2, None)
+                items = [
+                    (dead, decide(qt.queue, dead, runtime.retry())),  # at the cap: moved
+                    (acked, decide(qt.queue, acked, runtime.ack())),
+                ]
+                assert [decision.label for _, decision in items] == ["dead_letter", "ack"]
+                assert await form.settle_group(conn, items) == [None, None]
+                # the moved row stays in the table, claimable by its group's consumers,
+                # under the same key: that key is free now; the acked row's waits for the
+                # next claim
+                assert await keys_held(conn) == 1
+        finally:
+            await qt.drop()
+
+    run(go())

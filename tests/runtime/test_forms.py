@@ -102,7 +102,10 @@ def test_a_lease_group_waits_for_an_extension_in_flight_and_binds_its_new_token(
                 items = [(d, decide(qt.queue, d, runtime.ack())) for d in (d1, d2)]
                 settling = asyncio.create_task(form.settle_group(a, items))
                 await asyncio.sleep(0.3)
-                assert not settling.done()  # it waits for the extension, not the row
+                # still running: it waits for the extension (with the wait removed, its
+                # statement would block on the same row lock, so this alone cannot tell;
+                # the stale token it would then bind fails the last assertion)
+                assert not settling.done()
                 await c.commit()
                 assert await extending is True and d1.token != first
                 assert await settling == [None, None]
