@@ -7,8 +7,9 @@ scenario, the form's retry on a first delivery), commit or unlock as the form re
 with no-op handlers, as the runtime does for quick handlers: a batch's settlements run as
 one ``<outcome>_many`` statement per outcome (a row-lock batch in its claim's transaction;
 a lease batch's in one transaction, id and token pairs; an advisory batch taken in one
-step, settled in one transaction, then unlocked in one statement). A
-step of several statements (MariaDB's lease claim and advisory take) runs in one
+step, settled in one transaction, then unlocked in one statement; on PostgreSQL a lease or
+advisory batch all acked is finished by the next claim, ``ack_claim``, as the runtime does).
+A step of several statements (MariaDB's lease claim and advisory take) runs in one
 transaction, its first row and ``ids`` bound to the statements after it, as the rendered
 file documents.
 
@@ -226,6 +227,14 @@ class _Loop:
     def begin_sql(self, immediate: bool) -> str:
         return "BEGIN IMMEDIATE" if immediate and self.engine == "sqlite" else "BEGIN"
 
+    def leased(self, rows: Sequence[Any], c: dict[str, int]) -> list[tuple[str, Any, Any]]:
+        """A lease batch decoded, as its settlements ``(outcome, id, token)``."""
+        settle = []
+        for row in rows:
+            _decode(row[c["payload"]])
+            settle.append((self.settle_name(row[c["attempt"]]), row[c["id"]], row[c["token"]]))
+        return settle
+
     def held(self, rows: Sequence[Any], c: dict[str, int]) -> list[int]:
         """The advisory claim's rows whose keys this worker now holds (at most limit)."""
         if self.keys is None:  # the server took the keys: the held column says which
@@ -371,11 +380,7 @@ class _AsyncWorker(_Loop):
                 rows, c, _ = await self.step("claim", self.params)
             if not rows:
                 return
-            settle = []
-            for row in rows:
-                _decode(row[c["payload"]])
-                name = self.settle_name(row[c["attempt"]])
-                settle.append((name, row[c["id"]], row[c["token"]]))
+            settle = self.leased(rows, c)
             if fused and all(name == "ack" for name, _, _ in settle):
                 acked = [[i, t] for _, i, t in settle]
                 continue
@@ -559,12 +564,7 @@ class _SyncWorker(_Loop):
                 rows, c, _ = self.step("claim", self.params)
                 if not rows:
                     return
-                settle = []
-                for row in rows:
-                    _decode(row[c["payload"]])
-                    name = self.settle_name(row[c["attempt"]])
-                    settle.append((name, row[c["id"]], row[c["token"]]))
-                self.settle_all(settle, by_token=True)
+                self.settle_all(self.leased(rows, c), by_token=True)
         else:
             while True:
                 rows, c, _ = self.step("claim", self.params)

@@ -14,7 +14,7 @@ from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection, atomic
-from runtime.forms.base import Form, deferrable, finishing_as_ack
+from runtime.forms.base import Form
 from runtime.process_keys import release_key, take_key
 from runtime.settle import Decision
 
@@ -53,10 +53,8 @@ class AdvisoryForm(Form):
         #: a claim that takes also releases the keys its connection's last batch finished
         #: (``release``): per connection, those keys, held until its next claim
         self._release: dict[Connection, list[int]] = {}
-        #: a claim that takes after finishing rows as ack_many does (PostgreSQL), and the
-        #: outcomes it may finish: ack, and drop where drop_many is the very same statement
-        self._ack_claim = self.steps.ack_claim if self._take_step is None else None
-        self._finishing = finishing_as_ack(self.steps)
+        if self._take_step is not None:  # ack_claim is the claim that takes, after finishing
+            self._ack_claim = None
         self._leaves = _LEAVES | ({S.DEAD_LETTER} if self.queue.dead_group is None else set())
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
@@ -127,15 +125,6 @@ class AdvisoryForm(Form):
                 raise
         taken.sort(key=lambda d: d.message.id)
         return taken
-
-    def defer(self, items: list[tuple[Delivery, Decision]]) -> bool:
-        if self._ack_claim is None or self.transactional:
-            return False
-        if not deferrable(items, self._finishing):
-            return False
-        for d, _ in items:
-            d.settled = True
-        return True
 
     async def claim_settling(
         self,

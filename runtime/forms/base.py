@@ -36,14 +36,6 @@ def finishing_as_ack(steps: QueueSteps) -> frozenset[str]:
     return frozenset({S.ACK} | ({S.DROP} if steps.many.get(S.DROP) == ack_many else set()))
 
 
-def deferrable(items: list[tuple[Delivery, Decision]], finishing: frozenset[str]) -> bool:
-    """Whether every item's outcome is one of ``finishing``, each row once (one statement
-    cannot tell two tokens of a row apart)."""
-    if not all(decision.step in finishing for _, decision in items):
-        return False
-    return len({d.message.id for d, _ in items}) == len(items)
-
-
 @dataclass
 class Upkeep:
     """What a form's background work may use: the deliveries held now, a way to open a
@@ -71,6 +63,10 @@ class Form:
         self.spread = spread
         #: the groups whose max_in_flight slot rows this form made sure of (limit_slots)
         self._slots_made: set[str | None] = set()
+        #: a claim that first finishes the connection's last batch as ack_many does
+        #: (PostgreSQL lease and advisory), and the outcomes it may finish
+        self._ack_claim: Step | None = self.steps.ack_claim
+        self._finishing = finishing_as_ack(self.steps)
 
     # -- helpers shared by the forms
     async def run(self, conn: Connection, step: Step, params: Mapping[str, Any]) -> StepResult:
@@ -258,10 +254,19 @@ class Form:
     def defer(self, items: list[tuple[Delivery, Decision]]) -> bool:
         """Whether the connection's next claim settles these (``claim_settling``), in the
         same statement, rather than a statement of their own now. True only where the file
-        has such a claim and every item finishes its row as ``ack_many`` does; from then on
-        they count as settled (no extension starts), and they are counted once that claim
-        has committed."""
-        return False
+        has such a claim (``ack_claim``), not transactional, and every item finishes its row
+        as ``ack_many`` does, each row once; from then on they count as settled (no
+        extension or progress write starts), and they are counted once that claim has
+        committed."""
+        if self._ack_claim is None or self.transactional:
+            return False
+        if not all(decision.step in self._finishing for _, decision in items):
+            return False
+        if len({d.message.id for d, _ in items}) != len(items):  # one row, two tokens
+            return False
+        for d, _ in items:
+            d.settled = True
+        return True
 
     async def claim_settling(
         self,

@@ -15,7 +15,7 @@ from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection, atomic
-from runtime.forms.base import Form, Upkeep, deferrable, finishing_as_ack
+from runtime.forms.base import Form, Upkeep
 from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
 
@@ -52,10 +52,6 @@ class LeaseForm(Form):
         self._retry = present(steps.retry, rendered, "retry")
         self._release = present(steps.release, rendered, "release")
         self._unclaim = present(steps.unclaim, rendered, "unclaim")
-        #: a claim that first finishes rows as ack_many does (PostgreSQL), and the outcomes
-        #: it may finish
-        self._ack_claim = steps.ack_claim
-        self._finishing = finishing_as_ack(steps)
 
     def _settle_step(self, decision: Decision) -> Step:
         """A decision's statement; none decided is the plain retry (the lease cleared)."""
@@ -67,15 +63,6 @@ class LeaseForm(Form):
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         result = await self.run(conn, self.steps.claim, self.claim_params(limit, group))
         return Batch([self.delivery(row, token=row["token"]) for row in result.rows])
-
-    def defer(self, items: list[tuple[Delivery, Decision]]) -> bool:
-        if self._ack_claim is None or self.transactional:
-            return False
-        if not deferrable(items, self._finishing):
-            return False
-        for d, _ in items:
-            d.settled = True  # no extension or progress write starts after this point
-        return True
 
     async def claim_settling(
         self,

@@ -1,16 +1,20 @@
-"""PostgreSQL lease: a batch whose handlers all acked is finished by the worker's next claim,
-in the same statement (``ack_claim``), guarded by each row's token.
+"""PostgreSQL lease and advisory: a batch whose handlers all acked is finished by the worker's
+next claim, in the same statement (``ack_claim``).
 
-The claim finishes only the rows that still hold their tokens; a row another transaction
-holds locked at that moment is skipped, and ``ack_many`` finishes it once the lock is gone,
-while the new batch is already leased and committed. Only what finishes as ``ack_many``
-does is deferred: a retry, a mixed batch or a transactional form settles at once.
+Lease: the claim finishes only the rows that still hold their tokens; a row another
+transaction holds locked at that moment is skipped, and ``ack_many`` finishes it once the
+lock is gone, while the new batch is already leased and committed. Advisory: the rows are
+finished under the keys the connection holds, never listed again by that claim, and their
+keys are released once, by the claim after; after a lost connection they are not finished.
+Only what finishes as ``ack_many`` does is deferred: a retry, a mixed batch or a
+transactional form settles at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from support.engines import engine_for, run
 from support.queues import QueueUnderTest, make_queue
@@ -27,6 +31,11 @@ async def ids_in_table(qt: QueueUnderTest) -> list[int]:
     return [r["id"] for r in await qt.rows()]
 
 
+def acks(qt: QueueUnderTest, deliveries: list[Any]) -> list[tuple[Any, Any]]:
+    """Each delivery with the decision its handler's ack() makes."""
+    return [(d, decide(qt.queue, d, runtime.ack())) for d in deliveries]
+
+
 def test_the_next_claim_finishes_the_deferred_acks_guarded_by_their_tokens(
     tmp_path: Path,
 ) -> None:
@@ -38,7 +47,7 @@ def test_the_next_claim_finishes_the_deferred_acks_guarded_by_their_tokens(
             async with await runtime.connect(qt.url) as conn:
                 first = await form.claim(conn, 3, None)
                 assert [d.message.id for d in first] == ids[:3]
-                items = [(d, decide(qt.queue, d, runtime.ack())) for d in first]
+                items = acks(qt, first)
                 assert form.defer(items)
                 assert all(d.settled for d in first)  # no extension starts from here on
                 assert await ids_in_table(qt) == ids  # nothing written yet
@@ -77,7 +86,7 @@ def test_a_row_locked_elsewhere_is_finished_by_ack_many_after_the_claim_committe
                 await runtime.connect(qt.url) as other,
             ):
                 first = await form.claim(conn, 2, None)
-                items = [(d, decide(qt.queue, d, runtime.ack())) for d in first]
+                items = acks(qt, first)
                 assert form.defer(items)
                 await other.begin()  # holds the first row's lock, as a racing claim may
                 await other.fetchall(
@@ -113,12 +122,12 @@ def test_only_what_finishes_as_ack_many_does_waits_for_the_next_claim(tmp_path: 
             await qt.enqueue(*({"n": i} for i in range(3)))
             async with await runtime.connect(qt.url) as conn:
                 ds = await form.claim(conn, 3, None)
-                acks = [(d, decide(qt.queue, d, runtime.ack())) for d in ds]
-                mixed = [*acks[:2], (ds[2], decide(qt.queue, ds[2], runtime.retry()))]
+                acked = acks(qt, ds)
+                mixed = [*acked[:2], (ds[2], decide(qt.queue, ds[2], runtime.retry()))]
                 drops = [(d, decide(qt.queue, d, runtime.drop())) for d in ds]
                 assert not form.defer(mixed)
-                assert not tx_form.defer(acks)  # each commits its handler's writes
-                assert not form.defer([acks[0], acks[0]])  # one row, one statement
+                assert not tx_form.defer(acked)  # each commits its handler's writes
+                assert not form.defer([acked[0], acked[0]])  # one row, one statement
                 assert not any(d.settled for d in ds)
                 assert form.defer(drops)  # drop_many is ack_many's statement
         finally:
@@ -161,7 +170,7 @@ def test_a_lease_expired_unclaimed_is_finished_and_never_leased_again_by_that_cl
             ids = await qt.enqueue(*({"n": i} for i in range(3)))
             async with await runtime.connect(qt.url) as conn:
                 first = await form.claim(conn, 1, None)
-                items = [(d, decide(qt.queue, d, runtime.ack())) for d in first]
+                items = acks(qt, first)
                 assert form.defer(items)
                 await asyncio.sleep(0.8)  # its lease expired; no claim took it: same token
                 batch, met = await form.claim_settling(conn, 3, None, items)
@@ -192,7 +201,7 @@ def test_advisory_the_next_claim_finishes_the_rows_under_their_keys_and_keeps_ea
             ids = await qt.enqueue(*({"n": i} for i in range(9)))
             async with await runtime.connect(qt.url) as conn:
                 first = await form.claim(conn, 3, None)
-                items = [(d, decide(qt.queue, d, runtime.ack())) for d in first]
+                items = acks(qt, first)
                 assert form.defer(items) and all(d.settled for d in first)
                 assert await ids_in_table(qt) == ids  # nothing written yet
                 second, met = await form.claim_settling(conn, 3, None, items)
@@ -202,7 +211,7 @@ def test_advisory_the_next_claim_finishes_the_rows_under_their_keys_and_keeps_ea
                 assert [d.message.id for d in second] == ids[3:6]
                 assert all(d.attempt == 1 for d in second)
                 assert await keys_held(conn) == 6  # the first batch's wait for the next claim
-                items = [(d, decide(qt.queue, d, runtime.ack())) for d in second]
+                items = acks(qt, second)
                 assert form.defer(items)
                 third, met = await form.claim_settling(conn, 3, None, items)
                 assert met == [None, None, None]
@@ -225,7 +234,7 @@ def test_advisory_rows_whose_keys_went_with_a_lost_connection_are_not_finished(
             ids = await qt.enqueue(*({"n": i} for i in range(4)))
             async with await runtime.connect(qt.url) as lost:
                 first = await form.claim(lost, 2, None)
-                items = [(d, decide(qt.queue, d, runtime.ack())) for d in first]
+                items = acks(qt, first)
                 assert form.defer(items)
             # the connection is gone, and its keys with it: another worker may hold them now
             async with await runtime.connect(qt.url) as conn:
