@@ -232,12 +232,30 @@ def test_advisory_rows_whose_keys_went_with_a_lost_connection_are_not_finished(
         form = form_for(qt.queue)
         try:
             ids = await qt.enqueue(*({"n": i} for i in range(4)))
-            async with await runtime.connect(qt.url) as lost:
-                first = await form.claim(lost, 2, None)
-                items = acks(qt, first)
-                assert form.defer(items)
-            # the connection is gone, and its keys with it: another worker may hold them now
+            key = f"hashtextextended('qgen:{qt.table}:' || CAST(%(id)s AS TEXT), 0)"
+
+            async def free(conn: runtime.Connection, row_id: int) -> bool:
+                (got,) = await conn.fetchall(
+                    f"SELECT pg_try_advisory_lock({key}) AS ok", {"id": row_id}
+                )
+                if got["ok"]:
+                    await conn.fetchall(f"SELECT pg_advisory_unlock({key}) AS ok", {"id": row_id})
+                return bool(got["ok"])
+
             async with await runtime.connect(qt.url) as conn:
+                async with await runtime.connect(qt.url) as lost:
+                    first = await form.claim(lost, 2, None)
+                    items = acks(qt, first)
+                    assert form.defer(items)
+                    assert not any([await free(conn, d.message.id) for d in first])
+                # the connection is gone, and its keys with it (once its server process has
+                # ended, which a closed client does not wait for): another worker may take them
+                for _ in range(100):
+                    if all([await free(conn, d.message.id) for d in first]):
+                        break
+                    await asyncio.sleep(0.05)
+                else:
+                    raise AssertionError("the lost connection's keys are still held")
                 batch, met = await form.claim_settling(conn, 4, None, items)
             assert all(isinstance(m, LeaseLost) for m in met) and all(d.lost for d in first)
             assert await ids_in_table(qt) == ids  # nothing finished
@@ -274,6 +292,45 @@ def test_advisory_a_row_moved_to_a_dead_letter_group_is_unlocked_at_once(
                 # under the same key: that key is free now; the acked row's waits for the
                 # next claim
                 assert await keys_held(conn) == 1
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_worker_stopping_right_after_losing_its_connection_still_finishes_its_acks(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(
+            engine_for("postgres", tmp_path), "lease", columns=COLUMNS, lease_s=60
+        )
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2})
+            opened: list[runtime.Connection] = []
+
+            async def open_conn() -> runtime.Connection:
+                conn = await runtime.connect(qt.url)
+                opened.append(conn)
+                return conn
+
+            seen: list[int] = []
+
+            async def handle(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
+                seen.append(message.id)
+                if len(seen) == 2:  # the batch's last: its acks wait for the next claim...
+                    for conn in opened:  # ...which meets a dropped connection
+                        await conn.abort()
+                    asyncio.get_running_loop().call_soon(consumer.stop)  # and stop comes
+                return runtime.ack()
+
+            consumer = runtime.Consumer(open_conn, qt.queue, handle, concurrency=1, batch=2)
+            started = asyncio.get_running_loop().time()
+            counts = await asyncio.wait_for(consumer.run(), 30)
+            took = asyncio.get_running_loop().time() - started
+            assert took < 10, f"{took:.1f} s: the rows waited out their 60 s leases"
+            assert counts.get("ack") == 2, counts
+            assert await qt.rows() == []
         finally:
             await qt.drop()
 
