@@ -193,8 +193,8 @@ class WorkerLoop:
                     await self._deliver(conn, claimed)
                 elif claimed.contended or not run.until_empty:
                     await self._idle(conn, claimed, woken)
-                else:
-                    return
+                else:  # drain(): nothing claimable (that claim wrote what was deferred)
+                    break
             if self.orphans:  # stopped before a connection came back: one try on a fresh one
                 await self._adopt_elsewhere(self.orphans)
         except asyncio.CancelledError:
