@@ -372,17 +372,20 @@ class _AsyncWorker(_Loop):
                 pairs = json.dumps(acked)
                 rows, c, _ = await self.step("ack_claim", self.params | {"pairs": pairs})
                 done = {r[c["acked_id"]] for r in rows if r[c["acked_id"]] is not None}
-                self.counts["ack"] += len(done)
-                # a row another transaction held locked for a moment: ack_many waits for it
-                await self.settle_all([("ack", i, t) for i, t in acked if i not in done], True)
-                rows, acked = [r for r in rows if r[c["acked_id"]] is None], []
+                waiting = {r[c["waiting_id"]] for r in rows if r[c["waiting_id"]] is not None}
+                self.count("ack", len(acked) - len(waiting), list(done))
+                # a row another transaction held locked for a moment: the next claim
+                acked = [[i, t] for i, t in acked if i in waiting]
+                rows = [r for r in rows if r[c["acked_id"]] is None and r[c["waiting_id"]] is None]
             else:
                 rows, c, _ = await self.step("claim", self.params)
             if not rows:
+                if acked:  # no next claim: ack_many, which waits for the lock
+                    await self.settle_all([("ack", i, t) for i, t in acked], by_token=True)
                 return
             settle = self.leased(rows, c)
             if fused and all(name == "ack" for name, _, _ in settle):
-                acked = [[i, t] for _, i, t in settle]
+                acked += [[i, t] for _, i, t in settle]
                 continue
             # quick handlers: the batch's settlements commit together
             await self.settle_all(settle, by_token=True)

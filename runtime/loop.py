@@ -54,6 +54,8 @@ LISTEN_HEARTBEAT_S = 30.0
 LISTEN_HEARTBEAT_TIMEOUT_S = 10.0
 #: an idle worker sleeps this much past a delayed message's due time (the clocks' resolution)
 DUE_MARGIN = 0.005
+#: how long a cancelled worker may take to write the settlements its next claim was to write
+DEFERRED_WRITE_S = 5.0
 
 
 def _seconds(name: str, value: Any, *, zero: bool) -> None:
@@ -198,7 +200,12 @@ class WorkerLoop:
             if self.orphans:  # stopped before a connection came back: one try on a fresh one
                 await self._adopt_elsewhere(self.orphans)
         except asyncio.CancelledError:
-            raise  # what waited for the next claim returns as its lease expires
+            # cancelled (a stop that timed out, a sibling worker that failed): what waited for
+            # the next claim is written still, within a bound (else lease rows wait out their
+            # leases; advisory rows return when the connection closes)
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._settle_deferred(), DEFERRED_WRITE_S)
+            raise
         except BaseException:
             await self._settle_deferred()
             raise
@@ -272,9 +279,9 @@ class WorkerLoop:
         deferred = self.deferred
         try:
             if deferred:  # the last batch's settlements, in the same statement
-                claimed, met = await run.form.claim_settling(conn, s.batch, s.group, deferred)
-                self.deferred = []
-                run.counts.settled_all(held_of(run.counts, deferred, met))
+                settled = await run.form.claim_settling(conn, s.batch, s.group, deferred)
+                claimed, self.deferred = settled.batch, settled.left
+                run.counts.settled_all(held_of(run.counts, settled.done, settled.met))
             else:
                 claimed = await run.form.claim_within_rate(conn, s.batch, s.group)
         except ConnectionLost as exc:  # what is left of deferred waits for the next claim
@@ -284,6 +291,9 @@ class WorkerLoop:
             missing = run.missing_schema(exc)
             if missing is not None:  # claiming again cannot help
                 raise missing from None
+            # nothing of the claim committed: what it was to settle is written now, on this
+            # connection (an advisory key's), before it is replaced or the worker backs off
+            await self._settle_deferred()
             if self._conflict(exc, "a claim"):  # nothing was claimed: claim again
                 self.conn = await self._after_conflict(conn)
                 return None
@@ -381,7 +391,7 @@ class WorkerLoop:
             # the worker claims again at once unless it stops: what that claim can settle
             # waits for it (one statement for both)
             await completer.finish(conn, defer=not stopping.is_set())
-            self.deferred = completer.deferred
+            self.deferred += completer.deferred  # after what the last claim left, if any
             for d in claimed[started:]:  # claimed, never started: back at once
                 if await form.return_unstarted(conn, d):
                     run.counts.add("released")
@@ -400,8 +410,10 @@ class WorkerLoop:
         return []
 
     async def _settle_deferred(self) -> None:
-        """The worker stops before its next claim: what that claim was to settle is written
-        now, on its own (on a fresh connection when the worker's is gone)."""
+        """The worker will not claim again on this connection now (it stops, or its claim
+        failed): what that claim was to settle is written on its own (lease: on a fresh
+        connection when the worker's is gone; advisory: only on the keys' own connection,
+        else the rows return with it)."""
         deferred, self.deferred = self.deferred, []
         if not deferred:
             return
@@ -428,12 +440,13 @@ class WorkerLoop:
                 return
             except Exception as exc:
                 log.info(
-                    "queue %s: settling a stopping worker's last batch failed (%s); "
-                    "trying on a fresh connection",
+                    "queue %s: writing the settlements of a batch that waited for the next "
+                    "claim failed (%s)",
                     run.name,
                     exc,
                 )
-        await self._adopt_elsewhere([d for d, _ in deferred])
+        if run.form.holds_outlive_connection:  # lease: the tokens guard them anywhere
+            await self._adopt_elsewhere([d for d, _ in deferred if not d.settled])
 
     async def _lost_mid_batch(
         self, conn: Connection, claimed: Batch, exc: ConnectionLost

@@ -14,7 +14,7 @@ from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection, atomic
-from runtime.forms.base import Form
+from runtime.forms.base import ClaimSettled, Form
 from runtime.process_keys import release_key, take_key
 from runtime.settle import Decision
 
@@ -74,16 +74,18 @@ class AdvisoryForm(Form):
             await self.unlock(conn, held)
             raise
 
-    async def _claim_taking(
+    async def _claim_taking(self, conn: Connection, limit: int, group: str | None) -> Batch:
+        """A claim that takes in the same statement (PostgreSQL): see ``_listing`` and
+        ``_batch_of``."""
+        return await self._batch_of(conn, await self._listing(conn, limit, group))
+
+    async def _listing(
         self, conn: Connection, limit: int, group: str | None, finished: list[int] | None = None
-    ) -> Batch:
-        """A claim that takes in the same statement (PostgreSQL), releasing first the keys
-        of the rows this connection's last batch finished (their settlements committed
-        before). Its rows: one per key it kept (``taken``: still claimable, counted), or the
-        first candidate alone when it kept none (``held`` 0: other workers hold the ready
-        rows). The kept keys whose rows were settled since the listing are unlocked.
-        ``finished``: rows whose keys this connection holds, finished first in the same
-        statement (``ack_claim``); their keys wait for the next claim."""
+    ) -> list[dict[str, Any]]:
+        """The rows of a claim that takes (committed when it returns), releasing first the
+        keys of the rows this connection's last batch finished (their settlements committed
+        before). ``finished``: rows whose keys this connection holds, finished first in the
+        same statement (``ack_claim``); their keys wait for the next claim."""
         released = self._release.pop(conn, [])
         params = self.claim_params(limit, group)
         params["release"] = json.dumps(released)
@@ -100,6 +102,13 @@ class AdvisoryForm(Form):
         self._forget(conn, released)
         if finished:
             self._release.setdefault(conn, []).extend(finished)
+        return listed
+
+    async def _batch_of(self, conn: Connection, listed: list[dict[str, Any]]) -> Batch:
+        """A claim's rows as its batch: one per key it kept (``taken``: still claimable,
+        counted), or the first candidate alone when it kept none (``held`` 0: other workers
+        hold the ready rows). The kept keys whose rows were settled since the listing are
+        unlocked."""
         held = [row for row in listed if row["held"]]
         if not held:
             return Batch(contended=bool(listed))
@@ -132,13 +141,27 @@ class AdvisoryForm(Form):
         limit: int,
         group: str | None,
         items: list[tuple[Delivery, Decision]],
-    ) -> tuple[Batch, list[LeaseLost | None]]:
+    ) -> ClaimSettled:
         """``ack_claim``: the items' rows finished under their keys, then a claim, in one
         statement. An item whose key went with a connection since lost is not finished
-        here: its row returns, to be delivered again (reported as lost)."""
+        here: its row returns, to be delivered again (reported as lost). Once the statement
+        committed its settlements stand: when its batch cannot be taken up (an unlock that
+        fails), the connection is dropped, its keys with it, and the batch's rows return."""
         mine = [d.message.id for d, _ in items if d.conn is conn]
-        batch = await self._claim_taking(conn, limit, group, finished=mine)
-        return batch, [None if d.conn is conn else self._key_gone(d) for d, _ in items]
+        listed = await self._listing(conn, limit, group, finished=mine)
+        met = [None if d.conn is conn else self._key_gone(d) for d, _ in items]
+        try:
+            batch = await self._batch_of(conn, listed)
+        except Exception as exc:
+            log.warning(
+                "queue %s: a claim's rows could not be taken up (%s); its connection is "
+                "dropped and they return",
+                self.queue.name,
+                exc,
+            )
+            await conn.abort()
+            batch = Batch()
+        return ClaimSettled(batch, list(items), met, [])
 
     def _key_gone(self, d: Delivery) -> LeaseLost:
         d.lost = True

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from runtime.backoff import Backoff, Outage
 from runtime.contract.errors import LeaseLost
@@ -34,6 +34,19 @@ def finishing_as_ack(steps: QueueSteps) -> frozenset[str]:
     if ack_many is None:
         return frozenset()
     return frozenset({S.ACK} | ({S.DROP} if steps.many.get(S.DROP) == ack_many else set()))
+
+
+class ClaimSettled(NamedTuple):
+    """What a claim that also settles (``Form.claim_settling``) did, once it committed."""
+
+    #: the rows it claimed
+    batch: Batch
+    #: the items it settled or found lost, and per item None (settled) or the LeaseLost met
+    done: list[tuple[Delivery, Decision]]
+    met: list[LeaseLost | None]
+    #: the items it could not settle yet (a row another transaction held locked for a
+    #: moment): the next claim tries again
+    left: list[tuple[Delivery, Decision]]
 
 
 @dataclass
@@ -274,10 +287,9 @@ class Form:
         limit: int,
         group: str | None,
         items: list[tuple[Delivery, Decision]],
-    ) -> tuple[Batch, list[LeaseLost | None]]:
-        """``claim``, settling in the same statement the items ``defer`` kept: the batch,
-        and per item None when it settled or the LeaseLost it met. When it raises, ``items``
-        holds what is still to settle (the next claim tries again)."""
+    ) -> ClaimSettled:
+        """``claim``, settling in the same statement the items ``defer`` kept. When it
+        raises, nothing of it committed (the items wait for the next claim)."""
         raise NotImplementedError
 
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:

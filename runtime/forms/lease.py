@@ -11,11 +11,10 @@ from typing import Any
 
 from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
 from runtime.contract.file_steps import present
-from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection, atomic
-from runtime.forms.base import Form, Upkeep
+from runtime.forms.base import ClaimSettled, Form, Upkeep
 from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
 
@@ -70,41 +69,31 @@ class LeaseForm(Form):
         limit: int,
         group: str | None,
         items: list[tuple[Delivery, Decision]],
-    ) -> tuple[Batch, list[LeaseLost | None]]:
+    ) -> ClaimSettled:
         """``ack_claim``: the items' rows finished, guarded by their tokens, and a new batch
         leased, in one statement. A row it skipped (another transaction held its lock for a
-        moment) is finished by ``ack_many``, which waits; a pair neither finished lost its
-        lease. When that ``ack_many`` fails, ``items`` keeps only the pairs still to settle
-        (the claim committed) and its batch is given back where the connection allows."""
+        moment) that still held its token waits for the next claim; a pair it neither
+        finished nor found waiting lost its lease."""
         assert self._ack_claim is not None  # defer() kept them only where the file has it
         async with _waiting_for_extensions([d for d, _ in items]):
             params: dict[str, Any] = dict(self.claim_params(limit, group))
             params["pairs"] = json.dumps([[d.message.id, d.token] for d, _ in items])
             rows = (await self.run(conn, self._ack_claim, params)).rows
-            acked = {row["acked_id"] for row in rows if row["acked_id"] is not None}
-            batch = Batch(
-                [self.delivery(row, token=row["token"]) for row in rows if row["acked_id"] is None]
-            )
-            missed = [
-                (i, d, decision)
-                for i, (d, decision) in enumerate(items)
-                if d.message.id not in acked
+        acked = {row["acked_id"] for row in rows if row["acked_id"] is not None}
+        waiting = {row["waiting_id"] for row in rows if row["waiting_id"] is not None}
+        batch = Batch(
+            [
+                self.delivery(row, token=row["token"])
+                for row in rows
+                if row["acked_id"] is None and row["waiting_id"] is None
             ]
-            held = {i: True for i, (d, _) in enumerate(items) if d.message.id in acked}
-            if missed:
-                try:
-                    held.update(await self._settle_part(conn, self.steps.many[S.ACK], missed))
-                except BaseException:
-                    items[:] = [(d, decision) for _, d, decision in missed]
-                    with contextlib.suppress(Exception):  # else the leases expire
-                        for d in batch:
-                            await self.give_back(conn, d)
-                    raise
+        )
+        done = [(d, decision) for d, decision in items if d.message.id not in waiting]
         met = [
-            None if held[i] else self._lost(d, decision.label)
-            for i, (d, decision) in enumerate(items)
+            None if d.message.id in acked else self._lost(d, decision.label) for d, decision in done
         ]
-        return batch, met
+        left = [(d, decision) for d, decision in items if d.message.id in waiting]
+        return ClaimSettled(batch, done, met, left)
 
     def _lost(self, d: Delivery, what: str) -> LeaseLost:
         d.lost = True

@@ -51,6 +51,10 @@ WITHOUT = {
     # form has no max_in_flight)
     "max_in_flight": lambda form: {"max_in_flight": 4} if form == "lease" else None,
     "rate_limit": lambda form: {"rate_limit": {"per_s": 10, "burst": 5}},
+    "concurrency_limit": lambda form: {
+        "columns": COLUMNS | {"concurrency_key": "concurrency_key"},
+        "concurrency_limit": 2,
+    },
     # the rows it finishes still hold their key in its snapshot
     "fifo_key": lambda form: {"columns": COLUMNS | {"fifo_key": "fifo_key"}},
     # finishing moves a row to another partition

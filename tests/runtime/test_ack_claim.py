@@ -16,6 +16,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.engines import engine_for, run
 from support.queues import QueueUnderTest, make_queue
 
@@ -56,7 +57,8 @@ def test_the_next_claim_finishes_the_deferred_acks_guarded_by_their_tokens(
                     f"UPDATE {qt.q(qt.table)} SET locked_until = clock_timestamp() "
                     f"+ interval '60 seconds' WHERE id = {ids[1]}"
                 )
-                batch, met = await form.claim_settling(conn, 3, None, items)
+                batch, done, met, left = await form.claim_settling(conn, 3, None, items)
+            assert done == items and left == []
             assert met[0] is None and met[2] is None, met
             assert isinstance(met[1], LeaseLost) and first[1].lost
             # the claim leased three others, never a row it was finishing
@@ -71,7 +73,7 @@ def test_the_next_claim_finishes_the_deferred_acks_guarded_by_their_tokens(
     run(go())
 
 
-def test_a_row_locked_elsewhere_is_finished_by_ack_many_after_the_claim_committed(
+def test_a_row_locked_elsewhere_waits_for_the_next_claim_which_never_waits(
     tmp_path: Path,
 ) -> None:
     async def go() -> None:
@@ -80,7 +82,7 @@ def test_a_row_locked_elsewhere_is_finished_by_ack_many_after_the_claim_committe
         )
         form = form_for(qt.queue)
         try:
-            ids = await qt.enqueue(*({"n": i} for i in range(4)))
+            ids = await qt.enqueue(*({"n": i} for i in range(6)))
             async with (
                 await runtime.connect(qt.url) as conn,
                 await runtime.connect(qt.url) as other,
@@ -92,21 +94,23 @@ def test_a_row_locked_elsewhere_is_finished_by_ack_many_after_the_claim_committe
                 await other.fetchall(
                     f"SELECT id FROM {qt.q(qt.table)} WHERE id = {ids[0]} FOR UPDATE", {}
                 )
-                settling = asyncio.ensure_future(form.claim_settling(conn, 2, None, items))
-                await asyncio.sleep(0.5)
-                assert not settling.done()  # ack_many waits for the lock...
+                # the claim does not wait for that lock: it finishes the second row, leases
+                # two more, and leaves the first for the next claim (still held by its token)
+                settled = await asyncio.wait_for(form.claim_settling(conn, 2, None, items), 5)
+                assert settled.done == [items[1]] and settled.met == [None]
+                assert settled.left == [items[0]] and not first[0].lost
+                assert sorted(d.message.id for d in settled.batch) == ids[2:4]
                 rows = {r["id"]: r for r in await qt.rows()}
-                # ...after the claim committed: the new batch is leased, the second row
-                # finished, the first still waits
-                assert [rows[i]["locked_until_future"] for i in ids[2:]] == [1, 1]
-                assert rows[ids[1]]["processed_at"] is not None
-                assert rows[ids[0]]["processed_at"] is None
+                assert [rows[i]["processed_at"] is not None for i in ids[:2]] == [0, 1]
                 await other.commit()
-                batch, met = await asyncio.wait_for(settling, 10)
-            assert met == [None, None]
-            assert sorted(d.message.id for d in batch) == ids[2:]
+                # the next claim finishes it, with the batch before it
+                nxt = [*settled.left, *acks(qt, list(settled.batch))]
+                assert form.defer(nxt)
+                again = await form.claim_settling(conn, 2, None, nxt)
+            assert again.met == [None, None, None] and again.left == []
+            assert sorted(d.message.id for d in again.batch) == ids[4:]
             rows = {r["id"]: r for r in await qt.rows()}
-            assert [rows[i]["processed_at"] is not None for i in ids] == [1, 1, 0, 0]
+            assert [rows[i]["processed_at"] is not None for i in ids] == [1, 1, 1, 1, 0, 0]
         finally:
             await qt.drop()
 
@@ -136,9 +140,10 @@ def test_only_what_finishes_as_ack_many_does_waits_for_the_next_claim(tmp_path: 
     run(go())
 
 
-def test_a_consumer_settles_every_batch_through_the_next_claim(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", ["lease", "advisory"])
+def test_a_consumer_settles_every_batch_through_the_next_claim(tmp_path: Path, form: str) -> None:
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), form, columns=COLUMNS)
         try:
             await qt.enqueue(*({"n": i} for i in range(40)))
             seen: list[int] = []
@@ -148,7 +153,19 @@ def test_a_consumer_settles_every_batch_through_the_next_claim(tmp_path: Path) -
                 return runtime.ack()
 
             consumer = runtime.Consumer(qt.url, qt.queue, handle, concurrency=2, batch=5)
+            claims: list[int] = []  # how many rows each claim that settled finished
+            claim_settling = consumer.form.claim_settling
+
+            async def counted(*args: Any) -> Any:
+                settled = await claim_settling(*args)
+                claims.append(len(settled.done))
+                return settled
+
+            consumer.form.claim_settling = counted  # type: ignore[method-assign]
             counts = await asyncio.wait_for(consumer.drain(), 30)
+            # every batch was finished by the claim after it (the last by the claim that
+            # found nothing)
+            assert sum(claims) == 40, claims
             assert counts.get("ack") == 40 and counts.get("lease_lost", 0) == 0, counts
             assert len(seen) == 40 == len(set(seen))
             assert await qt.rows() == []  # the last claim, finding none, finished the last
@@ -173,7 +190,7 @@ def test_a_lease_expired_unclaimed_is_finished_and_never_leased_again_by_that_cl
                 items = acks(qt, first)
                 assert form.defer(items)
                 await asyncio.sleep(0.8)  # its lease expired; no claim took it: same token
-                batch, met = await form.claim_settling(conn, 3, None, items)
+                batch, _, met, _ = await form.claim_settling(conn, 3, None, items)
             assert met == [None]
             assert sorted(d.message.id for d in batch) == ids[1:]
             assert await ids_in_table(qt) == ids[1:]
@@ -191,6 +208,16 @@ async def keys_held(conn: runtime.Connection) -> int:
     return int(rows[0]["n"])
 
 
+async def key_free(qt: QueueUnderTest, conn: runtime.Connection, row_id: int) -> bool:
+    """Whether the advisory key of row ``row_id`` is free: ``conn`` can take it (and gives
+    it back at once)."""
+    key = f"hashtextextended('qgen:{qt.table}:' || CAST(%(id)s AS TEXT), 0)"
+    (got,) = await conn.fetchall(f"SELECT pg_try_advisory_lock({key}) AS ok", {"id": row_id})
+    if got["ok"]:
+        await conn.fetchall(f"SELECT pg_advisory_unlock({key}) AS ok", {"id": row_id})
+    return bool(got["ok"])
+
+
 def test_advisory_the_next_claim_finishes_the_rows_under_their_keys_and_keeps_each_key_once(
     tmp_path: Path,
 ) -> None:
@@ -204,7 +231,7 @@ def test_advisory_the_next_claim_finishes_the_rows_under_their_keys_and_keeps_ea
                 items = acks(qt, first)
                 assert form.defer(items) and all(d.settled for d in first)
                 assert await ids_in_table(qt) == ids  # nothing written yet
-                second, met = await form.claim_settling(conn, 3, None, items)
+                second, _, met, _ = await form.claim_settling(conn, 3, None, items)
                 assert met == [None, None, None]
                 # finished, and none of them listed again though this session holds their keys
                 assert await ids_in_table(qt) == ids[3:]
@@ -213,11 +240,15 @@ def test_advisory_the_next_claim_finishes_the_rows_under_their_keys_and_keeps_ea
                 assert await keys_held(conn) == 6  # the first batch's wait for the next claim
                 items = acks(qt, second)
                 assert form.defer(items)
-                third, met = await form.claim_settling(conn, 3, None, items)
+                third, _, met, _ = await form.claim_settling(conn, 3, None, items)
                 assert met == [None, None, None]
                 assert [d.message.id for d in third] == ids[6:]
-                # the first batch's keys released once: each was taken once
+                # the first batch's keys released once: each was taken once, so each is
+                # free now for another session
                 assert await keys_held(conn) == 6
+                async with await runtime.connect(qt.url) as other:
+                    assert all([await key_free(qt, other, d.message.id) for d in first])
+                    assert not any([await key_free(qt, other, d.message.id) for d in second])
         finally:
             await qt.drop()
 
@@ -232,31 +263,21 @@ def test_advisory_rows_whose_keys_went_with_a_lost_connection_are_not_finished(
         form = form_for(qt.queue)
         try:
             ids = await qt.enqueue(*({"n": i} for i in range(4)))
-            key = f"hashtextextended('qgen:{qt.table}:' || CAST(%(id)s AS TEXT), 0)"
-
-            async def free(conn: runtime.Connection, row_id: int) -> bool:
-                (got,) = await conn.fetchall(
-                    f"SELECT pg_try_advisory_lock({key}) AS ok", {"id": row_id}
-                )
-                if got["ok"]:
-                    await conn.fetchall(f"SELECT pg_advisory_unlock({key}) AS ok", {"id": row_id})
-                return bool(got["ok"])
-
             async with await runtime.connect(qt.url) as conn:
                 async with await runtime.connect(qt.url) as lost:
                     first = await form.claim(lost, 2, None)
                     items = acks(qt, first)
                     assert form.defer(items)
-                    assert not any([await free(conn, d.message.id) for d in first])
+                    assert not any([await key_free(qt, conn, d.message.id) for d in first])
                 # the connection is gone, and its keys with it (once its server process has
                 # ended, which a closed client does not wait for): another worker may take them
                 for _ in range(100):
-                    if all([await free(conn, d.message.id) for d in first]):
+                    if all([await key_free(qt, conn, d.message.id) for d in first]):
                         break
                     await asyncio.sleep(0.05)
                 else:
                     raise AssertionError("the lost connection's keys are still held")
-                batch, met = await form.claim_settling(conn, 4, None, items)
+                batch, _, met, _ = await form.claim_settling(conn, 4, None, items)
             assert all(isinstance(m, LeaseLost) for m in met) and all(d.lost for d in first)
             assert await ids_in_table(qt) == ids  # nothing finished
             assert sorted(d.message.id for d in batch) == ids  # they return at once
@@ -331,6 +352,31 @@ def test_a_worker_stopping_right_after_losing_its_connection_still_finishes_its_
             assert took < 10, f"{took:.1f} s: the rows waited out their 60 s leases"
             assert counts.get("ack") == 2, counts
             assert await qt.rows() == []
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_drop_the_table_declares_itself_is_never_deferred(tmp_path: Path) -> None:
+    async def go() -> None:
+        own_drop = "DELETE FROM {qt} WHERE {c_id} = :id AND {c_locked_until} = :token"
+        qt = await make_queue(
+            engine_for("postgres", tmp_path),
+            "lease",
+            columns=COLUMNS,
+            statements={"drop": own_drop},
+        )
+        form = form_for(qt.queue)
+        try:
+            assert qt.queue.steps.ack_claim is not None  # ack is the file's own: it has one
+            await qt.enqueue({"n": 1}, {"n": 2})
+            async with await runtime.connect(qt.url) as conn:
+                ds = await form.claim(conn, 2, None)
+                drops = [(d, decide(qt.queue, d, runtime.drop())) for d in ds]
+                assert not form.defer(drops)  # the table's drop runs as declared
+                assert not form.defer([acks(qt, ds)[0], drops[1]])
+                assert form.defer(acks(qt, ds))
         finally:
             await qt.drop()
 
