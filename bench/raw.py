@@ -7,7 +7,7 @@ scenario, the form's retry on a first delivery), commit or unlock as the form re
 with no-op handlers, as the runtime does for quick handlers: a batch's settlements run as
 one ``<outcome>_many`` statement per outcome (a row-lock batch in its claim's transaction;
 a lease batch's in one transaction, id and token pairs; an advisory batch taken in one
-step, settled in one transaction, then unlocked in one statement; on PostgreSQL a lease or
+step, settled in one transaction, then unlocked in one statement; on PostgreSQL a small
 advisory batch all acked is finished by the next claim, ``ack_claim``, as the runtime does).
 A step of several statements (MariaDB's lease claim and advisory take) runs in one
 transaction, its first row and ``ids`` bound to the statements after it, as the rendered
@@ -41,6 +41,8 @@ from runtime.contract.rendered import Kind, Statement, Step
 #: an advisory claim that found every listed key held waits this long before claiming again
 #: (the runtime's Consumer: poll_interval / 10)
 CONTENDED_SLEEP_S = 0.005
+#: the largest batch the next claim finishes (the runtime's Form.defer)
+DEFER_MAX = 20
 
 Statements = dict[str, Step]
 Result = tuple[Sequence[Any], dict[str, int], int]  # rows, column → index, rowcount
@@ -363,32 +365,12 @@ class _AsyncWorker(_Loop):
             await self._advisory()
 
     async def _lease(self) -> None:
-        """The lease loop: claim, settle. Where the file has ``ack_claim``, a batch whose
-        rows were all acked is finished by the next claim, in the same statement."""
-        fused = "ack_claim" in self.st
-        acked: list[list[Any]] = []  # [id, token] of the last batch, all acked
+        """The lease loop: claim, then the batch's settlements, which commit together."""
         while True:
-            if acked:
-                pairs = json.dumps(acked)
-                rows, c, _ = await self.step("ack_claim", self.params | {"pairs": pairs})
-                done = {r[c["acked_id"]] for r in rows if r[c["acked_id"]] is not None}
-                waiting = {r[c["waiting_id"]] for r in rows if r[c["waiting_id"]] is not None}
-                self.count("ack", len(acked) - len(waiting), list(done))
-                # a row another transaction held locked for a moment: the next claim
-                acked = [[i, t] for i, t in acked if i in waiting]
-                rows = [r for r in rows if r[c["acked_id"]] is None and r[c["waiting_id"]] is None]
-            else:
-                rows, c, _ = await self.step("claim", self.params)
+            rows, c, _ = await self.step("claim", self.params)
             if not rows:
-                if acked:  # no next claim: ack_many, which waits for the lock
-                    await self.settle_all([("ack", i, t) for i, t in acked], by_token=True)
                 return
-            settle = self.leased(rows, c)
-            if fused and all(name == "ack" for name, _, _ in settle):
-                acked += [[i, t] for _, i, t in settle]
-                continue
-            # quick handlers: the batch's settlements commit together
-            await self.settle_all(settle, by_token=True)
+            await self.settle_all(self.leased(rows, c), by_token=True)
 
     async def _advisory(self) -> None:
         """The advisory loop: claim (and take), settle, unlock."""
@@ -419,7 +401,7 @@ class _AsyncWorker(_Loop):
             for row in got:
                 _decode(row[tc["payload"]])
                 settle.append((self.settle_name(row[tc["attempt"]]), row[tc["id"]], None))
-            if fused and all(name == "ack" for name, _, _ in settle):
+            if fused and len(settle) <= DEFER_MAX and all(name == "ack" for name, _, _ in settle):
                 acked = [i for _, i, _ in settle]
                 if set(held) - set(acked):  # kept keys of rows settled since: unlock now
                     await self.step("unlock", {"ids": json.dumps(sorted(set(held) - set(acked)))})

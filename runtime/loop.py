@@ -201,8 +201,8 @@ class WorkerLoop:
                 await self._adopt_elsewhere(self.orphans)
         except asyncio.CancelledError:
             # cancelled (a stop that timed out, a sibling worker that failed): what waited for
-            # the next claim is written still, within a bound (else lease rows wait out their
-            # leases; advisory rows return when the connection closes)
+            # the next claim is written still, within a bound (else its rows return when the
+            # connection closes, and are delivered again)
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._settle_deferred(), DEFERRED_WRITE_S)
             raise
@@ -411,9 +411,10 @@ class WorkerLoop:
 
     async def _settle_deferred(self) -> None:
         """The worker will not claim again on this connection now (it stops, or its claim
-        failed): what that claim was to settle is written on its own (lease: on a fresh
-        connection when the worker's is gone; advisory: only on the keys' own connection,
-        else the rows return with it)."""
+        failed): what that claim was to settle is written on its own. Where what holds the
+        rows lives in the session (advisory keys), only on that connection, else the rows
+        return with it; where it outlives the connection (a token), on a fresh connection
+        when the worker's is gone."""
         deferred, self.deferred = self.deferred, []
         if not deferred:
             return

@@ -60,8 +60,9 @@ class QueueSteps(FileSteps):
 
     enqueue: Step
     claim: Step
-    #: a lease claim that first finishes rows as ack_many does, in the same statement
-    #: (PostgreSQL; not with limits, nor where ack is the table's own statement)
+    #: an advisory claim that first finishes rows as ack_many does, in the same statement
+    #: (PostgreSQL; not with limits, a fifo_key, the partitioned layout, nor where ack is the
+    #: table's own statement)
     ack_claim: Step | None = None
     ack: Step
     drop: Step

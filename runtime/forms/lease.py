@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
@@ -14,27 +14,11 @@ from runtime.contract.file_steps import present
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection, atomic
-from runtime.forms.base import ClaimSettled, Form, Upkeep
+from runtime.forms.base import Form, Upkeep
 from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
 
 log = logging.getLogger("runtime")
-
-
-@contextlib.asynccontextmanager
-async def _waiting_for_extensions(deliveries: list[Delivery]) -> AsyncIterator[None]:
-    """Held while a statement binds the tokens of deliveries already marked settled (with no
-    await between marking and binding, an extension or progress write not yet started sees
-    the mark and touches nothing): one in flight holds its delivery's lock, and is waited
-    for, so the token bound is the new one it writes."""
-    busy = [lock for d in deliveries if (lock := d.lock_in_use()) is not None]
-    for lock in busy:
-        await lock.acquire()
-    try:
-        yield
-    finally:
-        for lock in busy:
-            lock.release()
 
 
 class LeaseForm(Form):
@@ -62,38 +46,6 @@ class LeaseForm(Form):
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         result = await self.run(conn, self.steps.claim, self.claim_params(limit, group))
         return Batch([self.delivery(row, token=row["token"]) for row in result.rows])
-
-    async def claim_settling(
-        self,
-        conn: Connection,
-        limit: int,
-        group: str | None,
-        items: list[tuple[Delivery, Decision]],
-    ) -> ClaimSettled:
-        """``ack_claim``: the items' rows finished, guarded by their tokens, and a new batch
-        leased, in one statement. A row it skipped (another transaction held its lock for a
-        moment) that still held its token waits for the next claim; a pair it neither
-        finished nor found waiting lost its lease."""
-        assert self._ack_claim is not None  # defer() kept them only where the file has it
-        async with _waiting_for_extensions([d for d, _ in items]):
-            params: dict[str, Any] = dict(self.claim_params(limit, group))
-            params["pairs"] = json.dumps([[d.message.id, d.token] for d, _ in items])
-            rows = (await self.run(conn, self._ack_claim, params)).rows
-        acked = {row["acked_id"] for row in rows if row["acked_id"] is not None}
-        waiting = {row["waiting_id"] for row in rows if row["waiting_id"] is not None}
-        batch = Batch(
-            [
-                self.delivery(row, token=row["token"])
-                for row in rows
-                if row["acked_id"] is None and row["waiting_id"] is None
-            ]
-        )
-        done = [(d, decision) for d, decision in items if d.message.id not in waiting]
-        met = [
-            None if d.message.id in acked else self._lost(d, decision.label) for d, decision in done
-        ]
-        left = [(d, decision) for d, decision in items if d.message.id in waiting]
-        return ClaimSettled(batch, done, met, left)
 
     def _lost(self, d: Delivery, what: str) -> LeaseLost:
         d.lost = True
@@ -138,10 +90,19 @@ class LeaseForm(Form):
         try:
             async with atomic(conn) if own_tx else contextlib.nullcontext():
                 for step, part in parts:
+                    # settled first, with no await between: an extension or progress write
+                    # not yet started sees it and touches nothing; one in flight holds the
+                    # delivery's lock, and is waited for (its new token is the one bound)
                     for _, d, _ in part:
-                        d.settled = True  # see _waiting_for_extensions
-                    async with _waiting_for_extensions([d for _, d, _ in part]):
+                        d.settled = True
+                    busy = [lock for _, d, _ in part if (lock := d.lock_in_use()) is not None]
+                    for lock in busy:
+                        await lock.acquire()
+                    try:
                         held.update(await self._settle_part(conn, step, part))
+                    finally:
+                        for lock in busy:
+                            lock.release()
         except Exception:  # rolled back (atomic): nothing of the group committed
             for d, _ in items:
                 d.settled = False  # nothing committed: they can still be settled or given back

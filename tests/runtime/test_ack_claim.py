@@ -1,13 +1,11 @@
-"""PostgreSQL lease and advisory: a batch whose handlers all acked is finished by the worker's
-next claim, in the same statement (``ack_claim``).
+"""PostgreSQL advisory: a small batch whose handlers all acked is finished by the worker's
+next claim, in the same statement (``ack_claim``), under the keys the connection holds.
 
-Lease: the claim finishes only the rows that still hold their tokens; a row another
-transaction holds locked at that moment is skipped, and ``ack_many`` finishes it once the
-lock is gone, while the new batch is already leased and committed. Advisory: the rows are
-finished under the keys the connection holds, never listed again by that claim, and their
-keys are released once, by the claim after; after a lost connection they are not finished.
-Only what finishes as ``ack_many`` does is deferred: a retry, a mixed batch or a
-transactional form settles at once.
+The claim lists none of those rows (the session holds their keys: a try would take each
+again), and their keys are released once, by the claim after. After a lost connection they
+are not finished: the keys went with it, and the rows return. Only what finishes as
+``ack_many`` does is deferred, a group of at most ``DEFER_MAX``: a retry, a mixed or larger
+batch, or a transactional form settles at once.
 """
 
 from __future__ import annotations
@@ -16,13 +14,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
 from support.engines import engine_for, run
 from support.queues import QueueUnderTest, make_queue
 
 import runtime
 from runtime.contract.errors import LeaseLost
 from runtime.forms import form_for
+from runtime.forms.base import DEFER_MAX
 from runtime.settle import decide
 
 COLUMNS = ("attempt", "retry_after")
@@ -37,113 +35,35 @@ def acks(qt: QueueUnderTest, deliveries: list[Any]) -> list[tuple[Any, Any]]:
     return [(d, decide(qt.queue, d, runtime.ack())) for d in deliveries]
 
 
-def test_the_next_claim_finishes_the_deferred_acks_guarded_by_their_tokens(
-    tmp_path: Path,
-) -> None:
-    async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
-        form = form_for(qt.queue)
-        try:
-            ids = await qt.enqueue(*({"n": i} for i in range(6)))
-            async with await runtime.connect(qt.url) as conn:
-                first = await form.claim(conn, 3, None)
-                assert [d.message.id for d in first] == ids[:3]
-                items = acks(qt, first)
-                assert form.defer(items)
-                assert all(d.settled for d in first)  # no extension starts from here on
-                assert await ids_in_table(qt) == ids  # nothing written yet
-                # the second row's lease expired and another claim took it: a new token
-                await qt.sql(
-                    f"UPDATE {qt.q(qt.table)} SET locked_until = clock_timestamp() "
-                    f"+ interval '60 seconds' WHERE id = {ids[1]}"
-                )
-                batch, done, met, left = await form.claim_settling(conn, 3, None, items)
-            assert done == items and left == []
-            assert met[0] is None and met[2] is None, met
-            assert isinstance(met[1], LeaseLost) and first[1].lost
-            # the claim leased three others, never a row it was finishing
-            assert sorted(d.message.id for d in batch) == ids[3:]
-            assert all(d.token is not None and d.attempt == 1 for d in batch)
-            rows = {r["id"]: r for r in await qt.rows()}
-            assert sorted(rows) == [ids[1], *ids[3:]]  # the other claim's row stays
-            assert all(rows[i]["locked_until_future"] for i in rows)
-        finally:
-            await qt.drop()
-
-    run(go())
-
-
-def test_a_row_locked_elsewhere_waits_for_the_next_claim_which_never_waits(
-    tmp_path: Path,
-) -> None:
-    async def go() -> None:
-        qt = await make_queue(
-            engine_for("postgres", tmp_path), "lease", columns=(*COLUMNS, "processed_at")
-        )
-        form = form_for(qt.queue)
-        try:
-            ids = await qt.enqueue(*({"n": i} for i in range(6)))
-            async with (
-                await runtime.connect(qt.url) as conn,
-                await runtime.connect(qt.url) as other,
-            ):
-                first = await form.claim(conn, 2, None)
-                items = acks(qt, first)
-                assert form.defer(items)
-                await other.begin()  # holds the first row's lock, as a racing claim may
-                await other.fetchall(
-                    f"SELECT id FROM {qt.q(qt.table)} WHERE id = {ids[0]} FOR UPDATE", {}
-                )
-                # the claim does not wait for that lock: it finishes the second row, leases
-                # two more, and leaves the first for the next claim (still held by its token)
-                settled = await asyncio.wait_for(form.claim_settling(conn, 2, None, items), 5)
-                assert settled.done == [items[1]] and settled.met == [None]
-                assert settled.left == [items[0]] and not first[0].lost
-                assert sorted(d.message.id for d in settled.batch) == ids[2:4]
-                rows = {r["id"]: r for r in await qt.rows()}
-                assert [rows[i]["processed_at"] is not None for i in ids[:2]] == [0, 1]
-                await other.commit()
-                # the next claim finishes it, with the batch before it
-                nxt = [*settled.left, *acks(qt, list(settled.batch))]
-                assert form.defer(nxt)
-                again = await form.claim_settling(conn, 2, None, nxt)
-            assert again.met == [None, None, None] and again.left == []
-            assert sorted(d.message.id for d in again.batch) == ids[4:]
-            rows = {r["id"]: r for r in await qt.rows()}
-            assert [rows[i]["processed_at"] is not None for i in ids] == [1, 1, 1, 1, 0, 0]
-        finally:
-            await qt.drop()
-
-    run(go())
-
-
 def test_only_what_finishes_as_ack_many_does_waits_for_the_next_claim(tmp_path: Path) -> None:
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), "advisory", columns=COLUMNS)
         form = form_for(qt.queue)
         tx_form = form_for(qt.queue, transactional=True)
         try:
-            await qt.enqueue(*({"n": i} for i in range(3)))
+            await qt.enqueue(*({"n": i} for i in range(DEFER_MAX + 1)))
             async with await runtime.connect(qt.url) as conn:
-                ds = await form.claim(conn, 3, None)
+                many = await form.claim(conn, DEFER_MAX + 1, None)
+                assert not form.defer(acks(qt, many))  # too large: settled on its own
+                ds = many[-3:]
                 acked = acks(qt, ds)
                 mixed = [*acked[:2], (ds[2], decide(qt.queue, ds[2], runtime.retry()))]
                 drops = [(d, decide(qt.queue, d, runtime.drop())) for d in ds]
                 assert not form.defer(mixed)
                 assert not tx_form.defer(acked)  # each commits its handler's writes
                 assert not form.defer([acked[0], acked[0]])  # one row, one statement
-                assert not any(d.settled for d in ds)
+                assert not any(d.settled for d in many)
                 assert form.defer(drops)  # drop_many is ack_many's statement
+                assert form.defer(acks(qt, many[:DEFER_MAX]))  # as large as it may be
         finally:
             await qt.drop()
 
     run(go())
 
 
-@pytest.mark.parametrize("form", ["lease", "advisory"])
-def test_a_consumer_settles_every_batch_through_the_next_claim(tmp_path: Path, form: str) -> None:
+def test_a_consumer_settles_every_batch_through_the_next_claim(tmp_path: Path) -> None:
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), form, columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), "advisory", columns=COLUMNS)
         try:
             await qt.enqueue(*({"n": i} for i in range(40)))
             seen: list[int] = []
@@ -169,31 +89,6 @@ def test_a_consumer_settles_every_batch_through_the_next_claim(tmp_path: Path, f
             assert counts.get("ack") == 40 and counts.get("lease_lost", 0) == 0, counts
             assert len(seen) == 40 == len(set(seen))
             assert await qt.rows() == []  # the last claim, finding none, finished the last
-        finally:
-            await qt.drop()
-
-    run(go())
-
-
-def test_a_lease_expired_unclaimed_is_finished_and_never_leased_again_by_that_claim(
-    tmp_path: Path,
-) -> None:
-    async def go() -> None:
-        qt = await make_queue(
-            engine_for("postgres", tmp_path), "lease", columns=COLUMNS, lease_s=0.5
-        )
-        form = form_for(qt.queue)
-        try:
-            ids = await qt.enqueue(*({"n": i} for i in range(3)))
-            async with await runtime.connect(qt.url) as conn:
-                first = await form.claim(conn, 1, None)
-                items = acks(qt, first)
-                assert form.defer(items)
-                await asyncio.sleep(0.8)  # its lease expired; no claim took it: same token
-                batch, _, met, _ = await form.claim_settling(conn, 3, None, items)
-            assert met == [None]
-            assert sorted(d.message.id for d in batch) == ids[1:]
-            assert await ids_in_table(qt) == ids[1:]
         finally:
             await qt.drop()
 
@@ -319,53 +214,13 @@ def test_advisory_a_row_moved_to_a_dead_letter_group_is_unlocked_at_once(
     run(go())
 
 
-def test_a_worker_stopping_right_after_losing_its_connection_still_finishes_its_acks(
-    tmp_path: Path,
-) -> None:
-    async def go() -> None:
-        qt = await make_queue(
-            engine_for("postgres", tmp_path), "lease", columns=COLUMNS, lease_s=60
-        )
-        try:
-            await qt.enqueue({"n": 1}, {"n": 2})
-            opened: list[runtime.Connection] = []
-
-            async def open_conn() -> runtime.Connection:
-                conn = await runtime.connect(qt.url)
-                opened.append(conn)
-                return conn
-
-            seen: list[int] = []
-
-            async def handle(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
-                seen.append(message.id)
-                if len(seen) == 2:  # the batch's last: its acks wait for the next claim...
-                    for conn in opened:  # ...which meets a dropped connection
-                        await conn.abort()
-                    asyncio.get_running_loop().call_soon(consumer.stop)  # and stop comes
-                return runtime.ack()
-
-            consumer = runtime.Consumer(open_conn, qt.queue, handle, concurrency=1, batch=2)
-            started = asyncio.get_running_loop().time()
-            counts = await asyncio.wait_for(consumer.run(), 30)
-            took = asyncio.get_running_loop().time() - started
-            assert took < 10, f"{took:.1f} s: the rows waited out their 60 s leases"
-            assert counts.get("ack") == 2, counts
-            assert await qt.rows() == []
-        finally:
-            await qt.drop()
-
-    run(go())
-
-
 def test_a_drop_the_table_declares_itself_is_never_deferred(tmp_path: Path) -> None:
     async def go() -> None:
-        own_drop = "DELETE FROM {qt} WHERE {c_id} = :id AND {c_locked_until} = :token"
         qt = await make_queue(
             engine_for("postgres", tmp_path),
-            "lease",
+            "advisory",
             columns=COLUMNS,
-            statements={"drop": own_drop},
+            statements={"drop": "DELETE FROM {qt} WHERE {c_id} = :id"},
         )
         form = form_for(qt.queue)
         try:

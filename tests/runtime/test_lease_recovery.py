@@ -57,14 +57,8 @@ def test_a_finished_handler_still_acks_after_its_connection_is_lost(
             # each handled once: the first acked on the next connection, the unstarted ones
             # given back (their claim's count undone) and delivered again as attempt 1
             assert sorted(seen) == [(i, 1) for i in ids], seen
-            assert counts["ack"] == 4, counts
-            if window and qt.queue.steps.ack_claim is not None:
-                # the batch's acks waited for the next claim, which ran on the new
-                # connection: no statement met the lost one
-                assert counts.get("resettled", 0) == 0, counts
-                assert counts.get("connection_lost", 0) == 0, counts
-            else:  # the acks met the lost connection and were run again on the next one
-                assert counts["resettled"] >= 1 and counts["connection_lost"] == 1, counts
+            assert counts["ack"] == 4 and counts["resettled"] >= 1, counts
+            assert counts["connection_lost"] == 1, counts
             rows = await qt.rows()
             assert [r["processed_at"] is not None for r in rows] == [True] * 4
             assert [r["locked_until"] for r in rows] == [None] * 4

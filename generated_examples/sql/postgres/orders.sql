@@ -10,7 +10,7 @@
 -- default_group: "orders"
 -- channel: "qgen.orders_queue"
 -- pause_table: "orders_queue_pause"
--- seal: sha256:8b9841c5495dac25299437fe6090e83f4a5edcb2c4477cc9c3b2f3998f7f04c1
+-- seal: sha256:7db8a62755f4986db2b9d88354f592a36d00f4493270dc08766a78064481d2b2
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the index the console's per-minute chart counts enqueued rows by, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -98,54 +98,6 @@ WHERE "id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "id" AS id, "body" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
-
--- name: ack_claim
--- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token as ack_many does, skipping a row another transaction has locked right now, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id and waiting_id NULL), one per row it finished (acked_id), one per row it skipped that still held its token (waiting_id: finish it later); a pair in none of them lost its lease. One statement and one commit where ack_many and the next claim were two.
--- kinds: writes-returning
-WITH qgen_acked AS (
-  UPDATE "orders_queue"
-  SET "processed_at" = clock_timestamp(), "locked_until" = NULL
-  WHERE "id" = ANY(ARRAY(
-    SELECT "id"
-    FROM "orders_queue"
-    WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
-    FOR UPDATE SKIP LOCKED
-  ))
-  RETURNING "id" AS id
-), qgen_waiting AS (
-  SELECT "id" AS id
-  FROM "orders_queue"
-  WHERE (SELECT COUNT(*) FROM qgen_acked) < jsonb_array_length(CAST(%(pairs)s AS JSONB))
-    AND "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j EXCEPT SELECT id FROM qgen_acked))
-      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
-), qgen_leased AS (
-  UPDATE "orders_queue"
-  SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s), "attempt" = "attempt" + 1
-  WHERE "id" = ANY(ARRAY(
-    SELECT "id"
-    FROM "orders_queue"
-    WHERE "queue" = %(group)s
-      AND "processed_at" IS NULL
-      AND ("retry_after" IS NULL OR "retry_after" <= now())
-      AND ("locked_until" IS NULL OR "locked_until" < now())
-      AND "id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-      AND NOT EXISTS (
-        SELECT 1
-        FROM "orders_queue_pause" AS qgen_paused
-        WHERE qgen_paused.queue_table = 'orders_queue'
-          AND qgen_paused.queue_group IN ('', %(group)s)
-      )
-    ORDER BY "id"
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-  ))
-  RETURNING "id" AS id, "body" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token
-)
-SELECT qgen_acked.id AS acked_id, qgen_waiting.id AS waiting_id, qgen_leased.*
-FROM qgen_leased
-FULL JOIN qgen_acked ON FALSE
-FULL JOIN qgen_waiting ON FALSE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

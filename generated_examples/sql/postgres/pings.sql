@@ -9,7 +9,7 @@
 -- lease_s: 10
 -- channel: "qgen.pings"
 -- pause_table: "pings_pause"
--- seal: sha256:57f12deead4a24e3705fb2f17ff55b87442978b3b1d983f275f0fc366b75688a
+-- seal: sha256:7019bbc77f79241ba6caf7386fe0d950741c0615dd2357a3980f550cec2b4f96
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -62,50 +62,6 @@ WHERE "ping_id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "ping_id" AS id, "data" AS payload, CAST("leased_until" AS TEXT) AS token;
-
--- name: ack_claim
--- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token as ack_many does, skipping a row another transaction has locked right now, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id and waiting_id NULL), one per row it finished (acked_id), one per row it skipped that still held its token (waiting_id: finish it later); a pair in none of them lost its lease. One statement and one commit where ack_many and the next claim were two.
--- kinds: writes-returning
-WITH qgen_acked AS (
-  DELETE FROM "pings"
-  WHERE "ping_id" = ANY(ARRAY(
-    SELECT "ping_id"
-    FROM "pings"
-    WHERE "ping_id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-      AND ("ping_id", "leased_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
-    FOR UPDATE SKIP LOCKED
-  ))
-  RETURNING "ping_id" AS id
-), qgen_waiting AS (
-  SELECT "ping_id" AS id
-  FROM "pings"
-  WHERE (SELECT COUNT(*) FROM qgen_acked) < jsonb_array_length(CAST(%(pairs)s AS JSONB))
-    AND "ping_id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j EXCEPT SELECT id FROM qgen_acked))
-      AND ("ping_id", "leased_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
-), qgen_leased AS (
-  UPDATE "pings"
-  SET "leased_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
-  WHERE "ping_id" = ANY(ARRAY(
-    SELECT "ping_id"
-    FROM "pings"
-    WHERE ("leased_until" IS NULL OR "leased_until" < now())
-      AND "ping_id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-      AND NOT EXISTS (
-        SELECT 1
-        FROM "pings_pause" AS qgen_paused
-        WHERE qgen_paused.queue_table = 'pings'
-          AND qgen_paused.queue_group = ''
-      )
-    ORDER BY "ping_id"
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-  ))
-  RETURNING "ping_id" AS id, "data" AS payload, CAST("leased_until" AS TEXT) AS token
-)
-SELECT qgen_acked.id AS acked_id, qgen_waiting.id AS waiting_id, qgen_leased.*
-FROM qgen_leased
-FULL JOIN qgen_acked ON FALSE
-FULL JOIN qgen_waiting ON FALSE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

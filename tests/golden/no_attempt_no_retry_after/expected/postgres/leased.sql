@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- channel: "qgen.leased"
 -- pause_table: "leased_pause"
--- seal: sha256:ee211a7e35ad0598a9c61ff77e407e8ca9979176ec56aa1019eddf16f061ec27
+-- seal: sha256:a051accce93518384ce4ddf9f51c6ac2f7de3642c6581bd19af1b7bb817254d2
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -62,50 +62,6 @@ WHERE "id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "id" AS id, "payload" AS payload, CAST("locked_until" AS TEXT) AS token;
-
--- name: ack_claim
--- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token as ack_many does, skipping a row another transaction has locked right now, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id and waiting_id NULL), one per row it finished (acked_id), one per row it skipped that still held its token (waiting_id: finish it later); a pair in none of them lost its lease. One statement and one commit where ack_many and the next claim were two.
--- kinds: writes-returning
-WITH qgen_acked AS (
-  DELETE FROM "leased"
-  WHERE "id" = ANY(ARRAY(
-    SELECT "id"
-    FROM "leased"
-    WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
-    FOR UPDATE SKIP LOCKED
-  ))
-  RETURNING "id" AS id
-), qgen_waiting AS (
-  SELECT "id" AS id
-  FROM "leased"
-  WHERE (SELECT COUNT(*) FROM qgen_acked) < jsonb_array_length(CAST(%(pairs)s AS JSONB))
-    AND "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j EXCEPT SELECT id FROM qgen_acked))
-      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
-), qgen_leased AS (
-  UPDATE "leased"
-  SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
-  WHERE "id" = ANY(ARRAY(
-    SELECT "id"
-    FROM "leased"
-    WHERE ("locked_until" IS NULL OR "locked_until" < now())
-      AND "id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-      AND NOT EXISTS (
-        SELECT 1
-        FROM "leased_pause" AS qgen_paused
-        WHERE qgen_paused.queue_table = 'leased'
-          AND qgen_paused.queue_group = ''
-      )
-    ORDER BY "id"
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-  ))
-  RETURNING "id" AS id, "payload" AS payload, CAST("locked_until" AS TEXT) AS token
-)
-SELECT qgen_acked.id AS acked_id, qgen_waiting.id AS waiting_id, qgen_leased.*
-FROM qgen_leased
-FULL JOIN qgen_acked ON FALSE
-FULL JOIN qgen_waiting ON FALSE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
 -- pause_table: "tasks_pause"
--- seal: sha256:be0891c5d6256390adcb5fb24632e4ab7103df0388263f726c750849ca9fca0a
+-- seal: sha256:ac149307222782a2802c60226652bc5a086d06614f01764dbae8e139af357e17
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -77,52 +77,6 @@ WHERE "id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group", CAST("locked_until" AS TEXT) AS token;
-
--- name: ack_claim
--- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token as ack_many does, skipping a row another transaction has locked right now, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id and waiting_id NULL), one per row it finished (acked_id), one per row it skipped that still held its token (waiting_id: finish it later); a pair in none of them lost its lease. One statement and one commit where ack_many and the next claim were two.
--- kinds: writes-returning
-WITH qgen_acked AS (
-  DELETE FROM "tasks"
-  WHERE "id" = ANY(ARRAY(
-    SELECT "id"
-    FROM "tasks"
-    WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
-    FOR UPDATE SKIP LOCKED
-  ))
-  RETURNING "id" AS id
-), qgen_waiting AS (
-  SELECT "id" AS id
-  FROM "tasks"
-  WHERE (SELECT COUNT(*) FROM qgen_acked) < jsonb_array_length(CAST(%(pairs)s AS JSONB))
-    AND "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j EXCEPT SELECT id FROM qgen_acked))
-      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
-), qgen_leased AS (
-  UPDATE "tasks"
-  SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s), "attempt" = "attempt" + 1
-  WHERE "id" = ANY(ARRAY(
-    SELECT "id"
-    FROM "tasks"
-    WHERE "lane" = %(group)s
-      AND ("retry_after" IS NULL OR "retry_after" <= now())
-      AND ("locked_until" IS NULL OR "locked_until" < now())
-      AND "id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-      AND NOT EXISTS (
-        SELECT 1
-        FROM "tasks_pause" AS qgen_paused
-        WHERE qgen_paused.queue_table = 'tasks'
-          AND qgen_paused.queue_group IN ('', %(group)s)
-      )
-    ORDER BY "id"
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-  ))
-  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group", CAST("locked_until" AS TEXT) AS token
-)
-SELECT qgen_acked.id AS acked_id, qgen_waiting.id AS waiting_id, qgen_leased.*
-FROM qgen_leased
-FULL JOIN qgen_acked ON FALSE
-FULL JOIN qgen_waiting ON FALSE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

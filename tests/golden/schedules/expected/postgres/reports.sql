@@ -12,7 +12,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
 -- pause_table: "reports_queue_pause"
--- seal: sha256:00678ac0920e1a9243584deb9486e8f97ad5cfcb20f307a8aa77312401245854
+-- seal: sha256:4f7db4d99bced507915ed311b9c498423735bff828dfb417822ed1c0248ee73b
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
@@ -78,52 +78,6 @@ WHERE "id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "id" AS id, "payload" AS payload, CAST("locked_until" AS TEXT) AS token;
-
--- name: ack_claim
--- Finishes the rows of pairs (a JSON array of [id, token]) that still hold their token as ack_many does, skipping a row another transaction has locked right now, and in the same statement leases up to limit other ready rows as claim does: a row per row it leased (acked_id and waiting_id NULL), one per row it finished (acked_id), one per row it skipped that still held its token (waiting_id: finish it later); a pair in none of them lost its lease. One statement and one commit where ack_many and the next claim were two.
--- kinds: writes-returning
-WITH qgen_acked AS (
-  UPDATE "reports_queue"
-  SET "processed_at" = clock_timestamp(), "locked_until" = NULL
-  WHERE "id" = ANY(ARRAY(
-    SELECT "id"
-    FROM "reports_queue"
-    WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
-    FOR UPDATE SKIP LOCKED
-  ))
-  RETURNING "id" AS id
-), qgen_waiting AS (
-  SELECT "id" AS id
-  FROM "reports_queue"
-  WHERE (SELECT COUNT(*) FROM qgen_acked) < jsonb_array_length(CAST(%(pairs)s AS JSONB))
-    AND "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j EXCEPT SELECT id FROM qgen_acked))
-      AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
-), qgen_leased AS (
-  UPDATE "reports_queue"
-  SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
-  WHERE "id" = ANY(ARRAY(
-    SELECT "id"
-    FROM "reports_queue"
-    WHERE "processed_at" IS NULL
-      AND ("locked_until" IS NULL OR "locked_until" < now())
-      AND "id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
-      AND NOT EXISTS (
-        SELECT 1
-        FROM "reports_queue_pause" AS qgen_paused
-        WHERE qgen_paused.queue_table = 'reports_queue'
-          AND qgen_paused.queue_group = ''
-      )
-    ORDER BY "id"
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-  ))
-  RETURNING "id" AS id, "payload" AS payload, CAST("locked_until" AS TEXT) AS token
-)
-SELECT qgen_acked.id AS acked_id, qgen_waiting.id AS waiting_id, qgen_leased.*
-FROM qgen_leased
-FULL JOIN qgen_acked ON FALSE
-FULL JOIN qgen_waiting ON FALSE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
