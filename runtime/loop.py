@@ -280,8 +280,8 @@ class WorkerLoop:
         try:
             if deferred:  # the last batch's settlements, in the same statement
                 settled = await run.form.claim_settling(conn, s.batch, s.group, deferred)
-                claimed, self.deferred = settled.batch, settled.left
-                run.counts.settled_all(held_of(run.counts, settled.done, settled.met))
+                claimed, self.deferred = settled.batch, []
+                run.counts.settled_all(held_of(run.counts, deferred, settled.met))
             else:
                 claimed = await run.form.claim_within_rate(conn, s.batch, s.group)
         except ConnectionLost as exc:  # what is left of deferred waits for the next claim
@@ -391,7 +391,7 @@ class WorkerLoop:
             # the worker claims again at once unless it stops: what that claim can settle
             # waits for it (one statement for both)
             await completer.finish(conn, defer=not stopping.is_set())
-            self.deferred += completer.deferred  # after what the last claim left, if any
+            self.deferred = completer.deferred
             for d in claimed[started:]:  # claimed, never started: back at once
                 if await form.return_unstarted(conn, d):
                     run.counts.add("released")
@@ -411,43 +411,35 @@ class WorkerLoop:
 
     async def _settle_deferred(self) -> None:
         """The worker will not claim again on this connection now (it stops, or its claim
-        failed): what that claim was to settle is written on its own. Where what holds the
-        rows lives in the session (advisory keys), only on that connection, else the rows
-        return with it; where it outlives the connection (a token), on a fresh connection
-        when the worker's is gone."""
+        failed): what that claim was to settle (rows under advisory keys, which live in the
+        session) is written on its own, on the keys' connection; rows whose keys went with a
+        lost connection return, to be delivered again."""
         deferred, self.deferred = self.deferred, []
-        if not deferred:
-            return
-        run, conn = self.run, self.conn
+        conn = self.conn
         alive = conn is not None and not conn.closed
-        if not run.form.holds_outlive_connection:  # advisory: the keys live in the session
-            gone = [d for d, _ in deferred if not (alive and d.conn is conn)]
-            if gone:
-                log.info(
-                    "queue %s: %d acked rows were not finished: the keys went with their "
-                    "connection, so the rows return and are delivered again",
-                    run.name,
-                    len(gone),
-                )
-            deferred = [(d, decision) for d, decision in deferred if d not in gone]
-        for d, _ in deferred:
-            d.settled = False  # nothing committed them yet
-        if not deferred:
+        mine = [(d, decision) for d, decision in deferred if alive and d.conn is conn]
+        if len(mine) < len(deferred):
+            log.info(
+                "queue %s: %d acked rows were not finished: their keys went with their "
+                "connection, so the rows return and are delivered again",
+                self.run.name,
+                len(deferred) - len(mine),
+            )
+        if not mine or conn is None:
             return
-        if conn is not None and alive:
-            completer = completer_for(run.form, run.counts, run.held, self.settings.settle_window)
-            try:
-                await completer.write(conn, deferred)
-                return
-            except Exception as exc:
-                log.info(
-                    "queue %s: writing the settlements of a batch that waited for the next "
-                    "claim failed (%s)",
-                    run.name,
-                    exc,
-                )
-        if run.form.holds_outlive_connection:  # lease: the tokens guard them anywhere
-            await self._adopt_elsewhere([d for d, _ in deferred if not d.settled])
+        for d, _ in mine:
+            d.settled = False  # nothing committed them yet
+        run = self.run
+        completer = completer_for(run.form, run.counts, run.held, self.settings.settle_window)
+        try:
+            await completer.write(conn, mine)
+        except Exception as exc:  # its keys go when the connection closes: the rows return
+            log.info(
+                "queue %s: writing the settlements of a batch that waited for the next claim "
+                "failed (%s)",
+                run.name,
+                exc,
+            )
 
     async def _lost_mid_batch(
         self, conn: Connection, claimed: Batch, exc: ConnectionLost

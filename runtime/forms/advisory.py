@@ -161,7 +161,7 @@ class AdvisoryForm(Form):
             )
             await conn.abort()
             batch = Batch()
-        return ClaimSettled(batch, list(items), met, [])
+        return ClaimSettled(batch, met)
 
     def _key_gone(self, d: Delivery) -> LeaseLost:
         d.lost = True

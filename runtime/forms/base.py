@@ -48,12 +48,8 @@ class ClaimSettled(NamedTuple):
 
     #: the rows it claimed
     batch: Batch
-    #: the items it settled or found lost, and per item None (settled) or the LeaseLost met
-    done: list[tuple[Delivery, Decision]]
+    #: per item it was given: None (settled) or the LeaseLost it met
     met: list[LeaseLost | None]
-    #: the items it could not settle yet (a row another transaction held locked for a
-    #: moment): the next claim tries again
-    left: list[tuple[Delivery, Decision]]
 
 
 @dataclass
@@ -276,14 +272,13 @@ class Form:
         same statement, rather than a statement of their own now. True only where the file
         has such a claim (``ack_claim``), not transactional, a group of at most
         ``DEFER_MAX``, and every item finishes its row as ``ack_many`` does, each row once;
-        from then on they count as settled (no
-        extension or progress write starts), and they are counted once that claim has
-        committed."""
+        from then on they count as settled (nothing else writes them), and they are counted
+        once that claim has committed."""
         if self._ack_claim is None or self.transactional or len(items) > DEFER_MAX:
             return False
         if not all(decision.step in self._finishing for _, decision in items):
             return False
-        if len({d.message.id for d, _ in items}) != len(items):  # one row, two tokens
+        if len({d.message.id for d, _ in items}) != len(items):  # one statement, one row once
             return False
         for d, _ in items:
             d.settled = True

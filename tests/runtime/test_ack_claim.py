@@ -78,7 +78,7 @@ def test_a_consumer_settles_every_batch_through_the_next_claim(tmp_path: Path) -
 
             async def counted(*args: Any) -> Any:
                 settled = await claim_settling(*args)
-                claims.append(len(settled.done))
+                claims.append(len(settled.met))
                 return settled
 
             consumer.form.claim_settling = counted  # type: ignore[method-assign]
@@ -126,7 +126,7 @@ def test_advisory_the_next_claim_finishes_the_rows_under_their_keys_and_keeps_ea
                 items = acks(qt, first)
                 assert form.defer(items) and all(d.settled for d in first)
                 assert await ids_in_table(qt) == ids  # nothing written yet
-                second, _, met, _ = await form.claim_settling(conn, 3, None, items)
+                second, met = await form.claim_settling(conn, 3, None, items)
                 assert met == [None, None, None]
                 # finished, and none of them listed again though this session holds their keys
                 assert await ids_in_table(qt) == ids[3:]
@@ -135,7 +135,7 @@ def test_advisory_the_next_claim_finishes_the_rows_under_their_keys_and_keeps_ea
                 assert await keys_held(conn) == 6  # the first batch's wait for the next claim
                 items = acks(qt, second)
                 assert form.defer(items)
-                third, _, met, _ = await form.claim_settling(conn, 3, None, items)
+                third, met = await form.claim_settling(conn, 3, None, items)
                 assert met == [None, None, None]
                 assert [d.message.id for d in third] == ids[6:]
                 # the first batch's keys released once: each was taken once, so each is
@@ -172,7 +172,7 @@ def test_advisory_rows_whose_keys_went_with_a_lost_connection_are_not_finished(
                     await asyncio.sleep(0.05)
                 else:
                     raise AssertionError("the lost connection's keys are still held")
-                batch, _, met, _ = await form.claim_settling(conn, 4, None, items)
+                batch, met = await form.claim_settling(conn, 4, None, items)
             assert all(isinstance(m, LeaseLost) for m in met) and all(d.lost for d in first)
             assert await ids_in_table(qt) == ids  # nothing finished
             assert sorted(d.message.id for d in batch) == ids  # they return at once
