@@ -37,12 +37,11 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from bench.counting import Tally
 from runtime.contract.rendered import Kind, Statement, Step
+from runtime.forms.base import DEFER_MAX  # the largest batch the next claim finishes
 
 #: an advisory claim that found every listed key held waits this long before claiming again
 #: (the runtime's Consumer: poll_interval / 10)
 CONTENDED_SLEEP_S = 0.005
-#: the largest batch the next claim finishes (the runtime's Form.defer)
-DEFER_MAX = 20
 
 Statements = dict[str, Step]
 Result = tuple[Sequence[Any], dict[str, int], int]  # rows, column → index, rowcount

@@ -10,7 +10,19 @@ from dataclasses import dataclass, field
 
 from bench.counting import Tally
 
-RATIO_TARGET = 0.85
+#: runtime/raw at least this, by engine: the runtime close to its bare driver
+RATIO_TARGETS = {"postgres": 0.9, "mariadb": 0.9, "sqlite": 0.8}
+#: × PgQueuer (ack) at least this on PostgreSQL, by (form, batch); when every message fails
+#: once, at least PGQ_RETRY_TARGET in every form
+PGQ_TARGETS = {
+    ("row_lock", 10): 3.0,
+    ("row_lock", 100): 4.0,
+    ("lease", 10): 3.0,
+    ("lease", 100): 4.0,
+    ("advisory", 10): 2.5,
+    ("advisory", 100): 3.5,
+}
+PGQ_RETRY_TARGET = 5.0
 #: after a failed drain, how long the consumer's other workers get to finish their batches
 STRAGGLER_WAIT_S = 2.0
 SQLITE_FACTOR = 4

@@ -53,12 +53,6 @@ class Completer:
         claims again at once, so what the form can settle in that claim waits for it
         (``deferred``)."""
 
-    async def write(self, conn: Connection, items: list[tuple[Delivery, Decision]]) -> None:
-        """Write these settlements now."""
-        for d, decision in items:
-            await self.settle(conn, d, decision)
-            self.held.discard(d)
-
     def add(self, d: Delivery, decision: Decision) -> None:
         """A decision to settle once the batch's handlers have run (``waits_for_batch``)."""
         raise NotImplementedError

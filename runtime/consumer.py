@@ -28,7 +28,7 @@ from runtime.contract.errors import (
 )
 from runtime.contract.rendered import Step
 from runtime.counts import Counts
-from runtime.delivery import Ctx, Delivery, Message
+from runtime.delivery import Ctx, Delivery, message_of
 from runtime.drivers.base import Connection
 from runtime.forms import Upkeep, form_for
 from runtime.handler import Handler, Invocation, is_async
@@ -37,6 +37,7 @@ from runtime.metrics import Metrics, fields
 from runtime.outcomes import (
     Immediate,
     Outcome,
+    OutcomeKind,
     RetryPolicy,
     default_retry_policy,
     retry,
@@ -509,24 +510,32 @@ class Consumer(Generic[P]):
             d.decision = decision = self._unsettled(d, cap)
             return decision
         m = d.message
-        try:  # a new Message, built directly (dataclasses.replace costs 3×)
-            d.message = Message(
+        try:  # a new Message, made without dataclass machinery (message_of)
+            d.message = message = message_of(
                 m.id, decode_payload(m.payload, queue.decoder, queue.codec), m.group
             )
         except PayloadError as exc:
             d.decision = decision = self._undecodable(d, exc)
             return decision
+        invoke = self._invoke  # Invocation.call's steps, run here: one coroutine less
         started = monotonic()
         try:
             try:
-                outcome = await self._invoke.call(d.message, ctx, started)
+                outcome = await invoke.start(message, ctx)
+                if type(outcome) is not Outcome:
+                    outcome = await invoke.finish(outcome, message, ctx, started)
             finally:
                 d.handler_s = monotonic() - started
-        except asyncio.CancelledError:
-            await form.give_back(conn, d)
-            raise
+        except BaseException as exc:
+            outcome = invoke.raised(exc, message, ctx, started)
+            if outcome is None:  # not the handler's to settle: the caller's cancellation, …
+                if isinstance(exc, asyncio.CancelledError):
+                    await form.give_back(conn, d)
+                raise
         try:
-            decision = decide(queue, d, with_policy(outcome, d.attempt, self.retry_policy))
+            if outcome.kind is OutcomeKind.RETRY:
+                outcome = with_policy(outcome, d.attempt, self.retry_policy)
+            decision = decide(queue, d, outcome)
         except (UnknownCustomEvent, PayloadError) as exc:
             decision = self._retry_instead(d, exc)
         d.decision = decision

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.backoff import Backoff, Outage
-from runtime.completer import completer_for, held_of
+from runtime.completer import WindowedCompleter, completer_for, held_of
 from runtime.contract.errors import (
     BrokerError,
     ConfigurationError,
@@ -430,7 +430,8 @@ class WorkerLoop:
         for d, _ in mine:
             d.settled = False  # nothing committed them yet
         run = self.run
-        completer = completer_for(run.form, run.counts, run.held, self.settings.settle_window)
+        # only a windowed completer defers (``WindowedCompleter.finish``): the same kind writes
+        completer = WindowedCompleter(run.form, run.counts, run.held, self.settings.settle_window)
         try:
             await completer.write(conn, mine)
         except Exception as exc:  # its keys go when the connection closes: the rows return

@@ -18,7 +18,7 @@ from runtime.contract.file_steps import QueueSteps, present
 from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.counts import Counts
-from runtime.delivery import Batch, Delivery, Message
+from runtime.delivery import Batch, Delivery, message_of
 from runtime.drivers.base import Connection
 from runtime.loaded import LoadedQueue
 from runtime.params import ClaimParams, ManyParams
@@ -109,7 +109,7 @@ class Form:
         claim, and with it the batch)."""
         attempt = row.get("attempt")
         return Delivery(
-            Message(row["id"], row["payload"], row.get("group")),
+            message_of(row["id"], row["payload"], row.get("group")),
             None if attempt is None else int(attempt),
             token,
         )

@@ -11,6 +11,7 @@ batch, or a transactional form settles at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,52 @@ def test_a_drop_the_table_declares_itself_is_never_deferred(tmp_path: Path) -> N
                 assert not form.defer(drops)  # the table's drop runs as declared
                 assert not form.defer([acks(qt, ds)[0], drops[1]])
                 assert form.defer(acks(qt, ds))
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_a_worker_cancelled_before_its_next_claim_still_finishes_the_acks_that_waited(
+    tmp_path: Path,
+) -> None:
+    """The consumer's task cancelled (a stop that timed out, the caller's own cancel) while a
+    batch's acks wait for the next claim: the worker writes them on its way out, so the
+    rows are finished, counted once, and not delivered again."""
+
+    async def go() -> None:
+        qt = await make_queue(engine_for("postgres", tmp_path), "advisory", columns=COLUMNS)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(4)))
+            seen: list[int] = []
+
+            async def handle(message: runtime.Message, ctx: runtime.Ctx) -> runtime.Outcome:
+                seen.append(message.id)
+                return runtime.ack()
+
+            consumer = runtime.Consumer(qt.url, qt.queue, handle, concurrency=1, batch=4)
+            claim_settling = consumer.form.claim_settling
+            reached = asyncio.Event()
+
+            async def slow_network(*args: Any) -> Any:
+                reached.set()  # the claim that was to finish the batch never gets out
+                await asyncio.sleep(3600)
+                return await claim_settling(*args)
+
+            consumer.form.claim_settling = slow_network  # type: ignore[method-assign]
+            task = asyncio.create_task(consumer.run())
+            await asyncio.wait_for(reached.wait(), 30)
+            assert await ids_in_table(qt) == ids  # deferred: nothing written yet
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 30)
+            assert await qt.rows() == []  # written on the way out
+            assert consumer.counts.get("ack") == 4, consumer.counts
+            assert sorted(seen) == sorted(ids)
+            # and nothing is delivered again
+            again = runtime.Consumer(qt.url, qt.queue, handle, concurrency=1, batch=4)
+            assert (await asyncio.wait_for(again.drain(), 30)).get("ack", 0) == 0
+            assert len(seen) == 4
         finally:
             await qt.drop()
 
