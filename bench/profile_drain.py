@@ -8,6 +8,7 @@ profiler overhead included (so larger than ``bench/run.py``'s column):
     python bench/profile_drain.py                         # postgres row_lock, batch 100
     python bench/profile_drain.py --form lease --batch 10 -n 20000 --top 25
     python bench/profile_drain.py --engine sqlite --sort cumulative
+    python bench/profile_drain.py --form lease --batch 10 --raw   # the raw twin, to compare
 
 It answers "what is left" of the runtime's cost beside its raw twin (``bench/raw.py``): the
 driver's own functions (psycopg, asyncio's loop) are what the raw loop pays too.
@@ -23,6 +24,7 @@ import pstats
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repo importable
@@ -30,6 +32,7 @@ if __package__ in (None, ""):  # run as a script: make the repo importable
 
 import runtime
 from bench.contenders import ack_handler
+from bench.counting import Tally
 from bench.queues import (
     DEFAULT_URLS,
     FORMS,
@@ -40,6 +43,7 @@ from bench.queues import (
     render_queue,
     table_prefix,
 )
+from bench.raw import drain_async
 from bench.results import cpu_seconds
 
 
@@ -53,6 +57,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--top", type=int, default=15, help="functions shown (default 15)")
     p.add_argument("--sort", default="tottime", help="pstats order (default tottime)")
     p.add_argument("--url", help="the server (default: the bench's URL for the engine)")
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="profile the raw twin (bench/raw.py's asyncio loop) instead of the runtime",
+    )
     return p.parse_args(argv)
 
 
@@ -72,21 +81,14 @@ async def profile(args: argparse.Namespace, out_dir: Path) -> str:
             await db.begin()
             await queue.enqueue_many(db, payloads[:n])
             await db.commit()
-            consumer = runtime.Consumer(
-                url,
-                queue,
-                ack_handler,
-                concurrency=args.concurrency,
-                batch=args.batch,
-                retry_policy=runtime.Immediate(),
-            )
+            drain = _raw_drain(args, url, queue) if args.raw else _runtime_drain(args, url, queue)
             if warm:
-                await consumer.drain()
+                await drain()
                 continue
             prof = cProfile.Profile()
             cpu0, t0 = cpu_seconds(), time.perf_counter()
             prof.enable()
-            counts = await consumer.drain()
+            counts = await drain()
             prof.disable()
             wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
         await drop_table(db, args.engine, queue.table)
@@ -94,13 +96,46 @@ async def profile(args: argparse.Namespace, out_dir: Path) -> str:
         await db.close()
     out = io.StringIO()
     print(
-        f"{args.engine} {args.form} batch {args.batch} concurrency {args.concurrency}: "
+        f"{'raw twin' if args.raw else 'runtime'}: {args.engine} {args.form} batch {args.batch} concurrency {args.concurrency}: "
         f"{args.messages} messages in {wall:.2f} s, counts {dict(counts)}, "
         f"client CPU {cpu * 1e6 / args.messages:.1f} µs/msg under the profiler",
         file=out,
     )
     pstats.Stats(prof, stream=out).strip_dirs().sort_stats(args.sort).print_stats(args.top)
     return out.getvalue()
+
+
+def _runtime_drain(
+    args: argparse.Namespace, url: str, queue: runtime.Queue
+) -> Callable[[], Awaitable[Mapping[str, int]]]:
+    consumer = runtime.Consumer(
+        url,
+        queue,
+        ack_handler,
+        concurrency=args.concurrency,
+        batch=args.batch,
+        retry_policy=runtime.Immediate(),
+    )
+    return consumer.drain
+
+
+def _raw_drain(
+    args: argparse.Namespace, url: str, queue: runtime.Queue
+) -> Callable[[], Awaitable[Mapping[str, int]]]:
+    async def drain() -> Mapping[str, int]:
+        return await drain_async(
+            url,
+            args.engine,
+            dict(queue.rendered.statements),
+            args.form,
+            False,
+            args.concurrency,
+            args.batch,
+            queue.lease_s,
+            Tally(),
+        )
+
+    return drain
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -380,7 +380,7 @@ def print_targets(results: list[FormResult], timings: list[depth_mod.ClaimTiming
     else:
         print("  claim latency at depth: not measured")
     if ratios:
-        low, name = min(ratios)
+        low, _, name = min(ratios)
         print(f"overall: runtime/raw drain ratio {low:.2f} ({name})")
     else:
         print("overall: runtime/raw drain ratio n/a (nothing ran)")

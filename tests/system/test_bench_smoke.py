@@ -1,0 +1,68 @@
+"""The bench runs to its report: a tiny SQLite run of ``bench/run.py`` and of
+``bench/profile_drain.py`` (runtime and raw twin) ends with every table and the targets
+printed, so a change to the runtime, the raw twin or the report cannot leave the bench
+broken until someone next measures with it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_a_small_sqlite_bench_prints_its_tables_and_its_targets() -> None:
+    out = _bench(
+        "bench/run.py",
+        "--engines",
+        "sqlite",
+        "--no-depth",
+        "--no-pgqueuer",
+        "-n",
+        "50",
+        "--repeats",
+        "1",
+        "--batch",
+        "10",
+    )
+    for form in ("row_lock", "lease", "advisory"):
+        assert f"sqlite  {form}" in out, out
+    assert "Targets:" in out
+    assert "runtime/raw ≥ 0.9 (postgres), 0.9 (mariadb), 0.8 (sqlite)" in out
+    assert "overall: runtime/raw drain ratio" in out
+    assert "failed:" not in out, out
+
+
+def test_the_profile_runs_for_the_runtime_and_for_its_raw_twin() -> None:
+    for extra in ((), ("--raw",)):
+        out = _bench(
+            "bench/profile_drain.py",
+            "--engine",
+            "sqlite",
+            "--form",
+            "lease",
+            "--batch",
+            "10",
+            "-n",
+            "200",
+            *extra,
+        )
+        who = "raw twin" if extra else "runtime"
+        assert out.startswith(f"{who}: sqlite lease batch 10"), out
+        assert "counts {'ack': 200}" in out, out
+        assert "function calls" in out
