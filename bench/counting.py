@@ -63,7 +63,7 @@ def instrument(conn: Connection, tally: Tally) -> Connection:
 
         return call
 
-    for name in ("execute", "fetchall", "fetchone", "executemany"):
+    for name in ("execute", "fetchall", "fetchrows", "fetchone", "executemany"):
         setattr(conn, name, counted(getattr(conn, name)))
 
     begin, commit, rollback = conn.begin, conn.commit, conn.rollback

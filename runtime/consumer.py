@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import re
 from time import monotonic
@@ -28,13 +27,14 @@ from runtime.contract.errors import (
 )
 from runtime.contract.rendered import Step
 from runtime.counts import Counts
-from runtime.delivery import Ctx, Delivery, message_of
+from runtime.delivery import Ctx, Delivery
 from runtime.drivers.base import Connection
 from runtime.forms import Upkeep, form_for
 from runtime.handler import Handler, Invocation, is_async
 from runtime.loop import ConsumerSettings, Listener, Run, WorkerLoop
 from runtime.metrics import Metrics, fields
 from runtime.outcomes import (
+    PLAIN_ACK,
     Immediate,
     Outcome,
     OutcomeKind,
@@ -43,7 +43,7 @@ from runtime.outcomes import (
     retry,
     with_policy,
 )
-from runtime.payloads import P, decode_payload
+from runtime.payloads import P
 from runtime.progress import ProgressWriter
 from runtime.queue import Queue, check_dialect, check_server
 from runtime.schedules import Scheduler
@@ -249,6 +249,12 @@ class Consumer(Generic[P]):
         self._scheduler = Scheduler(self.open, [queue]) if schedules else None
         #: writes ctx.progress() values (the lease form on a connection of its own)
         self._progress = ProgressWriter(self.form, self._connect)
+        #: the plain ack's decision, one for every delivery it settles (its statement binds
+        #: the delivery's own values: ``runtime.settle.params_of``)
+        ack_step = OutcomeKind.ACK.value
+        self._acked = Decision(
+            ack_step, ack_step if ack_step in queue.steps.settle else None, None, True
+        )
 
     def _invocation(self) -> Invocation:
         """How the handler is called (its timeout; a KeyboardInterrupt stops the consumer)."""
@@ -492,15 +498,13 @@ class Consumer(Generic[P]):
         on the delivery (``_adopt`` settles by it when the connection is lost before the
         settlement committed).
 
-        The consumer's hot path, once per message: one coroutine around the handler's call
-        (``Invocation.call``, timed with one clock reading each side)."""
+        The consumer's hot path, once per message: the payload was decoded when the row was
+        claimed (``Form.delivery``), the handler's call is timed with one clock reading each
+        side, and a plain ack settles by the one Decision the consumer keeps for it."""
         queue, form = self.queue, self.form
         transactional = form.transactional
         ctx = Ctx(
-            d.attempt,
-            conn if transactional else None,
-            queue.name,
-            functools.partial(self._progress.write, conn, d),
+            d.attempt, conn if transactional else None, queue.name, self._progress.write, conn, d
         )
         d.started = True
         if transactional:
@@ -509,33 +513,22 @@ class Consumer(Generic[P]):
         if cap is not None and d.attempt is not None and d.attempt > cap:
             d.decision = decision = self._unsettled(d, cap)
             return decision
-        m = d.message
-        try:  # a new Message, made without dataclass machinery (message_of)
-            d.message = message = message_of(
-                m.id, decode_payload(m.payload, queue.decoder, queue.codec), m.group
-            )
-        except PayloadError as exc:
-            d.decision = decision = self._undecodable(d, exc)
+        if d.undecodable is not None:
+            d.decision = decision = self._undecodable(d, d.undecodable)
             return decision
-        invoke = self._invoke  # Invocation.call's steps, run here: one coroutine less
         started = monotonic()
         try:
-            try:
-                outcome = await invoke.start(message, ctx)
-                if type(outcome) is not Outcome:
-                    outcome = await invoke.finish(outcome, message, ctx, started)
-            finally:
-                d.handler_s = monotonic() - started
-        except BaseException as exc:
-            outcome = invoke.raised(exc, message, ctx, started)
-            if outcome is None:  # not the handler's to settle: the caller's cancellation, …
-                if isinstance(exc, asyncio.CancelledError):
-                    await form.give_back(conn, d)
-                raise
+            outcome = await self._invoke.call(d.message, ctx, started)
+        except asyncio.CancelledError:  # the caller's cancellation (the handler's is a retry)
+            await form.give_back(conn, d)
+            raise
+        finally:
+            d.handler_s = monotonic() - started
+        if outcome is PLAIN_ACK:  # most deliveries' outcome: nothing to decide
+            d.decision = decision = self._acked
+            return decision
         try:
-            if outcome.kind is OutcomeKind.RETRY:
-                outcome = with_policy(outcome, d.attempt, self.retry_policy)
-            decision = decide(queue, d, outcome)
+            decision = self._decide(d, outcome)
         except (UnknownCustomEvent, PayloadError) as exc:
             decision = self._retry_instead(d, exc)
         d.decision = decision

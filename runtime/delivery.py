@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic
 
+from runtime.contract.errors import PayloadError
 from runtime.drivers.base import Connection
 from runtime.payloads import P
 
@@ -49,8 +50,11 @@ class Ctx:
     attempt: int | None
     db: Any = None
     queue: str = ""
-    #: writes a progress value for this delivery (set by the consumer)
-    _report: Callable[[Any], Awaitable[None]] | None = field(default=None, repr=False)
+    #: writes a progress value for this delivery (set by the consumer): called as
+    #: ``_report(_conn, _delivery, value)``, the worker's connection and the delivery
+    _report: Callable[[Any, Any, Any], Awaitable[None]] | None = field(default=None, repr=False)
+    _conn: Any = field(default=None, repr=False)
+    _delivery: Any = field(default=None, repr=False)
 
     async def progress(self, value: Any) -> None:
         """Record the handler's progress on its row, in a statement of its own fenced as
@@ -70,7 +74,7 @@ class Ctx:
                 "ctx.progress() records progress of a delivery: call it inside a handler "
                 "that a Consumer runs"
             )
-        await self._report(value)
+        await self._report(self._conn, self._delivery, value)
 
 
 @dataclass(slots=True)
@@ -82,7 +86,10 @@ class Decision:
     label: str
     #: a statement name, or ``custom.<name>`` (its step: ``queue.steps.settle[step]``)
     step: str | None
-    params: SettleParams
+    #: what its statement binds; None for the consumer's plain ack, one Decision shared by
+    #: every delivery it settles: it binds only its delivery's own values
+    #: (``runtime.settle.params_of``)
+    params: SettleParams | None
     commits_handler_writes: bool
 
 
@@ -103,6 +110,9 @@ class Delivery:
     #: what its handler's outcome settles it with, once decided (kept so that a settlement
     #: lost with its connection can run again on a new one: the lease form's token guards it)
     decision: Decision | None = None
+    #: why its stored payload could not be decoded when it was claimed (``message.payload``
+    #: is then the stored text): never handled, to the dead letter (see Consumer)
+    undecodable: PayloadError | None = None
     _lock: asyncio.Lock | None = None
 
     @property

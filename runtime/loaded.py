@@ -9,11 +9,12 @@ import runs back up to it (tests/generator/test_layers.py checks the graph).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from runtime.contract.dialects import Dialect
 from runtime.contract.file_steps import FileSteps, QueueSteps
 from runtime.contract.rendered import RenderedFile
+from runtime.models import PayloadModel
 from runtime.payloads import Decoder, Encoder
 
 
@@ -67,3 +68,7 @@ class LoadedQueue(Loaded, Protocol):
 
     @property
     def lease_s(self) -> float | None: ...
+
+    @property
+    def codec(self) -> PayloadModel[Any] | None:
+        """The payload model's codec (``Queue(model=…)``), None without one."""

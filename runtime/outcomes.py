@@ -91,6 +91,8 @@ _ACK, _DROP, _RETRY = (
     Outcome(OutcomeKind.DROP),
     Outcome(OutcomeKind.RETRY),
 )
+#: the plain ack, one object: what ``ack()`` and a handler's None are (``outcome is PLAIN_ACK``)
+PLAIN_ACK = _ACK
 
 
 def ack(result: Any = None) -> Outcome:

@@ -52,6 +52,13 @@ def _params(
     }
 
 
+def params_of(queue: LoadedQueue, delivery: Delivery, decision: Decision) -> SettleParams:
+    """What a decision's statement binds: its own parameters, or for the consumer's shared
+    plain ack (``params`` None) the delivery's own values, as ``decide`` binds a plain ack."""
+    params = decision.params
+    return _params(queue, delivery, None) if params is None else params
+
+
 def dead_letter_now(queue: LoadedQueue, delivery: Delivery, reason: str) -> Decision | None:
     """Move the row to its dead letter whatever its attempt (a payload that cannot be
     decoded will never be handled), ``reason`` for last_error; None when the queue declares

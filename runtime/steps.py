@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.contract.rendered import Kind, Statement, Step
-from runtime.drivers.base import Connection, atomic
+from runtime.drivers.base import Connection, Rows, atomic
 
 
 @dataclass
@@ -40,6 +40,17 @@ async def run_step(conn: Connection, statements: Step, params: Mapping[str, Any]
                 bound.update(result.rows[0])
                 bound["ids"] = json.dumps([r["id"] for r in result.rows if "id" in r])
     return result
+
+
+async def run_rows(conn: Connection, statements: Step, params: Mapping[str, Any]) -> Rows:
+    """``run_step``'s rows as tuples with their column names (``Connection.fetchrows``): a
+    step of one statement that returns rows hands them over from the driver without a dict a
+    row; a step of several runs as ``run_step`` does."""
+    if len(statements) == 1 and statements[0].kind is not Kind.WRITES:
+        return await conn.fetchrows(statements[0], dict(params))
+    rows = (await run_step(conn, statements, params)).rows
+    names = tuple(rows[0]) if rows else ()
+    return names, [tuple(row[n] for n in names) for row in rows]
 
 
 async def _run_one(

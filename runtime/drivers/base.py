@@ -33,6 +33,8 @@ from runtime.contract.errors import ConfigurationError, ConnectionLost, Database
 Row = dict[str, Any]
 #: the parameters of one statement
 Params = Mapping[str, Any]
+#: a statement's column names and its rows as tuples in that order (``fetchrows``)
+Rows = tuple[tuple[str, ...], list[tuple[Any, ...]]]
 
 # Savepoint names are spliced into SQL, so only plain identifiers are accepted.
 _SAVEPOINT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
@@ -171,6 +173,14 @@ class Connection(abc.ABC):
     @abc.abstractmethod
     async def fetchall(self, sql: str, params: Params | None = None) -> list[Row]:
         """Run one statement and return all its rows as dicts (``[]`` if it returns none)."""
+
+    async def fetchrows(self, sql: str, params: Params | None = None) -> Rows:
+        """Run one statement and return its column names and its rows as tuples in that
+        order (``((), [])`` if it returns none): a claim's batch, read without a dict a row.
+        Drivers that can hand tuples over as they read them override it."""
+        rows = await self.fetchall(sql, params)
+        names = tuple(rows[0]) if rows else ()
+        return names, [tuple(row.values()) for row in rows]
 
     @abc.abstractmethod
     async def fetchone(self, sql: str, params: Params | None = None) -> Row | None:

@@ -24,6 +24,7 @@ from runtime.drivers.base import (
     Connection,
     Params,
     Row,
+    Rows,
     database_error,
     first_line,
     import_driver,
@@ -112,6 +113,10 @@ class MySQLConnection(Connection):
         self._err = errors
         # One DictCursor reused for every statement: it only ever runs on the executor's thread.
         self._cur = my.cursor()
+        #: and one that hands rows over as tuples (``fetchrows``: a claim's batch)
+        import pymysql.cursors
+
+        self._tuples = my.cursor(pymysql.cursors.Cursor)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on this connection's thread, translating a lost connection."""
@@ -141,6 +146,13 @@ class MySQLConnection(Connection):
         # DictCursor hands back its own list (or an empty tuple for a statement without rows).
         return rows if isinstance(rows, list) else list(rows)
 
+    def _sync_fetchrows(self, sql: str, params: Params) -> Rows:
+        cur = self._tuples
+        cur.execute(sql, params)
+        if cur.description is None:
+            return (), []
+        return tuple(d[0] for d in cur.description), list(cur.fetchall())
+
     def _sync_fetchone(self, sql: str, params: Params) -> Row | None:
         cur = self._cur
         cur.execute(sql, params)
@@ -157,6 +169,9 @@ class MySQLConnection(Connection):
 
     async def fetchall(self, sql: str, params: Params | None = None) -> list[Row]:
         return await self._call(self._sync_fetchall, sql, {} if params is None else params)
+
+    async def fetchrows(self, sql: str, params: Params | None = None) -> Rows:
+        return await self._call(self._sync_fetchrows, sql, {} if params is None else params)
 
     async def fetchone(self, sql: str, params: Params | None = None) -> Row | None:
         return await self._call(self._sync_fetchone, sql, {} if params is None else params)

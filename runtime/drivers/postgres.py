@@ -31,6 +31,7 @@ from runtime.drivers.base import (
     Connection,
     Params,
     Row,
+    Rows,
     database_error,
     first_line,
     import_driver,
@@ -150,12 +151,24 @@ class PostgresConnection(Connection):
         super().__init__(url, DIALECTS["postgres"])
         self._pg = pg
         import psycopg
+        from psycopg.rows import tuple_row
 
         self._driver_error = psycopg.Error
+        self._tuple_row = tuple_row
 
     # ------------------------------------------------------------ statements
-    # Each method repeats the same small try/except instead of sharing a wrapper: this is the
-    # hot path the benchmark measures against bare psycopg, and a wrapper costs an extra await.
+    # Each method has its own small try/except instead of sharing a wrapper: this is the hot
+    # path the benchmark measures against bare psycopg, and a wrapper costs an extra await.
+
+    def _translated(self, exc: Exception) -> Exception | None:
+        """What a statement's failure raises instead (``from`` the driver's): ConnectionLost
+        when the connection is gone, a DatabaseError for the server's refusal; None: the
+        failure itself, as it is."""
+        if self._closed or self._is_lost(exc):
+            return self._lost(exc)
+        if isinstance(exc, self._driver_error):
+            return database_error(exc, deadlock=_is_conflict(exc))
+        return None
 
     async def execute(self, sql: str, params: Params | None = None) -> int:
         if self._closed:
@@ -163,11 +176,9 @@ class PostgresConnection(Connection):
         try:
             cur = await self._pg.execute(sql, {} if params is None else params)
         except Exception as exc:
-            if self._closed or self._is_lost(exc):
-                raise self._lost(exc) from exc
-            if isinstance(exc, self._driver_error):
-                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
-            raise
+            if (translated := self._translated(exc)) is None:
+                raise
+            raise translated from exc
         return cur.rowcount
 
     async def fetchall(self, sql: str, params: Params | None = None) -> list[Row]:
@@ -179,11 +190,23 @@ class PostgresConnection(Connection):
                 return []
             return await cur.fetchall()
         except Exception as exc:
-            if self._closed or self._is_lost(exc):
-                raise self._lost(exc) from exc
-            if isinstance(exc, self._driver_error):
-                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
-            raise
+            if (translated := self._translated(exc)) is None:
+                raise
+            raise translated from exc
+
+    async def fetchrows(self, sql: str, params: Params | None = None) -> Rows:
+        if self._closed:
+            self._check_open()
+        try:
+            cur = self._pg.cursor(row_factory=self._tuple_row)
+            await cur.execute(sql, {} if params is None else params)
+            if cur.description is None:
+                return (), []
+            return tuple(c.name for c in cur.description), await cur.fetchall()
+        except Exception as exc:
+            if (translated := self._translated(exc)) is None:
+                raise
+            raise translated from exc
 
     async def fetchone(self, sql: str, params: Params | None = None) -> Row | None:
         if self._closed:
@@ -194,11 +217,9 @@ class PostgresConnection(Connection):
                 return None
             return await cur.fetchone()
         except Exception as exc:
-            if self._closed or self._is_lost(exc):
-                raise self._lost(exc) from exc
-            if isinstance(exc, self._driver_error):
-                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
-            raise
+            if (translated := self._translated(exc)) is None:
+                raise
+            raise translated from exc
 
     async def executemany(self, sql: str, seq_of_params: Sequence[Params]) -> None:
         self._check_open()
@@ -207,11 +228,9 @@ class PostgresConnection(Connection):
             async with self._pg.cursor() as cur:
                 await cur.executemany(sql, seq_of_params)
         except Exception as exc:
-            if self._closed or self._is_lost(exc):
-                raise self._lost(exc) from exc
-            if isinstance(exc, self._driver_error):
-                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
-            raise
+            if (translated := self._translated(exc)) is None:
+                raise
+            raise translated from exc
 
     # ---------------------------------------------------------- transactions
 
@@ -266,11 +285,9 @@ class PostgresConnection(Connection):
             # slots in psycopg's prepared-statement cache.
             await self._pg.execute(sql, prepare=False)
         except Exception as exc:
-            if self._closed or self._is_lost(exc):
-                raise self._lost(exc) from exc
-            if isinstance(exc, self._driver_error):
-                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
-            raise
+            if (translated := self._translated(exc)) is None:
+                raise
+            raise translated from exc
 
     def _after_cancel(self) -> None:
         # psycopg answers a cancelled await by cancelling the statement on the server and

@@ -29,6 +29,7 @@ from runtime.drivers.base import (
     Connection,
     Params,
     Row,
+    Rows,
     database_error,
     first_line,
     import_driver,
@@ -75,6 +76,16 @@ def _run_fetchall(raw: sqlite3.Connection, sql: str, params: Params) -> list[Row
             return []
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    finally:
+        cur.close()
+
+
+def _run_fetchrows(raw: sqlite3.Connection, sql: str, params: Params) -> Rows:
+    cur = raw.execute(sql, params)
+    try:
+        if cur.description is None:
+            return (), []
+        return tuple(d[0] for d in cur.description), cur.fetchall()
     finally:
         cur.close()
 
@@ -198,6 +209,9 @@ class SQLiteConnection(Connection):
 
     async def fetchall(self, sql: str, params: Params | None = None) -> list[Row]:
         return await self._write(_run_fetchall, sql, {} if params is None else params)
+
+    async def fetchrows(self, sql: str, params: Params | None = None) -> Rows:
+        return await self._write(_run_fetchrows, sql, {} if params is None else params)
 
     async def fetchone(self, sql: str, params: Params | None = None) -> Row | None:
         return await self._write(_run_fetchone, sql, {} if params is None else params)

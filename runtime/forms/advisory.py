@@ -222,7 +222,7 @@ class AdvisoryForm(Form):
             try:
                 step = self.settle_step(decision)
                 if step is not None:
-                    await self.run(conn, step, decision.params)
+                    await self.run(conn, step, self.bound(d, decision))
             except BaseException:
                 if in_tx and not conn.closed:
                     await conn.rollback()

@@ -13,17 +13,18 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 from runtime.backoff import Backoff, Outage
-from runtime.contract.errors import LeaseLost
+from runtime.contract.errors import LeaseLost, PayloadError
 from runtime.contract.file_steps import QueueSteps, present
 from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.counts import Counts
 from runtime.delivery import Batch, Delivery, message_of
-from runtime.drivers.base import Connection
+from runtime.drivers.base import Connection, Rows
 from runtime.loaded import LoadedQueue
-from runtime.params import ClaimParams, ManyParams
-from runtime.settle import Decision
-from runtime.steps import StepResult, run_step
+from runtime.params import ClaimParams, ManyParams, SettleParams
+from runtime.payloads import decode_payload
+from runtime.settle import Decision, params_of
+from runtime.steps import StepResult, run_rows, run_step
 
 #: the largest group the next claim finishes (``Form.defer``). Measured on PostgreSQL with
 #: four workers (bench/README.md): finishing a group of 10 in the next advisory claim drains
@@ -88,6 +89,10 @@ class Form:
     async def run(self, conn: Connection, step: Step, params: Mapping[str, Any]) -> StepResult:
         return await run_step(conn, step, params)
 
+    async def rows(self, conn: Connection, step: Step, params: Mapping[str, Any]) -> Rows:
+        """The rows ``step`` returns, as tuples with their column names (``run_rows``)."""
+        return await run_rows(conn, step, params)
+
     def settle_step(self, decision: Decision) -> Step | None:
         """The statement a decision runs (None: none, e.g. a row-lock retry without an
         attempt column)."""
@@ -102,17 +107,56 @@ class Form:
             "lease_s": self.queue.lease_s,
         }
 
-    @staticmethod
-    def delivery(row: dict[str, Any], token: Any = None) -> Delivery:
-        """A claimed row as a delivery; its payload stays the stored text, decoded by the
-        consumer just before the handler (a payload that cannot be decoded never fails the
-        claim, and with it the batch)."""
-        attempt = row.get("attempt")
-        return Delivery(
-            message_of(row["id"], row["payload"], row.get("group")),
-            None if attempt is None else int(attempt),
-            token,
+    def delivery(self, row: Mapping[str, Any], token: Any = None) -> Delivery:
+        """A claimed row as a delivery, its payload decoded (once, here): a stored payload the
+        decoder refuses never fails the claim, and with it the batch; its delivery keeps the
+        stored text and why (``undecodable``), and is never handled."""
+        return self._delivery(
+            row["id"], row["payload"], row.get("attempt"), row.get("group"), token
         )
+
+    def deliveries(self, rows: Rows, tokens: bool = False) -> Batch:
+        """A claim's rows (``run_rows``: column names, tuples) as its batch of deliveries;
+        ``tokens``: each row's ``token`` column is its delivery's token (lease)."""
+        names, values = rows
+        if not values:
+            return Batch()
+        where = {name: i for i, name in enumerate(names)}
+        i_id, i_payload = where["id"], where["payload"]
+        i_attempt, i_group = where.get("attempt"), where.get("group")
+        i_token = where["token"] if tokens else None
+        make = self._delivery
+        return Batch(
+            [
+                make(
+                    row[i_id],
+                    row[i_payload],
+                    None if i_attempt is None else row[i_attempt],
+                    None if i_group is None else row[i_group],
+                    None if i_token is None else row[i_token],
+                )
+                for row in values
+            ]
+        )
+
+    def _delivery(
+        self, row_id: int, stored: Any, attempt: Any, group: str | None, token: Any
+    ) -> Delivery:
+        queue = self.queue
+        try:
+            payload, problem = decode_payload(stored, queue.decoder, queue.codec), None
+        except PayloadError as exc:
+            payload, problem = stored, exc
+        d = Delivery(
+            message_of(row_id, payload, group), None if attempt is None else int(attempt), token
+        )
+        if problem is not None:
+            d.undecodable = problem
+        return d
+
+    def bound(self, d: Delivery, decision: Decision) -> SettleParams:
+        """What ``decision``'s statement binds for ``d`` (``runtime.settle.params_of``)."""
+        return params_of(self.queue, d, decision)
 
     def many_parts(
         self, items: list[tuple[Delivery, Decision]]
@@ -123,18 +167,31 @@ class Form:
         a move into a dead table have no ``_many``). Each item keeps its index in ``items``.
         With a last_error column, only deliveries of the same error text share a statement:
         a broken deploy's identical errors still settle as one."""
-        many: dict[tuple[str, Any, Any], list[tuple[int, Delivery, Decision]]] = {}
-        alone: list[tuple[Step | None, list[tuple[int, Delivery, Decision]]]] = []
         unique = len({d.message.id for d, _ in items}) == len(items)  # one statement cannot
         # tell two tokens of a row apart
         many_of = self.steps.many
+        first = items[0][1] if items else None
+        shared = first.step if first is not None and first.params is None else None
+        if (
+            unique
+            and shared is not None  # the consumer's plain ack, one Decision: one part of all
+            and shared in many_of
+            and all(decision is first for _, decision in items)
+        ):
+            return [(many_of[shared], [(i, d, decision) for i, (d, decision) in enumerate(items)])]
+        many: dict[tuple[str, Any, Any], list[tuple[int, Delivery, Decision]]] = {}
+        alone: list[tuple[Step | None, list[tuple[int, Delivery, Decision]]]] = []
         last_key: tuple[str, Any, Any] | None = None
         last: list[tuple[int, Delivery, Decision]] = []
         for i, (d, decision) in enumerate(items):
             name = decision.step
             if unique and name is not None and name in many_of:
                 params = decision.params
-                key = (name, params["delay_s"], params["error"])
+                key = (
+                    (name, None, None)
+                    if params is None
+                    else (name, params["delay_s"], params["error"])
+                )
                 if key != last_key:  # most items share the one before's key: no look-up
                     last_key, last = key, many.setdefault(key, [])
                 last.append((i, d, decision))
@@ -145,10 +202,10 @@ class Form:
     def many_params(self, part: list[tuple[int, Delivery, Decision]]) -> ManyParams:
         """What a ``_many`` statement binds besides its rows: the part's delay and error, the
         dead group."""
-        params = part[0][2].params
+        params = part[0][2].params  # None: the plain ack, no delay and no error
         return {
-            "delay_s": params["delay_s"],
-            "error": params["error"],
+            "delay_s": None if params is None else params["delay_s"],
+            "error": None if params is None else params["error"],
             "dead_group": self.queue.dead_group,
         }
 
@@ -174,10 +231,10 @@ class Form:
                 params["ids"] = json.dumps([d.message.id for _, d, _ in part])
                 await self.run(conn, step, params)
                 continue
-            ((_, _, decision),) = part
+            ((_, d, decision),) = part
             one = self.settle_step(decision)
             if one is not None:
-                await self.run(conn, one, decision.params)
+                await self.run(conn, one, self.bound(d, decision))
 
     #: progress is written on a connection of its own, not the worker's (lease: the worker's
     #: may hold the handler's transaction, and the row lock with it)

@@ -44,8 +44,8 @@ class LeaseForm(Form):
         return not self.transactional
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
-        result = await self.run(conn, self.steps.claim, self.claim_params(limit, group))
-        return Batch([self.delivery(row, token=row["token"]) for row in result.rows])
+        rows = await self.rows(conn, self.steps.claim, self.claim_params(limit, group))
+        return self.deliveries(rows, tokens=True)
 
     def _lost(self, d: Delivery, what: str) -> LeaseLost:
         d.lost = True
@@ -57,7 +57,7 @@ class LeaseForm(Form):
     async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         async with d.lock:
             d.settled = True  # no extension after this point
-            params = {**decision.params, "token": d.token}
+            params = {**self.bound(d, decision), "token": d.token}
             in_tx = self.transactional and conn.in_transaction
             if in_tx and not decision.commits_handler_writes:
                 await conn.rollback()
@@ -118,7 +118,7 @@ class LeaseForm(Form):
         """Run one part's statement; per item index, whether its row was still held."""
         if step is None:
             ((i, d, decision),) = part
-            params = {**decision.params, "token": d.token}
+            params = {**self.bound(d, decision), "token": d.token}
             result = await self.run(conn, self._settle_step(decision), params)
             return {i: bool(result.rowcount)}
         many = self.many_params(part)

@@ -60,13 +60,13 @@ class RowLockForm(Form):
             step = self.steps.claim
         await conn.begin(immediate=True)
         try:
-            result = await self.run(conn, step, params)
+            rows = await self.rows(conn, step, params)
         except BaseException:
             await self.abort_batch(conn)
             raise
-        if not result.rows:
+        if not rows[1]:
             await conn.rollback()
-        return Batch([self.delivery(row) for row in result.rows])
+        return self.deliveries(rows)
 
     async def begin_handler(self, conn: Connection, d: Delivery) -> None:
         if self.transactional:  # the handler writes inside the claim's transaction
@@ -79,7 +79,7 @@ class RowLockForm(Form):
             await conn.release_savepoint(_SAVEPOINT)
         step = self.settle_step(decision)
         if step is not None:
-            await self.run(conn, step, decision.params)
+            await self.run(conn, step, self.bound(d, decision))
         d.settled = True
 
     async def settle_group(

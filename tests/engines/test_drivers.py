@@ -150,6 +150,27 @@ def test_round_trip_with_named_params(engine: Engine) -> None:
     run(go())
 
 
+def test_fetchrows_gives_the_rows_as_tuples_with_their_column_names(engine: Engine) -> None:
+    """What a claim reads its batch with: the same rows as fetchall, in the same order, as
+    tuples in the order of the names; a statement that returns nothing gives no names."""
+
+    async def go() -> None:
+        async with table(engine) as (conn, t):
+            ins = insert_sql(engine, t)
+            await conn.execute(ins, {"id": 1, "name": "alpha", "n": 10})
+            await conn.execute(ins, {"id": 2, "name": "βeta 🎉", "n": 20})
+            sql = f"SELECT n, id, name FROM {t} WHERE n > {ph(engine, 'n')} ORDER BY id"
+            names, rows = await conn.fetchrows(sql, {"n": 0})
+            assert names == ("n", "id", "name")
+            assert rows == [(10, 1, "alpha"), (20, 2, "βeta 🎉")]
+            as_dicts = await conn.fetchall(sql, {"n": 0})
+            assert [dict(zip(names, row, strict=True)) for row in rows] == as_dicts
+            assert await conn.fetchrows(f"SELECT id FROM {t} WHERE id = 99") == (("id",), [])
+            assert await conn.fetchrows(f"UPDATE {t} SET n = n + 1 WHERE id = 1") == ((), [])
+
+    run(go())
+
+
 def test_rowcount_counts_matched_rows(engine: Engine) -> None:
     async def go() -> None:
         async with table(engine) as (conn, t):

@@ -447,7 +447,7 @@ class QueueMachine(RuleBasedStateMachine):
         """The runtime claimed the rows the model says, with the same attempt, payload, group."""
 
         runtime = sorted(
-            (d.message.id, decode_payload(d.message.payload), d.message.group, d.attempt)
+            (d.message.id, d.message.payload, d.message.group, d.attempt)  # decoded at the claim
             for d in got
         )
         model = sorted((d.id, d.payload, d.group, d.attempt) for d in expected)

@@ -12,7 +12,6 @@ from support.queues import make_queue
 import runtime
 from runtime.completer import WindowedCompleter
 from runtime.forms import form_for
-from runtime.payloads import decode_payload
 from runtime.settle import dead_letter_now, decide
 
 FORMS = ["row_lock", "lease", "advisory"]
@@ -248,7 +247,7 @@ def test_advisory_failed_statement_still_unlocks_and_the_row_returns(engine):
             async with await runtime.connect(qt.url) as other:
                 (again,) = await form.claim(other, 1, None)
                 assert again.attempt == 2  # unlocked; the row as it was
-                assert decode_payload(again.message.payload) == {"n": 1}
+                assert again.message.payload == {"n": 1}
                 await form.settle(other, again, decide(qt.queue, again, runtime.retry()))
         finally:
             await qt.drop()
@@ -430,13 +429,13 @@ def test_advisory_claim_skips_held_keys_and_unlocks_what_it_does_not_keep(engine
             ):
                 first = await form.claim(a, 2, None)  # looks at 6 rows, keeps the first 2
                 second = await form.claim(b, 2, None)  # the next 2 free ones
-                assert [decode_payload(d.message.payload)["n"] for d in first] == [0, 1]
-                assert [decode_payload(d.message.payload)["n"] for d in second] == [2, 3]
+                assert [d.message.payload["n"] for d in first] == [0, 1]
+                assert [d.message.payload["n"] for d in second] == [2, 3]
                 for d in first:
                     await form.settle(a, d, decide(qt.queue, d, runtime.ack()))
                 # the keys a's claim did not keep were unlocked at once: c takes rows 4 and 5
                 third = await form.claim(c, 5, None)
-                assert [decode_payload(d.message.payload)["n"] for d in third] == [4, 5]
+                assert [d.message.payload["n"] for d in third] == [4, 5]
                 for d in [*second, *third]:
                     await form.settle(
                         b if d in second else c, d, decide(qt.queue, d, runtime.ack())
@@ -646,7 +645,7 @@ def test_a_row_lock_settlement_never_waits_for_another_consumers_open_batch(engi
                 first = await form.claim(a, 3, None)  # a's batch holds rows 1-3
                 await qt.enqueue({"n": 4})
                 (fourth,) = await form.claim(b, 1, None)  # b's batch, open, holds row 4
-                assert decode_payload(fourth.message.payload) == {"n": 4}
+                assert fourth.message.payload == {"n": 4}
                 for d in first:  # a settles while b's batch is still open: no lock wait
                     await asyncio.wait_for(
                         form.settle(a, d, decide(qt.queue, d, runtime.ack())), 10

@@ -27,7 +27,6 @@ from qgen.cli import main
 from qgen.declaration import DeclarationError, load_declaration
 from runtime.contract.schedule_slots import Schedule, due, parse_schedule, plan, slot_text
 from runtime.forms import form_for
-from runtime.payloads import decode_payload
 from runtime.schedules import (
     Scheduler,
     _ready_states,
@@ -275,7 +274,7 @@ def test_racing_schedulers_fire_each_slot_once(engine: Any, form: str) -> None:
             async with await runtime.connect(qt.url) as db:
                 claimed = await form_for(queue).claim(db, 100, queue.default_group)
                 assert len(claimed) == min(len(want), 100)
-                payloads = {json.dumps(decode_payload(d.message.payload)) for d in claimed}
+                payloads = {json.dumps(d.message.payload) for d in claimed}
                 assert payloads == {'{"job": "tick"}'}
                 await db.rollback()
         finally:
