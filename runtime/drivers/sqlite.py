@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 30_000
+#: how long a close whose caller was cancelled is still waited for (aiosqlite's thread ends)
+CLOSE_WAIT_S = 5.0
 _PRAGMAS = (
     # busy_timeout first: switching to WAL needs a moment of exclusive access.
     f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}",
@@ -312,10 +314,17 @@ class SQLiteConnection(Connection):
         # aiosqlite's close() must run once: two of them each queue a stop for its worker
         # thread, and the second waits forever for a thread that has already exited. Every
         # caller awaits the same task; shielded, so a cancelled caller does not stop it midway.
+        # A caller cancelled while it waits still waits for the close to end (once more, at
+        # most 5 s) before the cancellation goes on: a close left running past the event
+        # loop's end leaves aiosqlite's thread reporting to a closed loop.
         if self._close_task is None:
             self._close_task = asyncio.ensure_future(self._close_db())
-        with contextlib.suppress(Exception):
+        try:
             await asyncio.shield(self._close_task)
+        except asyncio.CancelledError:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(self._close_task), CLOSE_WAIT_S)
+            raise
 
     async def _close_db(self) -> None:
         # Never raises, so a task nobody awaits leaves no "exception never retrieved" behind.
