@@ -283,3 +283,47 @@ def test_a_worker_cancelled_before_its_next_claim_still_finishes_the_acks_that_w
             await qt.drop()
 
     run(go())
+
+
+def test_advisory_acks_a_claim_finished_stand_when_its_new_batch_cannot_be_taken_up(
+    tmp_path: Path, caplog: Any
+) -> None:
+    """The claim that finished the last batch committed, then taking up its new batch failed
+    (an unlock the server refused): the acks stand and count, the connection is dropped, and
+    the rows the claim took return with its keys, for another connection to claim."""
+
+    async def go() -> None:
+        qt = await make_queue(engine_for("postgres", tmp_path), "advisory", columns=COLUMNS)
+        form = form_for(qt.queue)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(6)))
+            conn = await runtime.connect(qt.url)
+            try:
+                first = await form.claim(conn, 3, None)
+                items = acks(qt, first)
+                assert form.defer(items)
+
+                async def refused(c: runtime.Connection, listed: Any) -> Any:
+                    # a statement the server refuses, where the take-up unlocks keys
+                    await c.execute("SELECT pg_advisory_unlock_all(1)")
+
+                form._batch_of = refused  # type: ignore[method-assign]
+                batch, met = await form.claim_settling(conn, 3, None, items)
+                assert met == [None, None, None]  # committed: they count as acked
+                assert list(batch) == [] and conn.closed
+            finally:
+                await conn.close()
+            assert await ids_in_table(qt) == ids[3:]
+            assert "could not be taken up" in caplog.text
+            async with await runtime.connect(qt.url) as other:
+                again = form_for(qt.queue)
+                for _ in range(100):  # the dropped session's keys go once its server ends
+                    taken = await again.claim(other, 3, None)
+                    if taken:
+                        break
+                    await asyncio.sleep(0.05)
+                assert [d.message.id for d in taken] == ids[3:]
+        finally:
+            await qt.drop()
+
+    run(go())
