@@ -13,7 +13,7 @@ from runtime.contract.file_steps import present
 from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
-from runtime.drivers.base import Connection, atomic
+from runtime.drivers.base import Connection, Rows, atomic
 from runtime.forms.base import ClaimSettled, Form
 from runtime.process_keys import release_key, take_key
 from runtime.settle import Decision
@@ -60,11 +60,13 @@ class AdvisoryForm(Form):
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
         if self._take_step is None:
             return await self._claim_taking(conn, limit, group)
-        listed = (await self.run(conn, self.steps.claim, self.claim_params(limit, group))).rows
+        names, listed = await self.rows(conn, self.steps.claim, self.claim_params(limit, group))
+        i_id = names.index("id") if listed else 0
         if self.queue.dialect.server_advisory:
-            held = sorted(row["id"] for row in listed if row["held"])
+            i_held = names.index("held") if listed else 0
+            held = sorted(row[i_id] for row in listed if row[i_held])
         else:
-            held = self._lock_in_process([row["id"] for row in listed], limit)
+            held = self._lock_in_process([row[i_id] for row in listed], limit)
         if not held:  # nothing ready, or every ready row's key is another worker's
             return Batch(contended=bool(listed))
         self._held.setdefault(conn, set()).update(held)
@@ -81,7 +83,7 @@ class AdvisoryForm(Form):
 
     async def _listing(
         self, conn: Connection, limit: int, group: str | None, finished: list[int] | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> Rows:
         """The rows of a claim that takes (committed when it returns), releasing first the
         keys of the rows this connection's last batch finished (their settlements committed
         before). ``finished``: rows whose keys this connection holds, finished first in the
@@ -94,7 +96,7 @@ class AdvisoryForm(Form):
             step = present(self._ack_claim, self.queue.rendered, "ack_claim")
             params["ids"] = json.dumps(finished)
         try:
-            listed = (await self.run(conn, step, params)).rows
+            listed = await self.rows(conn, step, params)
         except BaseException:
             with contextlib.suppress(Exception):  # released or not: unlocked either way
                 await self.unlock(conn, released)
@@ -104,24 +106,26 @@ class AdvisoryForm(Form):
             self._release.setdefault(conn, []).extend(finished)
         return listed
 
-    async def _batch_of(self, conn: Connection, listed: list[dict[str, Any]]) -> Batch:
+    async def _batch_of(self, conn: Connection, listed: Rows) -> Batch:
         """A claim's rows as its batch: one per key it kept (``taken``: still claimable,
         counted), or the first candidate alone when it kept none (``held`` 0: other workers
         hold the ready rows). The kept keys whose rows were settled since the listing are
         unlocked."""
-        held = [row for row in listed if row["held"]]
+        names, rows = listed
+        if not rows:
+            return Batch()
+        i_id, i_held, i_taken = names.index("id"), names.index("held"), names.index("taken")
+        held = [row for row in rows if row[i_held]]
         if not held:
-            return Batch(contended=bool(listed))
-        self._held.setdefault(conn, set()).update(row["id"] for row in held)
-        taken = [row for row in held if row["taken"]]
-        return Batch(await self._delivered(conn, taken, [row["id"] for row in held]))
+            return Batch(contended=True)
+        self._held.setdefault(conn, set()).update(row[i_id] for row in held)
+        taken = [row for row in held if row[i_taken]]
+        return Batch(await self._delivered(conn, (names, taken), [row[i_id] for row in held]))
 
-    async def _delivered(
-        self, conn: Connection, rows: list[dict[str, Any]], held: list[int]
-    ) -> list[Delivery]:
+    async def _delivered(self, conn: Connection, rows: Rows, held: list[int]) -> list[Delivery]:
         """The rows taken under keys ``conn`` holds, as deliveries in id order; the held keys
         whose rows were not taken (settled since the listing) are unlocked."""
-        taken = [self.delivery(row) for row in rows]
+        taken = self.deliveries(rows)
         for d in taken:
             d.conn = conn
         found = {d.message.id for d in taken}
@@ -175,8 +179,7 @@ class AdvisoryForm(Form):
         assert self._take_step is not None  # the file has a take (claim() checked)
         params = self.claim_params(len(held), group)
         params["ids"] = json.dumps(held)
-        rows = (await self.run(conn, self._take_step, params)).rows
-        return await self._delivered(conn, rows, held)
+        return await self._delivered(conn, await self.rows(conn, self._take_step, params), held)
 
     def _lock_in_process(self, ids: list[int], limit: int) -> list[int]:
         held: list[int] = []

@@ -107,17 +107,13 @@ class Form:
             "lease_s": self.queue.lease_s,
         }
 
-    def delivery(self, row: Mapping[str, Any], token: Any = None) -> Delivery:
-        """A claimed row as a delivery, its payload decoded (once, here): a stored payload the
-        decoder refuses never fails the claim, and with it the batch; its delivery keeps the
-        stored text and why (``undecodable``), and is never handled."""
-        return self._delivery(
-            row["id"], row["payload"], row.get("attempt"), row.get("group"), token
-        )
-
     def deliveries(self, rows: Rows, tokens: bool = False) -> Batch:
         """A claim's rows (``run_rows``: column names, tuples) as its batch of deliveries;
-        ``tokens``: each row's ``token`` column is its delivery's token (lease)."""
+        ``tokens``: each row's ``token`` column is its delivery's token (lease).
+
+        Each payload is decoded here, once: a stored payload the decoder refuses never fails
+        the claim, and with it the batch; its delivery keeps the stored text and why
+        (``undecodable``), and is never handled."""
         names, values = rows
         if not values:
             return Batch()

@@ -123,8 +123,9 @@ class LeaseForm(Form):
             return {i: bool(result.rowcount)}
         many = self.many_params(part)
         many["pairs"] = json.dumps([[d.message.id, d.token] for _, d, _ in part], default=str)
-        result = await self.run(conn, step, many)
-        touched = {row["id"] for row in result.rows}
+        names, rows = await self.rows(conn, step, many)
+        i_id = names.index("id") if rows else 0
+        touched = {row[i_id] for row in rows}
         return {i: d.message.id in touched for i, d, _ in part}
 
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
