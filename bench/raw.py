@@ -39,6 +39,8 @@ from bench.counting import Tally
 from runtime.contract.rendered import Kind, Statement, Step
 from runtime.forms.base import DEFER_MAX  # the largest batch the next claim finishes
 
+#: libpq's status of a result of rows (``psycopg.pq.ExecStatus.TUPLES_OK``)
+TUPLES_OK = 2
 #: an advisory claim that found every listed key held waits this long before claiming again
 #: (the runtime's Consumer: poll_interval / 10)
 CONTENDED_SLEEP_S = 0.005
@@ -135,9 +137,13 @@ class _PgDriver:
 
     async def run(self, sql: Statement, params: dict[str, Any] | None) -> Result:
         cur = await self.conn.execute(sql, params)
-        if cur.description is None:
+        # the column names off the result itself, as the runtime's driver reads them:
+        # ``cur.description`` builds a Column object a column at every access
+        res = cur.pgresult
+        if res is None or not (res.nfields or res.status == TUPLES_OK):
             return (), {}, cur.rowcount
-        return await cur.fetchall(), _cols(cur.description), cur.rowcount
+        cols = {(res.fname(i) or b"").decode(): i for i in range(res.nfields)}
+        return await cur.fetchall(), cols, cur.rowcount
 
     async def close(self) -> None:
         await self.conn.close()

@@ -144,6 +144,18 @@ _CONFIG_REFUSALS = re.compile(
 )
 
 
+#: libpq's result statuses of a statement that returned rows (``psycopg.pq.ExecStatus``:
+#: TUPLES_OK, SINGLE_TUPLE, TUPLES_CHUNK)
+_ROW_STATUSES = frozenset({2, 9, 12})
+
+
+def _returns_rows(res: Any) -> bool:
+    """Whether a statement's result is a set of rows (psycopg's ``cursor.description`` is
+    not None), read off the result itself: ``description`` builds a Column object for each
+    column at every access, which a claim's hot path would pay twice a statement."""
+    return res is not None and (res.nfields > 0 or res.status in _ROW_STATUSES)
+
+
 class PostgresConnection(Connection):
     """A psycopg 3 AsyncConnection in autocommit mode with dict rows."""
 
@@ -155,6 +167,8 @@ class PostgresConnection(Connection):
 
         self._driver_error = psycopg.Error
         self._tuple_row = tuple_row
+        #: the client encoding's Python codec, which column names arrive in
+        self._encoding = pg.info.encoding
 
     # ------------------------------------------------------------ statements
     # Each method has its own small try/except instead of sharing a wrapper: this is the hot
@@ -186,7 +200,7 @@ class PostgresConnection(Connection):
             self._check_open()
         try:
             cur = await self._pg.execute(sql, {} if params is None else params)
-            if cur.description is None:
+            if not _returns_rows(cur.pgresult):
                 return []
             return await cur.fetchall()
         except Exception as exc:
@@ -200,9 +214,12 @@ class PostgresConnection(Connection):
         try:
             cur = self._pg.cursor(row_factory=self._tuple_row)
             await cur.execute(sql, {} if params is None else params)
-            if cur.description is None:
+            res = cur.pgresult
+            if res is None or not _returns_rows(res):
                 return (), []
-            return tuple(c.name for c in cur.description), await cur.fetchall()
+            decode = self._encoding
+            names = tuple(bytes(res.fname(i) or b"").decode(decode) for i in range(res.nfields))
+            return names, await cur.fetchall()
         except Exception as exc:
             if (translated := self._translated(exc)) is None:
                 raise
@@ -213,7 +230,7 @@ class PostgresConnection(Connection):
             self._check_open()
         try:
             cur = await self._pg.execute(sql, {} if params is None else params)
-            if cur.description is None:
+            if not _returns_rows(cur.pgresult):
                 return None
             return await cur.fetchone()
         except Exception as exc:

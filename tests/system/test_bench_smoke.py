@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from support.engines import Engine, engine_params
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -48,12 +51,15 @@ def test_a_small_sqlite_bench_prints_its_tables_and_its_targets() -> None:
     assert "failed:" not in out, out
 
 
-def test_the_profile_runs_for_the_runtime_and_for_its_raw_twin() -> None:
+@pytest.mark.parametrize("engine", engine_params("sqlite", "postgres"), indirect=True)
+def test_the_profile_runs_for_the_runtime_and_for_its_raw_twin(engine: Engine) -> None:
     for extra in ((), ("--raw",)):
+        where = () if engine.name == "sqlite" else ("--url", engine.url)
         out = _bench(
             "bench/profile_drain.py",
+            *where,
             "--engine",
-            "sqlite",
+            engine.name,
             "--form",
             "lease",
             "--batch",
@@ -63,6 +69,6 @@ def test_the_profile_runs_for_the_runtime_and_for_its_raw_twin() -> None:
             *extra,
         )
         who = "raw twin" if extra else "runtime"
-        assert out.startswith(f"{who}: sqlite lease batch 10"), out
+        assert out.startswith(f"{who}: {engine.name} lease batch 10"), out
         assert "counts {'ack': 200}" in out, out
         assert "function calls" in out
