@@ -499,7 +499,7 @@ class Consumer(Generic[P]):
         settlement committed).
 
         The consumer's hot path, once per message: the payload was decoded when the row was
-        claimed (``Form.delivery``), the handler's call is timed with one clock reading each
+        claimed (``Form.deliveries``), the handler's call is timed with one clock reading each
         side, and a plain ack settles by the one Decision the consumer keeps for it."""
         queue, form = self.queue, self.form
         transactional = form.transactional

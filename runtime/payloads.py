@@ -223,7 +223,14 @@ def decode_payload(value: Any, decoder: Decoder | None = None, model: Codec | No
             "(is the payload column JSON or text?)"
         )
     if model is not None:
-        return model.decode(value)
+        try:
+            return model.decode(value)
+        except PayloadError:
+            raise
+        except Exception as exc:  # the model's own check (a __post_init__, a validator) refused it
+            raise PayloadError(
+                f"the stored payload does not decode into the model ({type(exc).__name__}: {exc})"
+            ) from exc
     try:
         return json.loads(value, object_hook=decoder)
     except PayloadError:

@@ -322,7 +322,9 @@ class SQLiteConnection(Connection):
         try:
             await asyncio.shield(self._close_task)
         except asyncio.CancelledError:
-            with contextlib.suppress(BaseException):
+            with contextlib.suppress(
+                Exception, asyncio.CancelledError
+            ):  # timed out, cancelled again
                 await asyncio.wait_for(asyncio.shield(self._close_task), CLOSE_WAIT_S)
             raise
 

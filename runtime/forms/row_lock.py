@@ -61,12 +61,12 @@ class RowLockForm(Form):
         await conn.begin(immediate=True)
         try:
             rows = await self.rows(conn, step, params)
+            if not rows[1]:
+                await conn.rollback()
+            return self.deliveries(rows)
         except BaseException:
             await self.abort_batch(conn)
             raise
-        if not rows[1]:
-            await conn.rollback()
-        return self.deliveries(rows)
 
     async def begin_handler(self, conn: Connection, d: Delivery) -> None:
         if self.transactional:  # the handler writes inside the claim's transaction

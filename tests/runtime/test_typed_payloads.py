@@ -206,6 +206,41 @@ def test_a_row_that_does_not_decode_into_the_model_goes_to_the_dead_letter(
     run(go())
 
 
+@dataclass
+class Checked:
+    """A model whose own check refuses a value its fields' types allow."""
+
+    qty: int
+
+    def __post_init__(self) -> None:
+        if self.qty < 0:
+            raise ValueError(f"qty must not be negative, not {self.qty}")
+
+
+@pytest.mark.parametrize("form", ["row_lock", "lease", "advisory"])
+def test_a_row_the_models_own_check_refuses_goes_to_the_dead_letter_and_the_claim_stands(
+    engine: Engine, form: str
+) -> None:
+    """The payload is decoded as the batch is claimed: a ValueError from the model's own
+    __post_init__ is that row's undecodable payload, not a failed claim, so the rest of the
+    batch is handled and the row is moved unhandled."""
+
+    async def go() -> None:
+        qt = await make_queue(engine, form, dead="table")
+        try:
+            await qt.enqueue({"qty": 1}, {"qty": -5}, {"qty": 3})  # -5: written without it
+            got, counts = await drain(qt, Queue(qt.queue.rendered, model=Checked))
+            assert got == [Checked(1), Checked(3)]
+            assert counts == {"ack": 2, "undecodable": 1, "dead_letter": 1}
+            (dead,) = await qt.dead_rows()
+            assert dead["payload"] == {"qty": -5}
+            assert await drain(qt, Queue(qt.queue.rendered, model=Checked)) == ([], {})
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 def test_the_outbox_checks_and_decodes_the_model(engine: Engine, tmp_path: Path) -> None:
     with make(engine, tmp_path) as plain:
         outbox = runtime.outbox.Outbox(plain.rendered, model=DOrder)
