@@ -222,7 +222,7 @@ class QueueMachine(RuleBasedStateMachine):
         tables = self.run(self.session.queue_tables(shape, renamed))
         self.queue = tables.queue
         self.dead_table = tables.dead_table
-        self.side = self.session.side
+        self.sides = self.session.sides
         self.form = form_for(
             self.queue, transactional=transactional, keyspace=self.session.engine.url
         )
@@ -465,7 +465,7 @@ class QueueMachine(RuleBasedStateMachine):
         await self.form.begin_handler(conn, h.runtime)
         if self.transactional:
             await conn.execute(
-                f"INSERT INTO {self.q(self.side)} (delivery, msg_id) "
+                f"INSERT INTO {self.q(self.sides[h.model.worker])} (delivery, msg_id) "
                 f"VALUES ({self.p('delivery')}, {self.p('msg_id')})",
                 {"delivery": h.model.number, "msg_id": h.model.id},
             )
@@ -577,8 +577,12 @@ class QueueMachine(RuleBasedStateMachine):
         dead: list[tuple] = []
         if self.dead_table is not None:
             dead, _ = await self._read_table(self.dead_table)
-        side = await db.fetchall(f"SELECT delivery FROM {self.q(self.side)} ORDER BY delivery")
-        return rows, dead, [int(r["delivery"]) for r in side], tokens
+        side = [
+            int(r["delivery"])
+            for table in self.sides
+            for r in await db.fetchall(f"SELECT delivery FROM {self.q(table)}")
+        ]
+        return rows, dead, sorted(side), tokens
 
     async def _read_table(self, table: str) -> tuple[list[tuple], dict[int, Any]]:
         cols = self.queue.columns

@@ -62,7 +62,11 @@ class Session:
         self.quote_ident = DIALECTS[self.dialect].quote_ident
         self.loop = asyncio.new_event_loop()
         self.conns: dict[str, Connection] = {}
-        self.side = unique_table("mqs")  # the handler's writes (transactional mode)
+        #: the handler's writes (transactional mode), a table for each worker: on InnoDB a
+        #: write the handler rolled back keeps its lock until the batch ends, and purge can
+        #: pass it on to the next row as a gap lock, so the other worker's insert into one
+        #: shared table could wait on a batch this single-threaded machine has not ended yet
+        self.sides = (unique_table("mqs"), unique_table("mqs"))
         self._tables: dict[tuple[Shape, bool], QueueTables] = {}
         self._created: list[str] = []
 
@@ -97,16 +101,18 @@ class Session:
             self._created += [pause_table] if pause_table else []
             for sql in queue.rendered.require("schema"):
                 await db.execute(sql)
-            if self.side not in self._created:
-                self._created.append(self.side)
-                await db.execute(
-                    f"CREATE TABLE {self.quote_ident(self.side)} "
-                    "(delivery INTEGER PRIMARY KEY, msg_id BIGINT)"
-                )
+            for side in self.sides:
+                if side not in self._created:
+                    self._created.append(side)
+                    await db.execute(
+                        f"CREATE TABLE {self.quote_ident(side)} "
+                        "(delivery INTEGER PRIMARY KEY, msg_id BIGINT)"
+                    )
             self._tables[key] = found
         else:
             await self._empty(db, found)
-        await db.execute(f"DELETE FROM {self.quote_ident(self.side)}")
+        for side in self.sides:
+            await db.execute(f"DELETE FROM {self.quote_ident(side)}")
         return found
 
     async def _empty(self, db: Connection, t: QueueTables) -> None:
