@@ -34,10 +34,8 @@ from runtime.handler import Handler, Invocation, is_async
 from runtime.loop import ConsumerSettings, Listener, Run, WorkerLoop
 from runtime.metrics import Metrics, fields
 from runtime.outcomes import (
-    PLAIN_ACK,
     Immediate,
     Outcome,
-    OutcomeKind,
     RetryPolicy,
     default_retry_policy,
     retry,
@@ -249,12 +247,6 @@ class Consumer(Generic[P]):
         self._scheduler = Scheduler(self.open, [queue]) if schedules else None
         #: writes ctx.progress() values (the lease form on a connection of its own)
         self._progress = ProgressWriter(self.form, self._connect)
-        #: the plain ack's decision, one for every delivery it settles (its statement binds
-        #: the delivery's own values: ``runtime.settle.params_of``)
-        ack_step = OutcomeKind.ACK.value
-        self._acked = Decision(
-            ack_step, ack_step if ack_step in queue.steps.settle else None, None, True
-        )
 
     def _invocation(self) -> Invocation:
         """How the handler is called (its timeout; a KeyboardInterrupt stops the consumer)."""
@@ -500,7 +492,7 @@ class Consumer(Generic[P]):
 
         The consumer's hot path, once per message: the payload was decoded when the row was
         claimed (``Form.deliveries``), the handler's call is timed with one clock reading each
-        side, and a plain ack settles by the one Decision the consumer keeps for it."""
+        side, and a plain ack settles by the one Decision every plain ack shares (``decide``)."""
         queue, form = self.queue, self.form
         transactional = form.transactional
         ctx = Ctx(
@@ -524,9 +516,6 @@ class Consumer(Generic[P]):
             raise
         finally:
             d.handler_s = monotonic() - started
-        if outcome is PLAIN_ACK:  # most deliveries' outcome: nothing to decide
-            d.decision = decision = self._acked
-            return decision
         try:
             decision = self._decide(d, outcome)
         except (UnknownCustomEvent, PayloadError) as exc:

@@ -5,14 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic
+from typing import Any, Generic
 
 from runtime.contract.errors import PayloadError
 from runtime.drivers.base import Connection
 from runtime.payloads import P
-
-if TYPE_CHECKING:
-    from runtime.params import SettleParams
 
 
 @dataclass(frozen=True)
@@ -77,20 +74,26 @@ class Ctx:
         await self._report(self._conn, self._delivery, value)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     """How a delivery settles, once decided (runtime.settle): the step to run (None: no
-    statement, e.g. a row-lock retry without an attempt column) and the label the counts
-    report."""
+    statement, e.g. a row-lock retry without an attempt column), the label the counts
+    report, and what the statement binds besides the delivery's own row.
+
+    It names nothing of a delivery, so one Decision settles every delivery of the same
+    outcome, delay and error (``runtime.settle.decide`` hands out shared ones); the
+    delivery's id, token and attempt are bound beside it (``runtime.settle.params_of``)."""
 
     label: str
     #: a statement name, or ``custom.<name>`` (its step: ``queue.steps.settle[step]``)
     step: str | None
-    #: what its statement binds; None for the consumer's plain ack, one Decision shared by
-    #: every delivery it settles: it binds only its delivery's own values
-    #: (``runtime.settle.params_of``)
-    params: SettleParams | None
     commits_handler_writes: bool
+    #: ``:delay_s``: a retry's delay, in seconds (None: the statement's own)
+    delay_s: float | None = None
+    #: ``:error``: the reason last_error keeps (or a custom event's statement reads)
+    error: str | None = None
+    #: ``:result``: an ack's result, encoded (``ack_result``)
+    result: str | None = None
 
 
 @dataclass(eq=False, slots=True)

@@ -166,15 +166,12 @@ class Form:
         unique = len({d.message.id for d, _ in items}) == len(items)  # one statement cannot
         # tell two tokens of a row apart
         many_of = self.steps.many
-        first = items[0][1] if items else None
-        shared = first.step if first is not None and first.params is None else None
-        if (
-            unique
-            and shared is not None  # the consumer's plain ack, one Decision: one part of all
-            and shared in many_of
-            and all(decision is first for _, decision in items)
-        ):
-            return [(many_of[shared], [(i, d, decision) for i, (d, decision) in enumerate(items)])]
+        if unique and items:
+            first = items[0][1]
+            step = many_of.get(first.step) if first.step is not None else None
+            if step is not None and all(decision is first for _, decision in items):
+                # one shared Decision (runtime.settle.decide): one part of all, no key to make
+                return [(step, [(i, d, first) for i, (d, _) in enumerate(items)])]
         many: dict[tuple[str, Any, Any], list[tuple[int, Delivery, Decision]]] = {}
         alone: list[tuple[Step | None, list[tuple[int, Delivery, Decision]]]] = []
         last_key: tuple[str, Any, Any] | None = None
@@ -182,12 +179,7 @@ class Form:
         for i, (d, decision) in enumerate(items):
             name = decision.step
             if unique and name is not None and name in many_of:
-                params = decision.params
-                key = (
-                    (name, None, None)
-                    if params is None
-                    else (name, params["delay_s"], params["error"])
-                )
+                key = (name, decision.delay_s, decision.error)
                 if key != last_key:  # most items share the one before's key: no look-up
                     last_key, last = key, many.setdefault(key, [])
                 last.append((i, d, decision))
@@ -198,10 +190,10 @@ class Form:
     def many_params(self, part: list[tuple[int, Delivery, Decision]]) -> ManyParams:
         """What a ``_many`` statement binds besides its rows: the part's delay and error, the
         dead group."""
-        params = part[0][2].params  # None: the plain ack, no delay and no error
+        decision = part[0][2]
         return {
-            "delay_s": None if params is None else params["delay_s"],
-            "error": None if params is None else params["error"],
+            "delay_s": decision.delay_s,
+            "error": decision.error,
             "dead_group": self.queue.dead_group,
         }
 

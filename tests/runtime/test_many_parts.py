@@ -7,6 +7,7 @@ delivery alone when a row appears twice; each keeps its index in the group."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,23 @@ def test_one_statement_needs_no_transaction_of_its_own() -> None:
     assert not form.needs_transaction(form.many_parts(items))
     form, items = group("orders", runtime.ack(), runtime.drop())
     assert form.needs_transaction(form.many_parts(items))
+
+
+def test_copies_of_a_decision_group_as_the_shared_one_does() -> None:
+    # a group of one shared Decision is one part without a key per item; Decisions equal in
+    # all but identity take the general path, and must come out the same
+    form, items = group("orders", *[runtime.retry_after(5)] * 4)
+    assert all(decision is items[0][1] for _, decision in items)
+    shared = form.many_parts(items)
+    copies = [(d, dataclasses.replace(decision)) for d, decision in items]
+    assert shape(form, form.many_parts(copies)) == shape(form, shared)
+    assert shape(form, shared) == [("retry_after_many", [0, 1, 2, 3])]
+    assert form.many_params(shared[0][1])["delay_s"] == 5
+
+
+def test_a_group_that_starts_shared_and_then_differs_is_cut_by_outcome() -> None:
+    form, items = group("orders", runtime.ack(), runtime.ack(), runtime.retry(), runtime.ack())
+    assert shape(form, form.many_parts(items)) == [("ack_many", [0, 1, 3]), ("retry_many", [2])]
+    # orders' drop is a declared override: no drop_many, so a group of drops is each alone
+    form, items = group("orders", runtime.drop(), runtime.drop())
+    assert shape(form, form.many_parts(items)) == [(None, [0]), (None, [1])]
