@@ -37,20 +37,43 @@ async def run_step(conn: Connection, statements: Step, params: Mapping[str, Any]
             if sql.kind is Kind.READS:
                 if not result.rows:
                     break
-                bound.update(result.rows[0])
-                bound["ids"] = json.dumps([r["id"] for r in result.rows if "id" in r])
+                _hand_on(bound, result.rows[0], [r["id"] for r in result.rows if "id" in r])
     return result
 
 
 async def run_rows(conn: Connection, statements: Step, params: Mapping[str, Any]) -> Rows:
-    """``run_step``'s rows as tuples with their column names (``Connection.fetchrows``): a
-    step of one statement that returns rows hands them over from the driver without a dict a
-    row; a step of several runs as ``run_step`` does."""
+    """``run_step``'s rows as tuples with their column names (``Connection.fetchrows``): the
+    rows of the step's last row-returning statement, read from the driver without a dict a
+    row, whether the step has one statement or several (which run as ``run_step`` runs
+    them: in one transaction, each SELECT handing its first row and ``ids`` on)."""
     if len(statements) == 1 and statements[0].kind is not Kind.WRITES:
         return await conn.fetchrows(statements[0], dict(params))
-    rows = (await run_step(conn, statements, params)).rows
-    names = tuple(rows[0]) if rows else ()
-    return names, [tuple(row[n] for n in names) for row in rows]
+    if len(statements) == 1:
+        await conn.execute(statements[0], dict(params))
+        return (), []
+    names: tuple[str, ...] = ()
+    rows: list[tuple[Any, ...]] = []
+    async with atomic(conn):
+        bound = dict(params)
+        for sql in statements:
+            if sql.kind is Kind.WRITES:
+                await conn.execute(sql, bound)
+                continue
+            names, rows = await conn.fetchrows(sql, bound)
+            if sql.kind is Kind.READS:
+                if not rows:
+                    break
+                at = names.index("id") if "id" in names else None
+                ids = [row[at] for row in rows] if at is not None else []
+                _hand_on(bound, dict(zip(names, rows[0], strict=True)), ids)
+    return names, rows
+
+
+def _hand_on(bound: dict[str, Any], first: Mapping[str, Any], ids: list[Any]) -> None:
+    """What a SELECT in a step of several statements gives the statements after it: its
+    first row's columns as parameters, and ``ids``, a JSON array of every row's id."""
+    bound.update(first)
+    bound["ids"] = json.dumps(ids)
 
 
 async def _run_one(

@@ -1,0 +1,89 @@
+"""A step of several statements (runtime.steps): each SELECT hands its first row's columns and
+``ids`` (a JSON array of its rows' ids) to the statements after it, a SELECT that finds nothing
+ends the step, and the step's rows are those of its last row-returning statement. ``run_rows``
+(a claim's path, tuples with their column names) and ``run_step`` (dicts) give the same rows
+and leave the same table behind, on every engine."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from support.engines import Engine, drop_tables, run, unique_table
+
+from runtime.connect import connect
+from runtime.contract.rendered import Kind, Statement, Step
+from runtime.drivers.base import Connection
+from runtime.steps import run_rows, run_step
+
+# How each dialect spells a bound parameter and "id is one of the JSON array :ids".
+_PARAM = {"postgres": "%({})s", "mariadb": "%({})s", "mysql": "%({})s", "sqlite": ":{}"}
+_IN_IDS = {
+    "postgres": "id = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) "
+    "FROM jsonb_array_elements_text(CAST({ids} AS JSONB)) AS j))",
+    "mariadb": "id IN (SELECT j.qgen_id FROM JSON_TABLE({ids}, '$[*]' "
+    "COLUMNS (qgen_id BIGINT PATH '$')) AS j)",
+    "sqlite": "id IN (SELECT j.value FROM json_each({ids}) AS j)",
+}
+_IN_IDS["mysql"] = _IN_IDS["mariadb"]
+
+
+def _step(dialect: str, table: str) -> Step:
+    """Pick up to :limit rows; read them back with a tag of their own; write the tag (handed
+    on from the second SELECT's first row) onto the rows the first SELECT found."""
+    p = _PARAM[dialect].format
+    in_ids = _IN_IDS[dialect].format(ids=p("ids"))
+    return (
+        Statement(
+            f"SELECT id FROM {table} WHERE tag = '' ORDER BY id LIMIT {p('limit')}", Kind.READS
+        ),
+        Statement(
+            f"SELECT id, 'mark-x' AS tag FROM {table} WHERE {in_ids} ORDER BY id", Kind.READS
+        ),
+        Statement(f"UPDATE {table} SET tag = {p('tag')} WHERE {in_ids}", Kind.WRITES),
+    )
+
+
+Runner = Callable[[Connection, Step, dict[str, Any]], Awaitable[list[tuple[Any, ...]]]]
+
+
+async def _by_rows(conn: Connection, step: Step, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    names, rows = await run_rows(conn, step, params)
+    assert not rows or names == ("id", "tag")
+    return rows
+
+
+async def _by_step(conn: Connection, step: Step, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    result = await run_step(conn, step, params)
+    return [(row["id"], row["tag"]) for row in result.rows]
+
+
+@pytest.mark.parametrize("runner", [_by_rows, _by_step], ids=["run_rows", "run_step"])
+def test_a_step_hands_on_its_first_row_and_ids(engine: Engine, runner: Runner) -> None:
+    table = unique_table("steps")
+
+    async def scenario() -> None:
+        conn = await connect(engine.url)
+        try:
+            await conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, tag VARCHAR(20))")
+            for i in range(1, 6):
+                await conn.execute(f"INSERT INTO {table} (id, tag) VALUES ({i}, '')")
+            step = _step(engine.dialect_name, table)
+
+            rows = await runner(conn, step, {"limit": 3})
+            assert [(int(i), t) for i, t in rows] == [(1, "mark-x"), (2, "mark-x"), (3, "mark-x")]
+            rows = await runner(conn, step, {"limit": 3})
+            assert [(int(i), t) for i, t in rows] == [(4, "mark-x"), (5, "mark-x")]
+            # nothing left: the first SELECT finds no row, and the step ends there
+            assert await runner(conn, step, {"limit": 3}) == []
+
+            tags = await conn.fetchall(f"SELECT id, tag FROM {table} ORDER BY id")
+            assert [(int(r["id"]), r["tag"]) for r in tags] == [(i, "mark-x") for i in range(1, 6)]
+            # the step ran in a transaction of its own, and that transaction is over
+            assert not conn.in_transaction
+        finally:
+            await conn.close()
+            await drop_tables(engine.url, table)
+
+    run(scenario())
