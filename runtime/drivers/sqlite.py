@@ -4,12 +4,17 @@
 and commit() are the only ones; the file is put in WAL mode (readers do not block the writer)
 with a 30 s busy timeout and ``synchronous=NORMAL`` (durable at checkpoints, safe under WAL).
 
-SQLite has one writer per file. The connections of one process (and event loop) to the same
-file take their turn through one asyncio.Lock, the file's writer lock: begin() takes it (and
-opens ``BEGIN IMMEDIATE``) until commit() or rollback(), and a write outside a transaction
-takes it for that statement. Our own connections thus queue in order instead of sleeping and
-retrying in SQLite's busy handler, which under load starves some of them past the busy
-timeout; the busy handler is left to arbitrate only with other processes.
+SQLite has one writer per file. The connections of one process to the same file take their
+turn through one lock, the file's writer turn: begin() takes it (and opens ``BEGIN
+IMMEDIATE``) until commit() or rollback(), and a write outside a transaction takes it for that
+statement. Our own connections thus queue in order instead of sleeping and retrying in
+SQLite's busy handler, which under load starves some of them past the busy timeout; the busy
+handler is left to arbitrate only with other processes.
+
+The turn is taken and given back on each connection's own thread, around the statement that
+needs it: when one connection's COMMIT ends, the next one's statement starts on its thread at
+once, while the event loop reads the first one's answer (SQLite runs without the GIL), instead
+of waiting for the loop to hand the turn on.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
@@ -111,23 +116,117 @@ def _run_executemany(raw: sqlite3.Connection, sql: str, seq: Sequence[Params]) -
     raw.executemany(sql, seq).close()
 
 
-#: event loop → database file → the file's writer lock (asyncio locks belong to one loop)
-_WRITER_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
+#: how often a connection waiting for the writer turn looks whether it was closed meanwhile
+TURN_POLL_S = 0.05
+
+#: database file (its real path) → the file's writer lock, shared by the process's connections
+_WRITER_LOCKS: dict[str, threading.Lock] = {}
+_WRITER_LOCKS_GUARD = threading.Lock()
 
 
-def _writer_lock(path: str) -> asyncio.Lock | None:
-    """The writer lock of this database file in the running loop (None for a private
-    in-memory database, which no other connection sees)."""
+def _writer_lock(path: str) -> threading.Lock | None:
+    """The writer lock of this database file (None for a private in-memory database, which no
+    other connection sees)."""
     if not path or path == ":memory:" or path.startswith("file:"):
         return None
-    locks = _WRITER_LOCKS.setdefault(asyncio.get_running_loop(), {})
     key = os.path.realpath(path)
-    lock = locks.get(key)
-    if lock is None:
-        lock = locks[key] = asyncio.Lock()
-    return lock
+    with _WRITER_LOCKS_GUARD:
+        lock = _WRITER_LOCKS.get(key)
+        if lock is None:
+            lock = _WRITER_LOCKS[key] = threading.Lock()
+        return lock
+
+
+class _TurnTimeout(Exception):
+    """The writer turn was not free within the busy timeout."""
+
+
+class _TurnClosed(Exception):
+    """The connection was closed while it waited for the writer turn."""
+
+
+class _WriterTurn:
+    """One connection's hold on its file's writer lock. ``take`` runs on the connection's
+    thread (it may wait); ``give`` on any thread, at most once per take."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.lock = lock
+        self.held = False
+        #: set when the connection closes: a take still waiting gives up
+        self.closed = False
+        #: the caller of a take yet to run went away: that take gives the turn straight back
+        self._abandoned = False
+        self._flag = threading.Lock()
+
+    def take(self) -> None:
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        try:
+            while not self.lock.acquire(timeout=TURN_POLL_S):
+                if self.closed:
+                    raise _TurnClosed
+                if time.monotonic() >= deadline:
+                    raise _TurnTimeout
+        except BaseException:
+            with self._flag:
+                self._abandoned = False
+            raise
+        with self._flag:
+            if self._abandoned:
+                self._abandoned = False
+                self.lock.release()
+                return
+            self.held = True
+
+    def abandon(self) -> None:
+        """The caller of a take was cancelled: the turn goes back now if the take ran, or as
+        soon as it does."""
+        with self._flag:
+            if not self.held:
+                self._abandoned = True
+                return
+            self.held = False
+        self.lock.release()
+
+    def give(self) -> None:
+        with self._flag:
+            if not self.held:
+                return
+            self.held = False
+        self.lock.release()
+
+
+# On the connection's thread: a statement in a turn of its own, and the transaction's ends.
+
+
+def _in_turn(turn: _WriterTurn, fn: Callable[..., T], raw: Any, sql: str, params: Any) -> T:
+    turn.take()
+    try:
+        return fn(raw, sql, params)
+    finally:
+        turn.give()
+
+
+def _begin(turn: _WriterTurn | None, raw: sqlite3.Connection) -> None:
+    took = turn is not None and not turn.held  # (inside writing(): held already)
+    if took:
+        assert turn is not None
+        turn.take()
+    try:
+        raw.execute("BEGIN IMMEDIATE").close()
+    except BaseException:
+        if took:
+            assert turn is not None
+            turn.give()
+        raise
+
+
+def _end(turn: _WriterTurn | None, raw: sqlite3.Connection, sql: str) -> None:
+    try:
+        raw.execute(sql).close()
+    finally:
+        # a COMMIT refused with SQLITE_BUSY leaves the transaction open, and the turn held
+        if turn is not None and not raw.in_transaction:
+            turn.give()
 
 
 def _reads_only(sql: str) -> bool:
@@ -144,8 +243,8 @@ class SQLiteConnection(Connection):
         self._db = db
         self._raw = raw
         self._close_task: asyncio.Future[None] | None = None
-        self._writer = _writer_lock(path)
-        self._holds_writer = False
+        lock = _writer_lock(path)
+        self._turn = None if lock is None else _WriterTurn(lock)
         import sqlite3
 
         self._sqlite3 = sqlite3
@@ -156,55 +255,49 @@ class SQLiteConnection(Connection):
         try:
             # aiosqlite's own queue, one hop per call: its public Cursor API would cost a hop
             # for execute() and another for each fetch.
-            return await aiosqlite_call(self._db, fn, self._raw, *args)
+            return await aiosqlite_call(self._db, fn, *args)
+        except _TurnTimeout:
+            raise DatabaseError(
+                f"{self.url}: another connection of this process kept the database's write "
+                f"lock for {BUSY_TIMEOUT_MS / 1000:g} s (a transaction left open?)"
+            ) from None
         except Exception as exc:
-            if self._closed or self._is_lost(exc):
+            if self._closed or self._is_lost(exc) or isinstance(exc, _TurnClosed):
                 raise self._lost(exc) from exc
             if isinstance(exc, self._sqlite3.Error):
                 raise database_error(exc) from exc
             raise
 
     async def _write(self, fn: Callable[..., T], sql: str, params: Any) -> T:
-        """Run a statement; one that writes, outside a transaction, takes the writer lock."""
-        if self._writer is None or self._holds_writer or _reads_only(sql):
-            return await self._call(fn, sql, params)
-        await self._take_writer()
-        try:
-            return await self._call(fn, sql, params)
-        finally:
-            self._give_writer()
-
-    async def _take_writer(self) -> None:
-        assert self._writer is not None
-        try:
-            # asyncio.timeout, not wait_for: no task of its own per statement (an uncontended
-            # lock is taken without waiting; this runs around every write and transaction)
-            async with asyncio.timeout(BUSY_TIMEOUT_MS / 1000):
-                await self._writer.acquire()
-        except TimeoutError:
-            raise DatabaseError(
-                f"{self.url}: another connection of this process kept the database's write "
-                f"lock for {BUSY_TIMEOUT_MS / 1000:g} s (a transaction left open?)"
-            ) from None
-        self._holds_writer = True
+        """Run a statement; one that writes, outside a transaction, takes the writer turn."""
+        turn = self._turn
+        if turn is None or turn.held or _reads_only(sql):
+            return await self._call(fn, self._raw, sql, params)
+        return await self._call(_in_turn, turn, fn, self._raw, sql, params)
 
     @contextlib.asynccontextmanager
     async def writing(self) -> AsyncIterator[None]:
-        if self._writer is None or self._holds_writer:
+        turn = self._turn
+        if turn is None or turn.held:
             yield
             return
         self._check_open()
-        await self._take_writer()
+        try:
+            await self._call(turn.take)
+        except asyncio.CancelledError:
+            turn.abandon()  # the take still runs on the connection's thread
+            raise
         try:
             yield
         finally:
             if not self._in_transaction:
-                self._give_writer()
+                turn.give()
 
     def _give_writer(self) -> None:
-        if self._holds_writer and self._writer is not None:
-            self._holds_writer = False
-            self._writer.release()
+        """The connection is closing: its writer turn, if it holds it, goes to the next one."""
+        if self._turn is not None:
+            self._turn.closed = True
+            self._turn.give()
 
     async def execute(self, sql: str, params: Params | None = None) -> int:
         return await self._write(_run_execute, sql, {} if params is None else params)
@@ -222,64 +315,45 @@ class SQLiteConnection(Connection):
         await self._write(_run_executemany, sql, list(seq_of_params))
 
     async def begin(self, immediate: bool = False) -> None:
-        """Take the file's writer lock, then ``BEGIN IMMEDIATE`` (``immediate`` is always true
-        here: with our own connections queued on the lock, taking SQLite's write lock at once
+        """Take the file's writer turn, then ``BEGIN IMMEDIATE`` (``immediate`` is always true
+        here: with our own connections queued on the turn, taking SQLite's write lock at once
         costs nothing, and a deferred transaction that read first could only fail with BUSY
         when it writes)."""
         self._check_begin()
-        if self._writer is not None and not self._holds_writer:  # (inside writing(): held)
-            await self._take_writer()
         try:
-            await self._call(_run_execute, "BEGIN IMMEDIATE", {})
+            await self._call(_begin, self._turn, self._raw)
         except asyncio.CancelledError:
             # Cancelling the await does not unqueue BEGIN from aiosqlite's thread: it still
             # runs, ahead of any later statement, so the transaction counts as open.
             self._in_transaction = not self._closed
-            if not self._in_transaction:
-                self._give_writer()
-            raise
-        except BaseException:
-            self._give_writer()
             raise
         self._in_transaction = True
 
     async def commit(self) -> None:
         self._check_commit()
+        await self._end("COMMIT")
+
+    async def rollback(self) -> None:
+        if self._closed or not self._in_transaction:
+            return
+        await self._end("ROLLBACK")
+
+    async def _end(self, sql: str) -> None:
+        """COMMIT or ROLLBACK; the thread gives the writer turn back once no transaction is
+        open."""
         try:
-            await self._control("COMMIT")
-            self._in_transaction = False
+            await self._call(_end, self._turn, self._raw, sql)
         except asyncio.CancelledError:
-            self._in_transaction = False  # COMMIT still runs on the thread
+            self._in_transaction = False  # it still runs on the thread
             raise
         except Exception:
             # A COMMIT refused with SQLITE_BUSY leaves the transaction open: ask sqlite.
             self._in_transaction = self._raw_in_transaction()
             raise
-        finally:
-            if not self._in_transaction:
-                self._give_writer()
-        self._in_transaction = False
-
-    async def rollback(self) -> None:
-        if self._closed or not self._in_transaction:
-            self._give_writer()
-            return
-        try:
-            await self._control("ROLLBACK")
-            self._in_transaction = False
-        except asyncio.CancelledError:
-            self._in_transaction = False
-            raise
-        except Exception:
-            self._in_transaction = self._raw_in_transaction()
-            raise
-        finally:
-            if not self._in_transaction:
-                self._give_writer()
         self._in_transaction = False
 
     async def _control(self, sql: str) -> None:
-        await self._call(_run_execute, sql, {})
+        await self._call(_run_execute, self._raw, sql, {})
 
     def _raw_in_transaction(self) -> bool:
         if self._closed:
@@ -292,6 +366,8 @@ class SQLiteConnection(Connection):
     async def close(self) -> None:
         self._closed = True
         self._in_transaction = False
+        if self._turn is not None:  # a take still waiting on the thread gives up
+            self._turn.closed = True
         try:
             await self._close_once()  # an open transaction rolls back with the handle
         finally:
@@ -302,6 +378,8 @@ class SQLiteConnection(Connection):
         # called from another thread), then close; the open transaction rolls back.
         self._closed = True
         self._in_transaction = False
+        if self._turn is not None:
+            self._turn.closed = True
         if self._close_task is None:
             with contextlib.suppress(Exception):
                 self._raw.interrupt()
@@ -363,7 +441,9 @@ async def _set(conn: SQLiteConnection, pragma: str) -> None:
     delay = 0.005
     while True:
         try:
-            await conn.execute(pragma)
+            # outside the writer turn: a connection's settings are its own, and opening one
+            # does not wait for another connection's transaction to end
+            await conn._control(pragma)
             return
         except DatabaseError as exc:
             if "database is locked" not in str(exc) or time.monotonic() + delay > deadline:

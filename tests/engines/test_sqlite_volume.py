@@ -95,3 +95,64 @@ def test_a_writer_kept_waiting_past_the_busy_timeout_gets_a_clear_error(engine, 
             await qt.drop()
 
     run(go())
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
+def test_a_writer_turn_whose_caller_was_cancelled_is_given_back(engine):
+    """``writing()`` cancelled while it waits for the turn (another connection's transaction
+    holds it): its take still runs on the connection's thread once the turn is free, and gives
+    it straight back, so the other connections of the process go on writing."""
+
+    async def go() -> None:
+        qt = await make_queue(engine, "lease")
+        try:
+            async with await runtime.connect(qt.url) as a, await runtime.connect(qt.url) as b:
+                await a.begin()
+
+                async def hold_turn() -> None:
+                    async with b.writing():
+                        await asyncio.sleep(60)
+
+                waiting = asyncio.ensure_future(hold_turn())
+                await asyncio.sleep(0.2)  # b's take waits on its thread
+                waiting.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await waiting
+                await qt.queue.enqueue(a, {"n": 1})
+                await a.commit()  # the turn passes to b's waiting take, which gives it back
+                await qt.queue.enqueue(b, {"n": 2})  # b's connection still works
+                async with await runtime.connect(qt.url) as c:
+                    await asyncio.wait_for(qt.queue.enqueue(c, {"n": 3}), 5)
+            assert sorted(r["payload"]["n"] for r in await qt.rows()) == [1, 2, 3]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
+def test_closing_a_connection_that_waits_for_the_writer_turn_is_prompt(engine):
+    """A connection whose write waits for the turn (another one's transaction is open) closes
+    at once when asked: the write fails as a lost connection, and the turn is left to its
+    holder."""
+
+    async def go() -> None:
+        qt = await make_queue(engine, "lease")
+        try:
+            async with await runtime.connect(qt.url) as a:
+                await a.begin()
+                b = await runtime.connect(qt.url)  # opening one does not wait for the turn
+                write = asyncio.ensure_future(qt.queue.enqueue(b, {"n": 1}))
+                await asyncio.sleep(0.2)
+                started = time.monotonic()
+                await b.close()
+                with pytest.raises(runtime.ConnectionLost):
+                    await write
+                assert time.monotonic() - started < 5  # not the 30 s busy timeout
+                await qt.queue.enqueue(a, {"n": 2})
+                await a.commit()
+            assert [r["payload"] for r in await qt.rows()] == [{"n": 2}]
+        finally:
+            await qt.drop()
+
+    run(go())
