@@ -2,8 +2,10 @@
 
 Renders the bench queue of one engine and form (``bench/queues.py``), enqueues N messages
 (untimed, unprofiled), then drains them with the no-op ack handler under cProfile and prints
-the top functions by their own time (``tottime``), with the drain's CPU µs per message,
-profiler overhead included (so larger than ``bench/run.py``'s column):
+the drain's CPU µs per message, profiler overhead included (so larger than ``bench/run.py``'s
+column), then a table of own time and calls per message by area (the runtime's code, the
+bench's, the driver's, json, asyncio, built-ins), then the top functions by their own time
+(``tottime``):
 
     python bench/profile_drain.py                         # postgres row_lock, batch 100
     python bench/profile_drain.py --form lease --batch 10 -n 20000 --top 25
@@ -101,8 +103,52 @@ async def profile(args: argparse.Namespace, out_dir: Path) -> str:
         f"client CPU {cpu * 1e6 / args.messages:.1f} µs/msg under the profiler",
         file=out,
     )
-    pstats.Stats(prof, stream=out).strip_dirs().sort_stats(args.sort).print_stats(args.top)
+    stats = pstats.Stats(prof, stream=out)
+    print(by_area(stats, args.messages), file=out)
+    stats.strip_dirs().sort_stats(args.sort).print_stats(args.top)
     return out.getvalue()
+
+
+#: where a function's file lies, by the first of these its path holds: the area it is counted in
+AREAS = (
+    ("runtime", "/runtime/"),
+    ("bench", "/bench/"),
+    ("psycopg", "/psycopg/"),
+    ("pymysql", "/pymysql/"),
+    ("aiosqlite", "/aiosqlite/"),
+    ("json", "/json/"),
+    ("asyncio", "/asyncio/"),
+    ("selectors", "selectors.py"),
+)
+
+
+def area_of(filename: str) -> str:
+    """The area a profiled function's file belongs to (``AREAS``); built-ins are "builtins"."""
+    for name, marker in AREAS:
+        if marker in filename:
+            return name
+    return "builtins" if filename == "~" else "other"
+
+
+def by_area(stats: pstats.Stats, messages: int) -> str:
+    """Own time (tottime) and calls per message, summed by area: how much of the drain's
+    client time is the runtime's own code, and how much the driver's and the event loop's."""
+    own: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    raw_stats: dict[tuple[str, int, str], tuple[int, int, float, float, object]]
+    raw_stats = stats.stats  # type: ignore[attr-defined]
+    for (filename, _, _), (_, ncalls, tottime, _, _) in raw_stats.items():
+        area = area_of(filename)
+        own[area] = own.get(area, 0.0) + tottime
+        calls[area] = calls.get(area, 0) + ncalls
+    total = sum(own.values()) or 1.0
+    lines = [f"{'area':<10} {'own µs/msg':>10} {'share':>6} {'calls/msg':>9}"]
+    for area in sorted(own, key=own.__getitem__, reverse=True):
+        lines.append(
+            f"{area:<10} {own[area] * 1e6 / messages:>10.1f} {own[area] / total:>6.0%} "
+            f"{calls[area] / messages:>9.1f}"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _runtime_drain(

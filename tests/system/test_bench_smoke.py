@@ -72,3 +72,6 @@ def test_the_profile_runs_for_the_runtime_and_for_its_raw_twin(engine: Engine) -
         assert out.startswith(f"{who}: {engine.name} lease batch 10"), out
         assert "counts {'ack': 200}" in out, out
         assert "function calls" in out
+        # the by-area table: the runtime's own code shows only when the runtime drained
+        assert "own µs/msg" in out, out
+        assert ("\nruntime " in out) != bool(extra), out
