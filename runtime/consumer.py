@@ -34,6 +34,7 @@ from runtime.handler import Handler, Invocation, is_async
 from runtime.loop import ConsumerSettings, Listener, Run, WorkerLoop
 from runtime.metrics import Metrics, fields
 from runtime.outcomes import (
+    PLAIN_ACK,
     Immediate,
     Outcome,
     RetryPolicy,
@@ -45,7 +46,7 @@ from runtime.payloads import P
 from runtime.progress import ProgressWriter
 from runtime.queue import Queue, check_dialect, check_server
 from runtime.schedules import Scheduler
-from runtime.settle import Decision, dead_letter_now, decide
+from runtime.settle import Decision, acked, dead_letter_now, decide
 from runtime.verify import attempt_problem, describe
 from runtime.wake import Wakeup, register, unregister
 
@@ -216,6 +217,8 @@ class Consumer(Generic[P]):
         self.handle = handle
         #: calls the handler (``runtime.handler``); made again by each drain() or run()
         self._invoke = self._invocation()
+        #: the one Decision every plain ack (``ack()``, a returned None) settles by
+        self._acked = acked(queue)
         delays = queue.steps.retry_after is not None
         #: turns retry() (and a handler that raised) into retry_after(delay by attempt)
         self.retry_policy: RetryPolicy = self._policy(retry_policy, delays)
@@ -492,7 +495,8 @@ class Consumer(Generic[P]):
 
         The consumer's hot path, once per message: the payload was decoded when the row was
         claimed (``Form.deliveries``), the handler's call is timed with one clock reading each
-        side, and a plain ack settles by the one Decision every plain ack shares (``decide``)."""
+        side, and a plain ack settles by the one Decision every plain ack shares (``acked``),
+        without the retry policy or ``decide``."""
         queue, form = self.queue, self.form
         transactional = form.transactional
         ctx = Ctx(
@@ -516,6 +520,9 @@ class Consumer(Generic[P]):
             raise
         finally:
             d.handler_s = monotonic() - started
+        if outcome is PLAIN_ACK:  # most deliveries': no policy, no check, nothing to word
+            d.decision = decision = self._acked
+            return decision
         try:
             decision = self._decide(d, outcome)
         except (UnknownCustomEvent, PayloadError) as exc:

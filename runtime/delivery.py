@@ -38,7 +38,7 @@ def message_of(id: int, payload: P, group: str | None = None) -> Message[P]:
     return m
 
 
-@dataclass
+@dataclass(slots=True)
 class Ctx:
     """The handler's context: ``ctx.attempt`` (1 on the first delivery; None without the column)
     and, in transactional mode, ``ctx.db``: writes there commit with an ack and only with it.
