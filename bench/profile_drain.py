@@ -24,13 +24,14 @@ import cProfile
 import io
 import pstats
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repo importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # ROOT, below
 
 import runtime
 from bench.contenders import ack_handler
@@ -109,25 +110,52 @@ async def profile(args: argparse.Namespace, out_dir: Path) -> str:
     return out.getvalue()
 
 
-#: where a function's file lies, by the first of these its path holds: the area it is counted in
-AREAS = (
-    ("runtime", "/runtime/"),
-    ("bench", "/bench/"),
-    ("psycopg", "/psycopg/"),
-    ("pymysql", "/pymysql/"),
-    ("aiosqlite", "/aiosqlite/"),
-    ("json", "/json/"),
-    ("asyncio", "/asyncio/"),
-    ("selectors", "selectors.py"),
+#: the repository's root: the runtime's and the bench's code lie under it
+ROOT = Path(__file__).resolve().parent.parent
+#: the project's own areas: a function whose file lies under ROOT / folder
+OWN_AREAS = (("runtime", "runtime"), ("bench", "bench"))
+#: the areas installed beside Python: a function whose file lies in one of ``LIBRARIES``
+#: with this first path part (a package's folder, or a module of the standard library)
+INSTALLED_AREAS = {
+    "psycopg": "psycopg",
+    "pymysql": "pymysql",
+    "aiosqlite": "aiosqlite",
+    "json": "json",
+    "asyncio": "asyncio",
+    "selectors.py": "selectors",
+}
+#: where installed code lies: the standard library and the site-packages folders
+#: (the deepest first: a site-packages folder may lie inside the standard library's)
+LIBRARIES = tuple(
+    sorted(
+        {
+            Path(sysconfig.get_paths()[k]).resolve()
+            for k in ("stdlib", "platstdlib", "purelib", "platlib")
+        },
+        key=lambda p: len(p.parts),
+        reverse=True,
+    )
 )
 
 
 def area_of(filename: str) -> str:
-    """The area a profiled function's file belongs to (``AREAS``); built-ins are "builtins"."""
-    for name, marker in AREAS:
-        if marker in filename:
+    """The area a profiled function's file belongs to: the project's by where the file lies
+    under the repository (``OWN_AREAS``), a library's by its folder in the standard library or
+    site-packages (``INSTALLED_AREAS``), so that neither depends on the folders above the
+    checkout; built-ins are "builtins"."""
+    if filename == "~":
+        return "builtins"
+    if not filename.startswith("/"):  # <string>, <frozen …>: made at run time
+        return "other"
+    path = Path(filename).resolve()
+    for name, folder in OWN_AREAS:
+        if path.is_relative_to(ROOT / folder):
             return name
-    return "builtins" if filename == "~" else "other"
+    for library in LIBRARIES:
+        if path.is_relative_to(library):
+            first = path.relative_to(library).parts[0]
+            return INSTALLED_AREAS.get(first, "other")
+    return "other"
 
 
 def by_area(stats: pstats.Stats, messages: int) -> str:

@@ -75,3 +75,32 @@ def test_the_profile_runs_for_the_runtime_and_for_its_raw_twin(engine: Engine) -
         # the by-area table: the runtime's own code shows only when the runtime drained
         assert "own µs/msg" in out, out
         assert ("\nruntime " in out) != bool(extra), out
+
+
+#: checks of bench/profile_drain.area_of, run in the bench's own interpreter setting
+_AREAS_CHECK = """
+import asyncio, json, selectors, sys
+from pathlib import Path
+import psycopg
+import bench.profile_drain as p
+
+assert p.area_of(p.__file__) == "bench", p.area_of(p.__file__)
+assert p.area_of(str(p.ROOT / "runtime" / "consumer.py")) == "runtime"
+for module, area in ((asyncio, "asyncio"), (json, "json"), (psycopg, "psycopg"),
+                     (selectors, "selectors")):
+    assert p.area_of(module.__file__) == area, (module.__file__, p.area_of(module.__file__))
+assert p.area_of("~") == "builtins" and p.area_of("<string>") == "other"
+# a checkout under folders named runtime and bench: sorted by where in the checkout
+p.ROOT = Path(sys.argv[1]) / "runtime" / "bench" / "checkout"
+assert p.area_of(str(p.ROOT / "bench" / "run.py")) == "bench"
+assert p.area_of(str(p.ROOT / "runtime" / "loop.py")) == "runtime"
+assert p.area_of(str(p.ROOT / "tests" / "test_x.py")) == "other"
+assert p.area_of(asyncio.__file__) == "asyncio"
+print("areas ok")
+"""
+
+
+def test_the_profile_counts_a_function_by_where_its_file_lies(tmp_path: Path) -> None:
+    """The by-area table sorts the runtime's and the bench's code by where it lies in the
+    checkout, and a library's by its folder, whatever folders the checkout lies under."""
+    assert _bench("-c", _AREAS_CHECK, str(tmp_path)).strip() == "areas ok"
