@@ -8,7 +8,8 @@ with no-op handlers, as the runtime does for quick handlers: a batch's settlemen
 one ``<outcome>_many`` statement per outcome (a row-lock batch in its claim's transaction;
 a lease batch's in one transaction, id and token pairs; an advisory batch taken in one
 step, settled in one transaction, then unlocked in one statement; on PostgreSQL a small
-advisory batch all acked is finished by the next claim, ``ack_claim``, as the runtime does).
+advisory or lease batch all acked is finished by the next claim, ``ack_claim``, as the
+runtime does).
 A step of several statements (MariaDB's lease claim and advisory take) runs in one
 transaction, its first row and ``ids`` bound to the statements after it, as the rendered
 file documents.
@@ -370,12 +371,28 @@ class _AsyncWorker(_Loop):
             await self._advisory()
 
     async def _lease(self) -> None:
-        """The lease loop: claim, then the batch's settlements, which commit together."""
+        """The lease loop: claim, then the batch's settlements, which commit together; on
+        PostgreSQL a small batch all acked is finished by the next claim (``ack_claim``,
+        id and token pairs), as the runtime does."""
+        fused = "ack_claim" in self.st
+        acked: list[list[Any]] = []  # the last batch, all acked: [id, token] pairs
         while True:
-            rows, c, _ = await self.step("claim", self.params)
+            if acked:
+                pairs = json.dumps(acked, default=str)
+                rows, c, _ = await self.step("ack_claim", self.params | {"pairs": pairs})
+                finished = json.loads(rows[0][c["finished"]]) if rows else []
+                self.count("ack", len(acked), finished)
+                acked = []
+                rows = [r for r in rows if r[c["id"]] is not None]  # NULLs: none leased
+            else:
+                rows, c, _ = await self.step("claim", self.params)
             if not rows:
                 return
-            await self.settle_all(self.leased(rows, c), by_token=True)
+            settle = self.leased(rows, c)
+            if fused and len(settle) <= DEFER_MAX and all(name == "ack" for name, _, _ in settle):
+                acked = [[i, token] for _, i, token in settle]
+                continue
+            await self.settle_all(settle, by_token=True)
 
     async def _advisory(self) -> None:
         """The advisory loop: claim (and take), settle, unlock."""

@@ -177,6 +177,9 @@ class WorkerLoop:
         self.orphans: list[Delivery] = []
         #: settlements the next claim writes in its own statement (``Form.defer``)
         self.deferred: list[tuple[Delivery, Decision]] = []
+        #: ``deferred`` outlived the connection they were to be settled on (lease: the claim
+        #: on the new one settles them, counted as resettled)
+        self.deferred_lost = False
 
     async def work(self) -> None:
         run = self.run
@@ -225,6 +228,7 @@ class WorkerLoop:
             return conn
         self.conn = await self._reconnect()
         self.lost_at = None
+        self.deferred_lost = bool(self.deferred)  # their claim is on this new connection
         metrics = self.settings.metrics
         if conn is not None and self.conn is not None and metrics is not None:
             call(metrics, "on_reconnect")
@@ -281,7 +285,11 @@ class WorkerLoop:
             if deferred:  # the last batch's settlements, in the same statement
                 settled = await run.form.claim_settling(conn, s.batch, s.group, deferred)
                 claimed, self.deferred = settled.batch, []
-                run.counts.settled_all(held_of(run.counts, deferred, settled.met))
+                done = held_of(run.counts, deferred, settled.met)
+                run.counts.settled_all(done)
+                if self.deferred_lost:  # lost with a connection, run again on this one
+                    run.counts.add("resettled", len(done))
+                    self.deferred_lost = False
             else:
                 claimed = await run.form.claim_within_rate(conn, s.batch, s.group)
         except ConnectionLost as exc:  # what is left of deferred waits for the next claim
@@ -388,9 +396,9 @@ class WorkerLoop:
                     add(d, await decide(conn, d))
                 else:
                     await handle(conn, d, decide)
-            # the worker claims again at once unless it stops: what that claim can settle
-            # waits for it (one statement for both)
-            await completer.finish(conn, defer=not stopping.is_set())
+            # the worker claims again at once unless it stops (or its connection is gone):
+            # what that claim can settle waits for it (one statement for both)
+            await completer.finish(conn, defer=not (stopping.is_set() or conn.closed))
             self.deferred = completer.deferred
             for d in claimed[started:]:  # claimed, never started: back at once
                 if await form.return_unstarted(conn, d):
@@ -411,13 +419,23 @@ class WorkerLoop:
 
     async def _settle_deferred(self) -> None:
         """The worker will not claim again on this connection now (it stops, or its claim
-        failed): what that claim was to settle (rows under advisory keys, which live in the
-        session) is written on its own, on the keys' connection; rows whose keys went with a
-        lost connection return, to be delivered again."""
+        failed): what that claim was to settle is written on its own. Rows under advisory
+        keys, which live in the session, on the keys' connection (rows whose keys went with a
+        lost connection return, to be delivered again); leased rows by their tokens, on this
+        connection or, when it is gone, on a fresh one."""
         deferred, self.deferred = self.deferred, []
+        self.deferred_lost = False
         conn = self.conn
         alive = conn is not None and not conn.closed
-        mine = [(d, decision) for d, decision in deferred if alive and d.conn is conn]
+        if self.run.form.holds_outlive_connection:  # lease: the tokens settle them anywhere
+            mine = deferred
+            if not alive and deferred:  # one try on a fresh connection, as they decided
+                for d, _ in deferred:
+                    d.settled = False  # nothing committed them yet
+                await self._adopt_elsewhere([d for d, _ in deferred])
+                return
+        else:
+            mine = [(d, decision) for d, decision in deferred if alive and d.conn is conn]
         if len(mine) < len(deferred):
             log.info(
                 "queue %s: %d acked rows were not finished: their keys went with their "
@@ -434,7 +452,8 @@ class WorkerLoop:
         completer = WindowedCompleter(run.form, run.counts, run.held, self.settings.settle_window)
         try:
             await completer.write(conn, mine)
-        except Exception as exc:  # its keys go when the connection closes: the rows return
+        except Exception as exc:  # keys go when the connection closes, leases expire: the
+            # rows return
             log.info(
                 "queue %s: writing the settlements of a batch that waited for the next claim "
                 "failed (%s)",

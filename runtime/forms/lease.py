@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
@@ -14,7 +14,7 @@ from runtime.contract.file_steps import present
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection, atomic
-from runtime.forms.base import Form, Upkeep
+from runtime.forms.base import ClaimSettled, Form, Upkeep
 from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
 
@@ -90,19 +90,8 @@ class LeaseForm(Form):
         try:
             async with atomic(conn) if own_tx else contextlib.nullcontext():
                 for step, part in parts:
-                    # settled first, with no await between: an extension or progress write
-                    # not yet started sees it and touches nothing; one in flight holds the
-                    # delivery's lock, and is waited for (its new token is the one bound)
-                    for _, d, _ in part:
-                        d.settled = True
-                    busy = [lock for _, d, _ in part if (lock := d.lock_in_use()) is not None]
-                    for lock in busy:
-                        await lock.acquire()
-                    try:
+                    async with _fenced([d for _, d, _ in part]):
                         held.update(await self._settle_part(conn, step, part))
-                    finally:
-                        for lock in busy:
-                            lock.release()
         except Exception:  # rolled back (atomic): nothing of the group committed
             for d, _ in items:
                 d.settled = False  # nothing committed: they can still be settled or given back
@@ -111,6 +100,28 @@ class LeaseForm(Form):
             None if held[i] else self._lost(d, decision.label)
             for i, (d, decision) in enumerate(items)
         ]
+
+    async def claim_settling(
+        self,
+        conn: Connection,
+        limit: int,
+        group: str | None,
+        items: list[tuple[Delivery, Decision]],
+    ) -> ClaimSettled:
+        """``ack_claim``: the items' rows finished by their tokens, then a claim, in one
+        statement and one commit. An item whose row no longer held its token (its lease
+        expired and another claim took the row) met LeaseLost. When it raises, nothing of it
+        committed: the items wait for the next claim, or are written on their own."""
+        assert self._ack_claim is not None  # defer() checked: the file has it
+        params: dict[str, Any] = dict(self.claim_params(limit, group))
+        async with _fenced([d for d, _ in items]):
+            params["pairs"] = json.dumps([[d.message.id, d.token] for d, _ in items], default=str)
+            names, rows = await self.rows(conn, self._ack_claim, params)
+        i_id, i_finished = names.index("id"), names.index("finished")
+        finished = set(json.loads(rows[0][i_finished])) if rows else set()
+        met = [None if d.message.id in finished else self._lost(d, "ack") for d, _ in items]
+        leased = [row for row in rows if row[i_id] is not None]  # a row of NULLs: none leased
+        return ClaimSettled(self.deliveries((names, leased), tokens=True), met)
 
     async def _settle_part(
         self, conn: Connection, step: Step | None, part: list[tuple[int, Delivery, Decision]]
@@ -273,3 +284,21 @@ class LeaseForm(Form):
         finally:
             if conn is not None:
                 await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def _fenced(deliveries: list[Delivery]) -> AsyncIterator[None]:
+    """Settling these deliveries: each is marked settled first, with no await between, so an
+    extension or progress write not yet started sees it and touches nothing; one in flight
+    holds the delivery's lock and is waited for (its new token is the one to bind), and the
+    locks are held until the statement has run."""
+    for d in deliveries:
+        d.settled = True
+    busy = [lock for d in deliveries if (lock := d.lock_in_use()) is not None]
+    for lock in busy:
+        await lock.acquire()
+    try:
+        yield
+    finally:
+        for lock in busy:
+            lock.release()

@@ -150,9 +150,10 @@ def test_golden_steps(case: str, queue: str) -> None:
             want = [n for n in want if n != "unlock"]  # keys held in-process
         if f.header.form == "advisory" and dialect == "postgres":
             want = [n for n in want if n != "take"]  # the claim takes in the same statement
-        fused = f.header.form == "advisory" and "fifo_key" not in f.header.columns
+        fused = f.header.form in ("advisory", "lease") and "fifo_key" not in f.header.columns
         if fused and dialect == "postgres":
-            # the claim that first finishes the last batch's acked rows
+            # the claim that first finishes the last batch's acked rows (advisory: under
+            # their keys; lease: those still holding their tokens)
             want.insert(want.index("claim") + 1, "ack_claim")
         if dialect != "postgres":
             want = [n for n in want if n != "listen"]  # LISTEN/NOTIFY on PostgreSQL only

@@ -1,9 +1,12 @@
-"""PostgreSQL advisory: a small batch whose handlers all acked is finished by the worker's
-next claim, in the same statement (``ack_claim``), under the keys the connection holds.
+"""PostgreSQL advisory and lease: a small batch whose handlers all acked is finished by the
+worker's next claim, in the same statement (``ack_claim``): under the keys the connection
+holds (advisory), or where each row still holds its delivery's token (lease).
 
-The claim lists none of those rows (the session holds their keys: a try would take each
-again), and their keys are released once, by the claim after. After a lost connection they
-are not finished: the keys went with it, and the rows return. Only what finishes as
+The claim lists none of those rows (advisory: the session holds their keys, a try would take
+each again), and their keys are released once, by the claim after. After a lost connection
+advisory rows are not finished (the keys went with it, and the rows return); leased rows are,
+by the next claim on a new connection (the tokens are in the rows). A leased row another
+claim took since is not finished, and its delivery met LeaseLost. Only what finishes as
 ``ack_many`` does is deferred, a group of at most ``DEFER_MAX``: a retry, a mixed or larger
 batch, or a transactional form settles at once.
 """
@@ -15,6 +18,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.engines import engine_for, run
 from support.queues import QueueUnderTest, make_queue
 
@@ -25,6 +29,7 @@ from runtime.forms.base import DEFER_MAX
 from runtime.settle import decide
 
 COLUMNS = ("attempt", "retry_after")
+FORMS = ("advisory", "lease")
 
 
 async def ids_in_table(qt: QueueUnderTest) -> list[int]:
@@ -36,9 +41,12 @@ def acks(qt: QueueUnderTest, deliveries: list[Any]) -> list[tuple[Any, Any]]:
     return [(d, decide(qt.queue, d, runtime.ack())) for d in deliveries]
 
 
-def test_only_what_finishes_as_ack_many_does_waits_for_the_next_claim(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form_name", FORMS)
+def test_only_what_finishes_as_ack_many_does_waits_for_the_next_claim(
+    tmp_path: Path, form_name: str
+) -> None:
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), "advisory", columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), form_name, columns=COLUMNS)
         form = form_for(qt.queue)
         tx_form = form_for(qt.queue, transactional=True)
         try:
@@ -62,9 +70,12 @@ def test_only_what_finishes_as_ack_many_does_waits_for_the_next_claim(tmp_path: 
     run(go())
 
 
-def test_a_consumer_settles_every_batch_through_the_next_claim(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form_name", FORMS)
+def test_a_consumer_settles_every_batch_through_the_next_claim(
+    tmp_path: Path, form_name: str
+) -> None:
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), "advisory", columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), form_name, columns=COLUMNS)
         try:
             await qt.enqueue(*({"n": i} for i in range(40)))
             seen: list[int] = []
@@ -215,13 +226,16 @@ def test_advisory_a_row_moved_to_a_dead_letter_group_is_unlocked_at_once(
     run(go())
 
 
-def test_a_drop_the_table_declares_itself_is_never_deferred(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form_name", FORMS)
+def test_a_drop_the_table_declares_itself_is_never_deferred(tmp_path: Path, form_name: str) -> None:
+    guard = " AND locked_until = :token" if form_name == "lease" else ""
+
     async def go() -> None:
         qt = await make_queue(
             engine_for("postgres", tmp_path),
-            "advisory",
+            form_name,
             columns=COLUMNS,
-            statements={"drop": "DELETE FROM {qt} WHERE {c_id} = :id"},
+            statements={"drop": "DELETE FROM {qt} WHERE {c_id} = :id" + guard},
         )
         form = form_for(qt.queue)
         try:
@@ -239,15 +253,16 @@ def test_a_drop_the_table_declares_itself_is_never_deferred(tmp_path: Path) -> N
     run(go())
 
 
+@pytest.mark.parametrize("form_name", FORMS)
 def test_a_worker_cancelled_before_its_next_claim_still_finishes_the_acks_that_waited(
-    tmp_path: Path,
+    tmp_path: Path, form_name: str
 ) -> None:
     """The consumer's task cancelled (a stop that timed out, the caller's own cancel) while a
     batch's acks wait for the next claim: the worker writes them on its way out, so the
     rows are finished, counted once, and not delivered again."""
 
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), "advisory", columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), form_name, columns=COLUMNS)
         try:
             ids = await qt.enqueue(*({"n": i} for i in range(4)))
             seen: list[int] = []
@@ -323,6 +338,172 @@ def test_advisory_acks_a_claim_finished_stand_when_its_new_batch_cannot_be_taken
                         break
                     await asyncio.sleep(0.05)
                 assert [d.message.id for d in taken] == ids[3:]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_lease_the_next_claim_finishes_the_rows_that_hold_their_tokens_and_lists_none(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(
+            engine_for("postgres", tmp_path), "lease", columns=(*COLUMNS, "processed_at")
+        )
+        form = form_for(qt.queue)
+        try:
+            if qt.queue.steps.ack_claim is None:  # the partitioned layout: finishing moves rows
+                pytest.skip("a partitioned layout has no ack_claim")
+            ids = await qt.enqueue(*({"n": i} for i in range(6)))
+            async with await runtime.connect(qt.url) as conn:
+                first = await form.claim(conn, 3, None)
+                # a lease extended since the claim: its new token is the one bound
+                assert await form.extend(conn, first[0])
+                items = acks(qt, first)
+                assert form.defer(items) and all(d.settled for d in first)
+                second, met = await form.claim_settling(conn, 3, None, items)
+                assert met == [None, None, None]
+                assert [d.message.id for d in second] == ids[3:]  # none of the first listed
+                assert all(d.token is not None and d.attempt == 1 for d in second)
+            by_id = {r["id"]: r for r in await qt.rows()}
+            for row_id in ids[:3]:  # kept, processed, the lease cleared: as ack_many leaves it
+                assert by_id[row_id]["processed_at"] is not None
+                assert by_id[row_id]["locked_until"] is None
+            for row_id in ids[3:]:  # leased by the claim, not processed
+                assert by_id[row_id]["processed_at"] is None
+                assert by_id[row_id]["locked_until"] is not None
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_lease_a_row_another_claim_took_is_not_finished_and_its_delivery_lost_it(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        form = form_for(qt.queue)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(3)))
+            async with await runtime.connect(qt.url) as conn:
+                first = await form.claim(conn, 2, None)
+                items = acks(qt, first)
+                assert form.defer(items)
+                # the first row's lease expired and another claim took it: a new token
+                await conn.execute(
+                    f"UPDATE {qt.table} SET locked_until = now() + interval '1 minute' "
+                    "WHERE id = %(id)s",
+                    {"id": first[0].message.id},
+                )
+                batch, met = await form.claim_settling(conn, 3, None, items)
+            assert isinstance(met[0], LeaseLost) and first[0].lost
+            assert met[1] is None
+            assert await ids_in_table(qt) == [ids[0], ids[2]]  # only the held row finished
+            assert [d.message.id for d in batch] == [ids[2]]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_lease_acks_that_waited_are_finished_by_the_claim_on_a_new_connection(
+    tmp_path: Path,
+) -> None:
+    """The tokens are in the rows: the connection that claimed them is gone, and the next
+    claim, on another connection, still finishes them; when it leases nothing it returns
+    what it finished all the same."""
+
+    async def go() -> None:
+        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2})
+            async with await runtime.connect(qt.url) as lost:
+                first = await form.claim(lost, 2, None)
+            items = acks(qt, first)
+            assert form.defer(items)
+            async with await runtime.connect(qt.url) as conn:
+                batch, met = await form.claim_settling(conn, 2, None, items)
+            assert met == [None, None] and list(batch) == []
+            assert await qt.rows() == []
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_lease_a_worker_whose_connection_is_gone_finishes_the_acks_that_waited_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """Stopping with acks waiting for the next claim, the worker's connection closed under
+    it: they are written on a fresh connection by their tokens, not left to wait out their
+    leases and be delivered again."""
+
+    async def go() -> None:
+        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(3)))
+            consumer = runtime.Consumer(qt.url, qt.queue, lambda m, ctx: None, batch=3)
+            claim_settling = consumer.form.claim_settling
+            reached = asyncio.Event()
+
+            async def gone(conn: runtime.Connection, *args: Any) -> Any:
+                reached.set()
+                await conn.close()  # the connection is gone before the claim gets out
+                await asyncio.sleep(3600)
+                return await claim_settling(conn, *args)
+
+            consumer.form.claim_settling = gone  # type: ignore[method-assign]
+            task = asyncio.create_task(consumer.run())
+            await asyncio.wait_for(reached.wait(), 30)
+            assert await ids_in_table(qt) == ids
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 30)
+            assert await qt.rows() == []
+            assert consumer.counts.get("ack") == 3, consumer.counts
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_lease_acks_whose_claim_was_lost_with_its_connection_are_finished_on_the_next(
+    tmp_path: Path,
+) -> None:
+    """The claim that was to finish a batch's acks meets a dropped connection: the acks wait,
+    and the claim on the worker's next connection finishes them by their tokens (counted
+    as resettled), so no row waits out its lease or is handled twice."""
+
+    async def go() -> None:
+        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(3)))
+            seen: list[int] = []
+
+            async def handle(message: runtime.Message, ctx: runtime.Ctx) -> None:
+                seen.append(message.id)
+
+            consumer = runtime.Consumer(qt.url, qt.queue, handle, batch=3)
+            claim_settling = consumer.form.claim_settling
+            calls = 0
+
+            async def dropped_once(conn: runtime.Connection, *args: Any) -> Any:
+                nonlocal calls
+                calls += 1
+                if calls == 1:
+                    await conn.abort()  # the connection drops as the claim goes out
+                return await claim_settling(conn, *args)
+
+            consumer.form.claim_settling = dropped_once  # type: ignore[method-assign]
+            counts = await asyncio.wait_for(consumer.drain(), 30)
+            assert calls >= 2
+            assert counts.get("ack") == 3 and counts.get("resettled") == 3, counts
+            assert counts.get("lease_lost", 0) == 0, counts
+            assert sorted(seen) == ids
+            assert await qt.rows() == []
         finally:
             await qt.drop()
 

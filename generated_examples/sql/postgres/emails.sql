@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- channel: "qgen.emails_queue"
 -- pause_table: "emails_queue_pause"
--- seal: sha256:9d833e9045d65a3fe8b230ed2903fe27bda34dcaac7d708683e9584099108af6
+-- seal: sha256:3349cb31667322b657a633729373bb9b584993babb0b527df31eca4df09ec69d
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -81,6 +81,39 @@ WHERE "id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, CAST("locked_until" AS TEXT) AS token;
+
+-- name: ack_claim
+-- Finishes the rows of pairs (a JSON array of [id, token]: this connection's last batch, all acked) that still hold their token exactly as ack_many does, then leases as claim does, listing none of those rows. A row per leased row, each with finished, a JSON array of the ids it finished (a pair missing lost its lease); one row of NULLs but finished when it leased none. One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  DELETE FROM "emails_queue"
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  RETURNING "id" AS id
+), qgen_leased AS (
+  UPDATE "emails_queue"
+  SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s), "attempt" = "attempt" + 1
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "emails_queue"
+    WHERE ("retry_after" IS NULL OR "retry_after" <= now())
+      AND ("locked_until" IS NULL OR "locked_until" < now())
+      AND NOT EXISTS (
+        SELECT 1
+        FROM "emails_queue_pause" AS qgen_paused
+        WHERE qgen_paused.queue_table = 'emails_queue'
+          AND qgen_paused.queue_group = ''
+      )
+      AND "id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    ORDER BY "id"
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+  ))
+  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, CAST("locked_until" AS TEXT) AS token
+)
+SELECT qgen_leased.*, qgen_done.finished
+FROM (SELECT CAST(COALESCE(json_agg(id), '[]') AS TEXT) AS finished FROM qgen_acked) AS qgen_done
+LEFT JOIN qgen_leased ON TRUE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

@@ -10,7 +10,7 @@
 -- default_group: "orders"
 -- channel: "qgen.orders_queue"
 -- pause_table: "orders_queue_pause"
--- seal: sha256:7db8a62755f4986db2b9d88354f592a36d00f4493270dc08766a78064481d2b2
+-- seal: sha256:7c21da758748d30893ee64bfe7fdbcdee0cce0b8929cd7721eb611d169f6305b
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the index the console's per-minute chart counts enqueued rows by, the unique index that keeps one pending message per dedupe_key in a group, if missing.
@@ -98,6 +98,42 @@ WHERE "id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "id" AS id, "body" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
+
+-- name: ack_claim
+-- Finishes the rows of pairs (a JSON array of [id, token]: this connection's last batch, all acked) that still hold their token exactly as ack_many does, then leases as claim does, listing none of those rows. A row per leased row, each with finished, a JSON array of the ids it finished (a pair missing lost its lease); one row of NULLs but finished when it leased none. One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  UPDATE "orders_queue"
+  SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  RETURNING "id" AS id
+), qgen_leased AS (
+  UPDATE "orders_queue"
+  SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s), "attempt" = "attempt" + 1
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "orders_queue"
+    WHERE "queue" = %(group)s
+      AND "processed_at" IS NULL
+      AND ("retry_after" IS NULL OR "retry_after" <= now())
+      AND ("locked_until" IS NULL OR "locked_until" < now())
+      AND NOT EXISTS (
+        SELECT 1
+        FROM "orders_queue_pause" AS qgen_paused
+        WHERE qgen_paused.queue_table = 'orders_queue'
+          AND qgen_paused.queue_group IN ('', %(group)s)
+      )
+      AND "id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    ORDER BY "id"
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+  ))
+  RETURNING "id" AS id, "body" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token
+)
+SELECT qgen_leased.*, qgen_done.finished
+FROM (SELECT CAST(COALESCE(json_agg(id), '[]') AS TEXT) AS finished FROM qgen_acked) AS qgen_done
+LEFT JOIN qgen_leased ON TRUE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

@@ -9,7 +9,7 @@
 -- lease_s: 10
 -- channel: "qgen.pings"
 -- pause_table: "pings_pause"
--- seal: sha256:7019bbc77f79241ba6caf7386fe0d950741c0615dd2357a3980f550cec2b4f96
+-- seal: sha256:d1162640bd4ae4ff15e153477e89da6353954c86bb7818b71b9d95123508dc03
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -62,6 +62,38 @@ WHERE "ping_id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "ping_id" AS id, "data" AS payload, CAST("leased_until" AS TEXT) AS token;
+
+-- name: ack_claim
+-- Finishes the rows of pairs (a JSON array of [id, token]: this connection's last batch, all acked) that still hold their token exactly as ack_many does, then leases as claim does, listing none of those rows. A row per leased row, each with finished, a JSON array of the ids it finished (a pair missing lost its lease); one row of NULLs but finished when it leased none. One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  DELETE FROM "pings"
+  WHERE "ping_id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    AND ("ping_id", "leased_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  RETURNING "ping_id" AS id
+), qgen_leased AS (
+  UPDATE "pings"
+  SET "leased_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
+  WHERE "ping_id" = ANY(ARRAY(
+    SELECT "ping_id"
+    FROM "pings"
+    WHERE ("leased_until" IS NULL OR "leased_until" < now())
+      AND NOT EXISTS (
+        SELECT 1
+        FROM "pings_pause" AS qgen_paused
+        WHERE qgen_paused.queue_table = 'pings'
+          AND qgen_paused.queue_group = ''
+      )
+      AND "ping_id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    ORDER BY "ping_id"
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+  ))
+  RETURNING "ping_id" AS id, "data" AS payload, CAST("leased_until" AS TEXT) AS token
+)
+SELECT qgen_leased.*, qgen_done.finished
+FROM (SELECT CAST(COALESCE(json_agg(id), '[]') AS TEXT) AS finished FROM qgen_acked) AS qgen_done
+LEFT JOIN qgen_leased ON TRUE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

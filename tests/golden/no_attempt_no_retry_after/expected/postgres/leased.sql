@@ -9,7 +9,7 @@
 -- lease_s: 30
 -- channel: "qgen.leased"
 -- pause_table: "leased_pause"
--- seal: sha256:a051accce93518384ce4ddf9f51c6ac2f7de3642c6581bd19af1b7bb817254d2
+-- seal: sha256:713db1522fec1348603b04cde5c096b802c6e999e3eb5f65719a87306d074ccd
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes, if missing.
@@ -62,6 +62,38 @@ WHERE "id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "id" AS id, "payload" AS payload, CAST("locked_until" AS TEXT) AS token;
+
+-- name: ack_claim
+-- Finishes the rows of pairs (a JSON array of [id, token]: this connection's last batch, all acked) that still hold their token exactly as ack_many does, then leases as claim does, listing none of those rows. A row per leased row, each with finished, a JSON array of the ids it finished (a pair missing lost its lease); one row of NULLs but finished when it leased none. One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  DELETE FROM "leased"
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  RETURNING "id" AS id
+), qgen_leased AS (
+  UPDATE "leased"
+  SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "leased"
+    WHERE ("locked_until" IS NULL OR "locked_until" < now())
+      AND NOT EXISTS (
+        SELECT 1
+        FROM "leased_pause" AS qgen_paused
+        WHERE qgen_paused.queue_table = 'leased'
+          AND qgen_paused.queue_group = ''
+      )
+      AND "id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    ORDER BY "id"
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+  ))
+  RETURNING "id" AS id, "payload" AS payload, CAST("locked_until" AS TEXT) AS token
+)
+SELECT qgen_leased.*, qgen_done.finished
+FROM (SELECT CAST(COALESCE(json_agg(id), '[]') AS TEXT) AS finished FROM qgen_acked) AS qgen_done
+LEFT JOIN qgen_leased ON TRUE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

@@ -10,7 +10,7 @@
 -- default_group: "tasks"
 -- channel: "qgen.tasks"
 -- pause_table: "tasks_pause"
--- seal: sha256:ac149307222782a2802c60226652bc5a086d06614f01764dbae8e139af357e17
+-- seal: sha256:ecf7a52599e4e2d2a5b4934cbdbb999c051014ac9ae2a2d2fe4dea2bf7c6d001
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing.
@@ -77,6 +77,40 @@ WHERE "id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group", CAST("locked_until" AS TEXT) AS token;
+
+-- name: ack_claim
+-- Finishes the rows of pairs (a JSON array of [id, token]: this connection's last batch, all acked) that still hold their token exactly as ack_many does, then leases as claim does, listing none of those rows. A row per leased row, each with finished, a JSON array of the ids it finished (a pair missing lost its lease); one row of NULLs but finished when it leased none. One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  DELETE FROM "tasks"
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  RETURNING "id" AS id
+), qgen_leased AS (
+  UPDATE "tasks"
+  SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s), "attempt" = "attempt" + 1
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "tasks"
+    WHERE "lane" = %(group)s
+      AND ("retry_after" IS NULL OR "retry_after" <= now())
+      AND ("locked_until" IS NULL OR "locked_until" < now())
+      AND NOT EXISTS (
+        SELECT 1
+        FROM "tasks_pause" AS qgen_paused
+        WHERE qgen_paused.queue_table = 'tasks'
+          AND qgen_paused.queue_group IN ('', %(group)s)
+      )
+      AND "id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    ORDER BY "id"
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+  ))
+  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "lane" AS "group", CAST("locked_until" AS TEXT) AS token
+)
+SELECT qgen_leased.*, qgen_done.finished
+FROM (SELECT CAST(COALESCE(json_agg(id), '[]') AS TEXT) AS finished FROM qgen_acked) AS qgen_done
+LEFT JOIN qgen_leased ON TRUE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

@@ -10,7 +10,7 @@
 -- default_group: "ranked"
 -- channel: "qgen.ranked"
 -- pause_table: "ranked_pause"
--- seal: sha256:ac8e806e93efc2a7712e0a1b4a604af926c12688ea30b5cd5694e5a325b6f3f9
+-- seal: sha256:65a9181d78b33fd6c2254e3c97ea0d8ae3ee50e44aa343ea60c3ed6ac33d56e1
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, if missing.
@@ -82,6 +82,42 @@ WHERE "id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token;
+
+-- name: ack_claim
+-- Finishes the rows of pairs (a JSON array of [id, token]: this connection's last batch, all acked) that still hold their token exactly as ack_many does, then leases as claim does, listing none of those rows. A row per leased row, each with finished, a JSON array of the ids it finished (a pair missing lost its lease); one row of NULLs but finished when it leased none. One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  UPDATE "ranked"
+  SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  RETURNING "id" AS id
+), qgen_leased AS (
+  UPDATE "ranked"
+  SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s), "attempt" = "attempt" + 1
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "ranked"
+    WHERE "queue" = %(group)s
+      AND "processed_at" IS NULL
+      AND ("retry_after" IS NULL OR "retry_after" <= now())
+      AND ("locked_until" IS NULL OR "locked_until" < now())
+      AND NOT EXISTS (
+        SELECT 1
+        FROM "ranked_pause" AS qgen_paused
+        WHERE qgen_paused.queue_table = 'ranked'
+          AND qgen_paused.queue_group IN ('', %(group)s)
+      )
+      AND "id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    ORDER BY "prio" DESC, "id"
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+  ))
+  RETURNING "id" AS id, "payload" AS payload, "attempt" - 1 AS attempt, "queue" AS "group", CAST("locked_until" AS TEXT) AS token
+)
+SELECT qgen_leased.*, qgen_done.finished
+FROM (SELECT CAST(COALESCE(json_agg(id), '[]') AS TEXT) AS finished FROM qgen_acked) AS qgen_done
+LEFT JOIN qgen_leased ON TRUE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).

@@ -12,7 +12,7 @@
 -- schedule_table: "reports_queue_schedules"
 -- schedules: {"nightly": {"cron": "0 3 * * *", "timezone": "Europe/Paris", "payload": {"kind": "nightly"}, "catch_up": "latest", "catch_up_limit": 10}, "tick": {"every_s": 1, "timezone": "UTC", "payload": "tick", "catch_up": "all", "catch_up_limit": 10, "slot_column": "slot"}}
 -- pause_table: "reports_queue_pause"
--- seal: sha256:4f7db4d99bced507915ed311b9c498423735bff828dfb417822ed1c0248ee73b
+-- seal: sha256:a47ee9627b291bd09306216786daa9e5acf9af06844dc7f09784d089aa001a63
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, with the index prune and stats read over processed rows, the table that keeps each schedule's last slot, if missing.
@@ -78,6 +78,40 @@ WHERE "id" = ANY(ARRAY(
   FOR UPDATE SKIP LOCKED
 ))
 RETURNING "id" AS id, "payload" AS payload, CAST("locked_until" AS TEXT) AS token;
+
+-- name: ack_claim
+-- Finishes the rows of pairs (a JSON array of [id, token]: this connection's last batch, all acked) that still hold their token exactly as ack_many does, then leases as claim does, listing none of those rows. A row per leased row, each with finished, a JSON array of the ids it finished (a pair missing lost its lease); one row of NULLs but finished when it leased none. One statement and one commit where ack_many and the next claim were two.
+-- kinds: writes-returning
+WITH qgen_acked AS (
+  UPDATE "reports_queue"
+  SET "processed_at" = clock_timestamp(), "locked_until" = NULL
+  WHERE "id" = ANY(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    AND ("id", "locked_until") IN (SELECT CAST(j.value ->> 0 AS BIGINT), CAST(j.value ->> 1 AS TIMESTAMPTZ) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j)
+  RETURNING "id" AS id
+), qgen_leased AS (
+  UPDATE "reports_queue"
+  SET "locked_until" = clock_timestamp() + make_interval(secs => %(lease_s)s)
+  WHERE "id" = ANY(ARRAY(
+    SELECT "id"
+    FROM "reports_queue"
+    WHERE "processed_at" IS NULL
+      AND ("locked_until" IS NULL OR "locked_until" < now())
+      AND NOT EXISTS (
+        SELECT 1
+        FROM "reports_queue_pause" AS qgen_paused
+        WHERE qgen_paused.queue_table = 'reports_queue'
+          AND qgen_paused.queue_group = ''
+      )
+      AND "id" <> ALL(ARRAY(SELECT CAST(j.value ->> 0 AS BIGINT) FROM jsonb_array_elements(CAST(%(pairs)s AS JSONB)) AS j))
+    ORDER BY "id"
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+  ))
+  RETURNING "id" AS id, "payload" AS payload, CAST("locked_until" AS TEXT) AS token
+)
+SELECT qgen_leased.*, qgen_done.finished
+FROM (SELECT CAST(COALESCE(json_agg(id), '[]') AS TEXT) AS finished FROM qgen_acked) AS qgen_done
+LEFT JOIN qgen_leased ON TRUE;
 
 -- name: extend
 -- Moves a held lease lease_s seconds past now; the new expiry is the new token (no row: the lease was lost).
