@@ -8,6 +8,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
+from operator import itemgetter
 from typing import ClassVar
 
 from runtime.contract.errors import DatabaseError, LeaseLost
@@ -19,6 +20,8 @@ from runtime.settle import Decision
 
 log = logging.getLogger("runtime")
 
+#: the delivery of a ``(delivery, decision)`` item
+_delivery = itemgetter(0)
 #: how many times a settlement rolled back by a conflicting transaction is run (lease)
 SETTLE_TRIES = 3
 #: runs a delivery's handler on the worker's connection: the decision that settles it
@@ -38,7 +41,7 @@ class Completer:
         #: claimed, not yet settled (the lease form extends these)
         self.held = held
         #: written, counted when the batch commits (row lock)
-        self.uncommitted: list[tuple[str, Delivery]] = []
+        self.uncommitted: list[tuple[Delivery, Decision]] = []
         #: the settlements the connection's next claim is to write (``finish`` with ``defer``)
         self.deferred: list[tuple[Delivery, Decision]] = []
 
@@ -93,14 +96,14 @@ class Completer:
                 )
                 continue
             break
-        self.count(decision.label, d)
+        self.count(d, decision)
 
-    def count(self, label: str, d: Delivery) -> None:
+    def count(self, d: Delivery, decision: Decision) -> None:
         """A settlement written: counted now, or when its batch commits (row lock)."""
         if self.form.commits_at_batch_end:
-            self.uncommitted.append((label, d))
+            self.uncommitted.append((d, decision))
         else:
-            self.counts.settled(label, d)
+            self.counts.settled(decision.label, d)
 
     def lost(self, exc: LeaseLost) -> None:
         lost_lease(self.counts, exc)
@@ -185,7 +188,7 @@ class WindowedCompleter(Completer):
                 self.held.discard(d)
             return
         settled = held_of(self.counts, items, met)
-        self.held.difference_update(d for d, _ in items)
+        self.held.difference_update(map(_delivery, items))
         if self.form.commits_at_batch_end:
             self.uncommitted.extend(settled)
         else:
@@ -226,13 +229,17 @@ def lost_lease(counts: Counts, exc: LeaseLost) -> None:
 
 def held_of(
     counts: Counts, items: list[tuple[Delivery, Decision]], met: list[LeaseLost | None]
-) -> list[tuple[str, Delivery]]:
-    """A group's settlements that held, as ``(label, delivery)`` to count; each one that
-    met a LeaseLost is logged and counted as lost."""
+) -> list[tuple[Delivery, Decision]]:
+    """A group's settlements that held, to count (the group itself when all did); each one
+    that met a LeaseLost is logged and counted as lost."""
+    if len(met) != len(items):
+        raise ValueError(f"{len(met)} results for a group of {len(items)} settlements")
+    if met.count(None) == len(met):  # every row held: most groups
+        return items
     settled = []
-    for (d, decision), lost in zip(items, met, strict=True):
+    for item, lost in zip(items, met, strict=True):
         if lost is None:
-            settled.append((decision.label, d))
+            settled.append(item)
         else:
             lost_lease(counts, lost)
     return settled

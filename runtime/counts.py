@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from runtime.metrics import Metrics, call, fields
 
 if TYPE_CHECKING:
-    from runtime.delivery import Delivery
+    from runtime.delivery import Decision, Delivery
 
 log = logging.getLogger("runtime")
 #: the operations a Metrics hook hears about
@@ -73,18 +73,28 @@ class Counts(dict[str, int]):
         if self.metrics is not None:
             call(self.metrics, "on_outcome", label, d.handler_s)
 
-    def settled_all(self, settled: Iterable[tuple[str, Delivery]]) -> None:
-        """``settled(label, d)`` for each pair: a batch's settlements, counted by label in one
-        pass when there is no hook to call, no DEBUG line to write and no subclass that
-        records each settlement (``runtime.testing``)."""
+    def settled_all(self, settled: Sequence[tuple[Delivery, Decision]]) -> None:
+        """``settled(decision.label, d)`` for each pair: a group's settlements, as the group
+        holds them, counted by label in one pass when there is no hook to call, no DEBUG line
+        to write and no subclass that records each settlement (``runtime.testing``)."""
         one_by_one = type(self).settled is not Counts.settled or self.metrics is not None
         if one_by_one or log.isEnabledFor(logging.DEBUG):
-            for label, d in settled:
-                self.settled(label, d)
+            for d, decision in settled:
+                self.settled(decision.label, d)
             return
-        get = self.get
-        for label, _ in settled:  # an outcome's label: never one of the _HOOKS operations
-            self[label] = get(label, 0) + 1
+        # a group's items mostly share one Decision: counted by runs of the same one (an
+        # outcome's label is never one of the _HOOKS operations)
+        run: Decision | None = None
+        n = 0
+        for _, decision in settled:
+            if decision is run:
+                n += 1
+                continue
+            if run is not None:
+                self[run.label] = self.get(run.label, 0) + n
+            run, n = decision, 1
+        if run is not None:
+            self[run.label] = self.get(run.label, 0) + n
 
     @property
     def outcomes(self) -> dict[str, int]:

@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from operator import itemgetter
 from typing import Any
 
 from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
@@ -84,22 +85,23 @@ class LeaseForm(Form):
         """One statement per outcome (``ack_many`` …, guarded per row by its id and token)
         where the file has it; one by one for the rest (dead letter, custom events, a
         declared override). Rows it did not touch lost their lease."""
-        held: dict[int, bool] = {}
+        lost: list[int] = []  # the items whose rows no longer held their tokens
         parts = self.many_parts(items)
         own_tx = self.needs_transaction(parts)
         try:
             async with atomic(conn) if own_tx else contextlib.nullcontext():
                 for step, part in parts:
-                    async with _fenced([d for _, d, _ in part]):
-                        held.update(await self._settle_part(conn, step, part))
+                    async with _fenced(map(_part_delivery, part)):
+                        lost += await self._settle_part(conn, step, part)
         except Exception:  # rolled back (atomic): nothing of the group committed
             for d, _ in items:
                 d.settled = False  # nothing committed: they can still be settled or given back
             return None
-        return [
-            None if held[i] else self._lost(d, decision.label)
-            for i, (d, decision) in enumerate(items)
-        ]
+        met: list[LeaseLost | None] = [None] * len(items)
+        for i in lost:
+            d, decision = items[i]
+            met[i] = self._lost(d, decision.label)
+        return met
 
     async def claim_settling(
         self,
@@ -114,7 +116,7 @@ class LeaseForm(Form):
         committed: the items wait for the next claim, or are written on their own."""
         assert self._ack_claim is not None  # defer() checked: the file has it
         params: dict[str, Any] = dict(self.claim_params(limit, group))
-        async with _fenced([d for d, _ in items]):
+        async with _fenced(d for d, _ in items):
             params["pairs"] = json.dumps([[d.message.id, d.token] for d, _ in items], default=str)
             names, rows = await self.rows(conn, self._ack_claim, params)
         i_id, i_finished = names.index("id"), names.index("finished")
@@ -125,19 +127,22 @@ class LeaseForm(Form):
 
     async def _settle_part(
         self, conn: Connection, step: Step | None, part: list[tuple[int, Delivery, Decision]]
-    ) -> dict[int, bool]:
-        """Run one part's statement; per item index, whether its row was still held."""
+    ) -> list[int]:
+        """Run one part's statement; the indexes of its items whose rows no longer held their
+        tokens (none, mostly)."""
         if step is None:
             ((i, d, decision),) = part
             params = {**self.bound(d, decision), "token": d.token}
             result = await self.run(conn, self._settle_step(decision), params)
-            return {i: bool(result.rowcount)}
+            return [] if result.rowcount else [i]
         many = self.many_params(part)
         many["pairs"] = json.dumps([[d.message.id, d.token] for _, d, _ in part], default=str)
         names, rows = await self.rows(conn, step, many)
+        if len(rows) == len(part):  # a row each (a part's ids are distinct): every one held
+            return []
         i_id = names.index("id") if rows else 0
         touched = {row[i_id] for row in rows}
-        return {i: d.message.id in touched for i, d, _ in part}
+        return [i for i, d, _ in part if d.message.id not in touched]
 
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
         await self.give_back(conn, d)
@@ -286,15 +291,22 @@ class LeaseForm(Form):
                 await conn.close()
 
 
+#: the delivery of a ``many_parts`` item ``(index, delivery, decision)``
+_part_delivery = itemgetter(1)
+
+
 @contextlib.asynccontextmanager
-async def _fenced(deliveries: list[Delivery]) -> AsyncIterator[None]:
+async def _fenced(deliveries: Iterable[Delivery]) -> AsyncIterator[None]:
     """Settling these deliveries: each is marked settled first, with no await between, so an
     extension or progress write not yet started sees it and touches nothing; one in flight
     holds the delivery's lock and is waited for (its new token is the one to bind), and the
     locks are held until the statement has run."""
-    for d in deliveries:
+    busy: list[asyncio.Lock] = []
+    for d in deliveries:  # every one marked before the first await
         d.settled = True
-    busy = [lock for d in deliveries if (lock := d.lock_in_use()) is not None]
+        lock = d.lock_in_use()
+        if lock is not None:
+            busy.append(lock)
     for lock in busy:
         await lock.acquire()
     try:
