@@ -35,6 +35,7 @@ from runtime.loop import ConsumerSettings, Listener, Run, WorkerLoop
 from runtime.metrics import Metrics, fields
 from runtime.outcomes import (
     PLAIN_ACK,
+    PLAIN_RETRY_OUTCOME,
     Immediate,
     Outcome,
     RetryPolicy,
@@ -219,6 +220,9 @@ class Consumer(Generic[P]):
         self._invoke = self._invocation()
         #: the one Decision every plain ack (``ack()``, a returned None) settles by
         self._acked = acked(queue)
+        #: the one Decision a plain retry() under Immediate settles by below the cap (made
+        #: by the first: ``_decide``)
+        self._retried: Decision | None = None
         delays = queue.steps.retry_after is not None
         #: turns retry() (and a handler that raised) into retry_after(delay by attempt)
         self.retry_policy: RetryPolicy = self._policy(retry_policy, delays)
@@ -512,9 +516,20 @@ class Consumer(Generic[P]):
         if d.undecodable is not None:
             d.decision = decision = self._undecodable(d, d.undecodable)
             return decision
+        invoke, message = self._invoke, d.message
         started = monotonic()
-        try:
-            outcome = await self._invoke.call(d.message, ctx, started)
+        try:  # Invocation.call's steps, run in this coroutine (one coroutine less a message)
+            try:
+                returned = await invoke.start(message, ctx)
+                if type(returned) is Outcome:
+                    outcome = returned
+                else:
+                    outcome = await invoke.finish(returned, message, ctx, started)
+            except BaseException as exc:
+                raised = invoke.raised(exc, message, ctx, started)
+                if raised is None:  # not the handler's to settle: it propagates
+                    raise
+                outcome = raised
         except asyncio.CancelledError:  # the caller's cancellation (the handler's is a retry)
             await form.give_back(conn, d)
             raise
@@ -552,7 +567,17 @@ class Consumer(Generic[P]):
         return self._decide(d, retry(str(exc)))
 
     def _decide(self, d: Delivery, outcome: Outcome) -> Decision:
-        """The statement that settles ``outcome``, a retry delayed by the retry policy."""
+        """The statement that settles ``outcome``, a retry delayed by the retry policy.
+
+        A plain ``retry()`` under ``Immediate`` below the cap settles by one Decision, the
+        same for every such delivery: decided once, then shared without the look-ups."""
+        if outcome is PLAIN_RETRY_OUTCOME and type(self.retry_policy) is Immediate:
+            cap = self.queue.max_attempts
+            if cap is None or d.attempt is None or d.attempt < cap:
+                decision = self._retried
+                if decision is None:
+                    decision = self._retried = decide(self.queue, d, outcome)
+                return decision
         return decide(self.queue, d, with_policy(outcome, d.attempt, self.retry_policy))
 
     def _unsettled(self, d: Delivery, cap: int) -> Decision:

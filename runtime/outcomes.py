@@ -93,6 +93,8 @@ _ACK, _DROP, _RETRY = (
 )
 #: the plain ack, one object: what ``ack()`` and a handler's None are (``outcome is PLAIN_ACK``)
 PLAIN_ACK = _ACK
+#: the plain retry, one object: what ``retry()`` without a reason is
+PLAIN_RETRY_OUTCOME = _RETRY
 
 
 def ack(result: Any = None) -> Outcome:

@@ -212,6 +212,51 @@ def test_immediate_retries_at_once_and_dead_letters_at_the_cap(engine, form, cap
 _WITH_GROUP = ("attempt", "retry_after", "processed_at", "group")
 
 
+@pytest.mark.parametrize("form", FORMS)
+def test_plain_retries_under_immediate_share_one_decision_yet_keep_reasons_and_the_cap(
+    engine, form
+):
+    # every plain retry() below the cap settles by one Decision the consumer keeps; a retry
+    # with a reason, one at the cap, and one under a policy set since are decided each time
+    async def go():
+        columns = ("attempt", "retry_after", "processed_at", "last_error")
+        qt = await make_queue(engine, form, columns=columns, dead="table", max_attempts=3)
+
+        async def handle(message, ctx):
+            n = message.payload["n"]
+            if ctx.attempt == 1 or n == 0:
+                return runtime.retry()  # n 0: at every delivery, so at the cap too
+            if n == 1:
+                return runtime.retry("upstream 503") if ctx.attempt == 2 else runtime.ack()
+            return runtime.ack()
+
+        consumer = runtime.Consumer(
+            qt.url, qt.queue, handle, concurrency=1, retry_policy=runtime.Immediate()
+        )
+        try:
+            await qt.enqueue(*({"n": n} for n in range(4)))
+            counts = await consumer.drain()
+            # n 0: retry, retry, dead letter at attempt 3; n 1: retry, retry with a reason,
+            # ack; n 2 and 3: retry, ack
+            assert counts == {"retry": 6, "ack": 3, "dead_letter": 1}, counts
+            (dead,) = await qt.dead_rows()
+            assert dead["payload"] == {"n": 0}
+            assert dead["last_error"] == "the handler returned retry() without a reason"
+            live = {r["payload"]["n"]: r for r in await qt.rows()}
+            assert live[1]["last_error"] == "upstream 503"
+            assert live[2]["last_error"] == "the handler returned retry() without a reason"
+            # the policy set on the consumer since: retry() waits as it says
+            consumer.retry_policy = runtime.ExponentialBackoff(base=3600, cap=3600, jitter=0)
+            await qt.enqueue({"n": 4})
+            assert await consumer.drain() == {"retry_after": 1}
+            (waiting,) = [r for r in await qt.rows() if r["payload"]["n"] == 4]
+            assert waiting["retry_after_future"] == 1
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 def test_a_queue_without_retry_after_retries_at_once_and_warns_once_at_start(engine, caplog):
     async def go():
         qt = await make_queue(engine, "lease", columns=("attempt", "processed_at"))
