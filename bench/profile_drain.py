@@ -34,7 +34,7 @@ if __package__ in (None, ""):  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # ROOT, below
 
 import runtime
-from bench.contenders import ack_handler
+from bench.contenders import ack_handler, retry_once_handler
 from bench.counting import Tally
 from bench.queues import (
     DEFAULT_URLS,
@@ -64,6 +64,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--raw",
         action="store_true",
         help="profile the raw twin (bench/raw.py's asyncio loop) instead of the runtime",
+    )
+    p.add_argument(
+        "--retry-once",
+        action="store_true",
+        help="every message fails once, then acks (the bench's retry-once drain)",
     )
     return p.parse_args(argv)
 
@@ -99,7 +104,8 @@ async def profile(args: argparse.Namespace, out_dir: Path) -> str:
         await db.close()
     out = io.StringIO()
     print(
-        f"{'raw twin' if args.raw else 'runtime'}: {args.engine} {args.form} batch {args.batch} concurrency {args.concurrency}: "
+        f"{'raw twin' if args.raw else 'runtime'}: {args.engine} {args.form} batch {args.batch} concurrency {args.concurrency}"
+        f"{' retry-once' if args.retry_once else ''}: "
         f"{args.messages} messages in {wall:.2f} s, counts {dict(counts)}, "
         f"client CPU {cpu * 1e6 / args.messages:.1f} µs/msg under the profiler",
         file=out,
@@ -185,7 +191,7 @@ def _runtime_drain(
     consumer = runtime.Consumer(
         url,
         queue,
-        ack_handler,
+        retry_once_handler if args.retry_once else ack_handler,
         concurrency=args.concurrency,
         batch=args.batch,
         retry_policy=runtime.Immediate(),
@@ -202,7 +208,7 @@ def _raw_drain(
             args.engine,
             dict(queue.rendered.statements),
             args.form,
-            False,
+            args.retry_once,
             args.concurrency,
             args.batch,
             queue.lease_s,
