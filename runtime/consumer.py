@@ -235,6 +235,8 @@ class Consumer(Generic[P]):
             queue, transactional=transactional, keyspace=keyspace, spread=concurrency
         )
         self._table_checked = False
+        #: held by the connection that checks the server and the table (``_connect``)
+        self._checking = asyncio.Lock()
         self._cautioned = False  # the server's cost of this form was logged
         self._outage = Outage(queue.name)
         #: what the current (or last) drain() or run() did
@@ -317,6 +319,7 @@ class Consumer(Generic[P]):
             return self.counts
         self._fatal = None
         self._invoke = self._invocation()  # the handler may have been replaced
+        self._checking = asyncio.Lock()  # this call's event loop's
         self._warn_once()
         self._outage = Outage(self.queue.name)  # each drain() has its own outage_timeout
         run = self._new_run(until_empty)
@@ -426,9 +429,13 @@ class Consumer(Generic[P]):
         try:
             check_dialect(self.queue.rendered, conn)
             if not self._table_checked:  # once, before the first claim
-                await self._check_server(conn)
-                await self._check_table(conn)
-                self._table_checked = True
+                # the workers connect side by side: one checks, the others wait for it (each
+                # running the catalogue's queries again would hold up every first claim)
+                async with self._checking:
+                    if not self._table_checked:
+                        await self._check_server(conn)
+                        await self._check_table(conn)
+                        self._table_checked = True
         except BaseException:  # a refusal, or cancelled (stopped) while checking
             await conn.close()
             raise

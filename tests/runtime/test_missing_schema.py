@@ -94,3 +94,39 @@ def test_a_claim_failing_on_a_missing_table_is_not_retried(engine, form, caplog)
         assert not [r for r in caplog.records if "claim failed (failure" in r.getMessage()]
 
     run(go())
+
+
+def test_the_workers_check_the_tables_once_before_the_first_claim(engine):
+    # four workers connect side by side: one of them reads the catalogue, the others wait
+    # for it and then claim; a later drain() of the same consumer reads it no more
+    async def go():
+        qt = await make_queue(engine, "lease")
+        described: list[str] = []
+        columns = qt.queue.rendered.statements["columns"][0]
+
+        async def opener():
+            conn = await runtime.connect(qt.url)
+            fetchall = conn.fetchall
+
+            async def recorded(sql, params=None):
+                if sql == columns:
+                    described.append(params["table_name"])
+                return await fetchall(sql, params)
+
+            conn.fetchall = recorded  # the real driver runs it: only the call is noted
+            return conn
+
+        try:
+            await qt.enqueue(*({"n": n} for n in range(8)))
+            consumer = runtime.Consumer(opener, qt.queue, _ack, concurrency=4, batch=1)
+            assert await consumer.drain() == {"ack": 8}
+            assert sorted(described) == sorted([qt.table, qt.queue.rendered.header.pause_table]), (
+                described
+            )
+            await qt.enqueue({"n": 8})
+            assert await consumer.drain() == {"ack": 1}
+            assert len(described) == 2, described
+        finally:
+            await qt.drop()
+
+    run(go())
