@@ -9,7 +9,7 @@
 -- lease_s: 60
 -- channel: "qgen.emails_queue"
 -- pause_table: "emails_queue_pause"
--- seal: sha256:3349cb31667322b657a633729373bb9b584993babb0b527df31eca4df09ec69d
+-- seal: sha256:d91bb7b964849f899d5460fce77a33da695dfe487f2bb9238397148cb13fc222
 
 -- name: schema
 -- Creates the queue table, its dead-letter table, the table of paused scopes, if missing.
@@ -219,16 +219,13 @@ WHERE "id" = %(id)s AND "locked_until" = %(token)s;
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
-  SELECT 1
-  FROM pg_partitioned_table AS pt
-  JOIN pg_class AS t ON t.oid = pt.partrelid
-  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
-  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
-) AS partitioned
-FROM information_schema.columns AS c
-WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
-ORDER BY c.ordinal_position;
+SELECT a.attname AS name, format_type(a.atttypid, NULL) AS type, NOT a.attnotnull AS nullable, pg_get_expr(d.adbin, d.adrelid) AS "default", a.attidentity <> '' OR COALESCE(pg_get_expr(d.adbin, d.adrelid), '') LIKE 'nextval(%%' AS generated, t.relkind = 'p' AS partitioned
+FROM pg_attribute AS a
+JOIN pg_class AS t ON t.oid = a.attrelid
+JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+LEFT JOIN pg_attrdef AS d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE ns.nspname = COALESCE(%(table_schema)s, current_schema()) AND t.relname = %(table_name)s AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum;
 
 -- name: indexes
 -- Reads a table's indexes and their columns in order, for `qgen verify`.

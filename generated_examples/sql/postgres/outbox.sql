@@ -3,7 +3,7 @@
 -- dialect: "postgres"
 -- table: "outbox"
 -- columns: {"id": "id", "payload": "payload", "topic": "topic", "key": "partition_key", "created_at": "created_at", "processed_at": "processed_at"}
--- seal: sha256:a2eda0bd3907cb6d1d3aacb9088648d4c63799a648403426fa38c23246494b4f
+-- seal: sha256:0d3698dae7e77d2ba1bfe2ef25945d9607dc642ce96b4e3258bf0defc0adabbb
 
 -- name: schema
 -- Creates the outbox table and the indexes the relay's fetch, prune and the console's counts read, if missing.
@@ -110,16 +110,13 @@ ORDER BY minute;
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen apply`.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
-  SELECT 1
-  FROM pg_partitioned_table AS pt
-  JOIN pg_class AS t ON t.oid = pt.partrelid
-  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
-  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
-) AS partitioned
-FROM information_schema.columns AS c
-WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
-ORDER BY c.ordinal_position;
+SELECT a.attname AS name, format_type(a.atttypid, NULL) AS type, NOT a.attnotnull AS nullable, pg_get_expr(d.adbin, d.adrelid) AS "default", a.attidentity <> '' OR COALESCE(pg_get_expr(d.adbin, d.adrelid), '') LIKE 'nextval(%%' AS generated, t.relkind = 'p' AS partitioned
+FROM pg_attribute AS a
+JOIN pg_class AS t ON t.oid = a.attrelid
+JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+LEFT JOIN pg_attrdef AS d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE ns.nspname = COALESCE(%(table_schema)s, current_schema()) AND t.relname = %(table_name)s AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum;
 
 -- name: indexes
 -- Reads a table's indexes and their columns in order, for `qgen apply`.

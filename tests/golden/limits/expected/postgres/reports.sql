@@ -9,7 +9,7 @@
 -- default_group: "reports"
 -- channel: "qgen.reports_queue"
 -- pause_table: "reports_queue_pause"
--- seal: sha256:d3784a0c04229e5e34087d1a4ac9633dba267b920bc583a3855b1b66ab68a5c1
+-- seal: sha256:35d3256e66c04914e845e24bc081b1702013fef09d411bbccfcc9d5823ae0021
 
 -- name: schema
 -- Creates the queue table, the table of paused scopes and the index the claim reads, if missing; the table "reports_queue_limits" of its in-flight slots.
@@ -139,16 +139,13 @@ WHERE "id" = ANY(ARRAY(SELECT CAST(j.value AS BIGINT) FROM jsonb_array_elements_
 -- name: columns
 -- Reads how the database describes a table's columns (table_name, in table_schema or the connection's own): for `qgen verify` and the consumer's start-up check.
 -- kinds: reads
-SELECT c.column_name AS name, c.data_type AS type, c.is_nullable = 'YES' AS nullable, c.column_default AS "default", c.is_identity = 'YES' OR COALESCE(c.column_default, '') LIKE 'nextval(%%' AS generated, EXISTS (
-  SELECT 1
-  FROM pg_partitioned_table AS pt
-  JOIN pg_class AS t ON t.oid = pt.partrelid
-  JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
-  WHERE t.relname = c.table_name AND ns.nspname = c.table_schema
-) AS partitioned
-FROM information_schema.columns AS c
-WHERE c.table_schema = COALESCE(%(table_schema)s, current_schema()) AND c.table_name = %(table_name)s
-ORDER BY c.ordinal_position;
+SELECT a.attname AS name, format_type(a.atttypid, NULL) AS type, NOT a.attnotnull AS nullable, pg_get_expr(d.adbin, d.adrelid) AS "default", a.attidentity <> '' OR COALESCE(pg_get_expr(d.adbin, d.adrelid), '') LIKE 'nextval(%%' AS generated, t.relkind = 'p' AS partitioned
+FROM pg_attribute AS a
+JOIN pg_class AS t ON t.oid = a.attrelid
+JOIN pg_namespace AS ns ON ns.oid = t.relnamespace
+LEFT JOIN pg_attrdef AS d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE ns.nspname = COALESCE(%(table_schema)s, current_schema()) AND t.relname = %(table_name)s AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum;
 
 -- name: indexes
 -- Reads a table's indexes and their columns in order, for `qgen verify`.
