@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.contract.rendered import Kind, Statement, Step
-from runtime.drivers.base import Connection, Rows, atomic
+from runtime.drivers.base import Connection, Rows, Script, atomic
 
 
 @dataclass
@@ -45,27 +45,35 @@ async def run_rows(conn: Connection, statements: Step, params: Mapping[str, Any]
     """``run_step``'s rows as tuples with their column names (``Connection.fetchrows``): the
     rows of the step's last row-returning statement, read from the driver without a dict a
     row, whether the step has one statement or several (which run as ``run_step`` runs
-    them: in one transaction, each SELECT handing its first row and ``ids`` on)."""
+    them: in one transaction, each SELECT handing its first row and ``ids`` on; the driver
+    runs them as one script, ``Connection.run_script``)."""
     if len(statements) == 1 and statements[0].kind is not Kind.WRITES:
         return await conn.fetchrows(statements[0], dict(params))
     if len(statements) == 1:
         await conn.execute(statements[0], dict(params))
         return (), []
+    return await conn.run_script(_rows_script(statements, params))
+
+
+def _rows_script(statements: Step, params: Mapping[str, Any]) -> Script:
+    """``run_rows``' step of several statements, one statement at a time: each SELECT hands
+    its first row and ``ids`` on; one that finds nothing ends the step."""
     names: tuple[str, ...] = ()
     rows: list[tuple[Any, ...]] = []
-    async with atomic(conn):
-        bound = dict(params)
-        for sql in statements:
-            if sql.kind is Kind.WRITES:
-                await conn.execute(sql, bound)
-                continue
-            names, rows = await conn.fetchrows(sql, bound)
-            if sql.kind is Kind.READS:
-                if not rows:
-                    break
-                at = names.index("id") if "id" in names else None
-                ids = [row[at] for row in rows] if at is not None else []
-                _hand_on(bound, dict(zip(names, rows[0], strict=True)), ids)
+    bound = dict(params)
+    for sql in statements:
+        if sql.kind is Kind.WRITES:
+            yield sql, bound, False
+            continue
+        got = yield sql, bound, True
+        assert got is not None  # a row-returning statement is sent its rows
+        names, rows = got
+        if sql.kind is Kind.READS:
+            if not rows:
+                break
+            at = names.index("id") if "id" in names else None
+            ids = [row[at] for row in rows] if at is not None else []
+            _hand_on(bound, dict(zip(names, rows[0], strict=True)), ids)
     return names, rows
 
 

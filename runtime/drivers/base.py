@@ -21,7 +21,7 @@ import abc
 import contextlib
 import importlib
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Generator, Mapping, Sequence
 from types import ModuleType, TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -35,6 +35,10 @@ Row = dict[str, Any]
 Params = Mapping[str, Any]
 #: a statement's column names and its rows as tuples in that order (``fetchrows``)
 Rows = tuple[tuple[str, ...], list[tuple[Any, ...]]]
+#: a step of several statements, one statement at a time (``run_script``): it yields each
+#: statement, its parameters and whether it returns rows, is sent what it returned (its
+#: ``Rows``, or None for a write), and returns the step's rows
+Script = Generator[tuple[str, Params, bool], Rows | None, Rows]
 
 # Savepoint names are spliced into SQL, so only plain identifiers are accepted.
 _SAVEPOINT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
@@ -181,6 +185,25 @@ class Connection(abc.ABC):
         rows = await self.fetchall(sql, params)
         names = tuple(rows[0]) if rows else ()
         return names, [tuple(row.values()) for row in rows]
+
+    async def run_script(self, script: Script) -> Rows:
+        """Run a step of several statements (``script``) in one transaction: the caller's
+        when one is open, else its own, committed at the end and rolled back on any error or
+        cancellation. A driver that runs statements on a thread of its own overrides it to
+        run the whole step in one trip there (MySQL/MariaDB)."""
+        async with atomic(self):
+            try:
+                sql, params, returns_rows = next(script)
+                while True:
+                    if returns_rows:
+                        got: Rows | None = await self.fetchrows(sql, params)
+                    else:
+                        await self.execute(sql, params)
+                        got = None
+                    sql, params, returns_rows = script.send(got)
+            except StopIteration as done:
+                result: Rows = done.value
+        return result
 
     @abc.abstractmethod
     async def fetchone(self, sql: str, params: Params | None = None) -> Row | None:

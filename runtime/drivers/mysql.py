@@ -25,6 +25,7 @@ from runtime.drivers.base import (
     Params,
     Row,
     Rows,
+    Script,
     database_error,
     first_line,
     import_driver,
@@ -158,6 +159,35 @@ class MySQLConnection(Connection):
         cur.execute(sql, params)
         return cur.fetchone()
 
+    def _sync_script(self, script: Script, own: bool, abandoned: list[bool]) -> Rows:
+        """``run_script`` on the thread: BEGIN (``own``), every statement, COMMIT; ROLLBACK on
+        an error, and instead of the COMMIT when the caller was cancelled meanwhile."""
+        my = self._my
+        if own:
+            my.begin()
+        try:
+            sql, params, returns_rows = next(script)
+            while True:
+                if returns_rows:
+                    got: Rows | None = self._sync_fetchrows(sql, params)
+                else:
+                    self._sync_execute(sql, params)
+                    got = None
+                sql, params, returns_rows = script.send(got)
+        except StopIteration as done:
+            result: Rows = done.value
+        except BaseException:
+            if own:
+                with contextlib.suppress(Exception):
+                    my.rollback()
+            raise
+        if own:
+            if abandoned[0]:  # nobody waits for its rows: nothing of it stands
+                my.rollback()
+            else:
+                my.commit()
+        return result
+
     def _sync_executemany(self, sql: str, seq: list[Params]) -> None:
         # PyMySQL rewrites INSERT … VALUES (…) into one multi-row INSERT per ~1 MB batch.
         self._cur.executemany(sql, seq)
@@ -178,6 +208,21 @@ class MySQLConnection(Connection):
 
     async def executemany(self, sql: str, seq_of_params: Sequence[Params]) -> None:
         await self._call(self._sync_executemany, sql, list(seq_of_params))
+
+    async def run_script(self, script: Script) -> Rows:
+        """The whole step in one trip to the connection's thread (BEGIN, each statement,
+        COMMIT), where each statement was a trip of its own. A caller cancelled meanwhile
+        leaves the thread to finish the step, which then rolls back instead of committing
+        (unless it committed already: then as a reply lost after a commit)."""
+        own = not self._in_transaction
+        if own:
+            self._check_begin()
+        abandoned = [False]  # set by this coroutine, read by the thread before its COMMIT
+        try:
+            return await self._call(self._sync_script, script, own, abandoned)
+        except asyncio.CancelledError:
+            abandoned[0] = True
+            raise
 
     async def begin(self, immediate: bool = False) -> None:
         self._check_begin()

@@ -6,12 +6,14 @@ and leave the same table behind, on every engine."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from support.engines import Engine, drop_tables, run, unique_table
 
+import runtime
 from runtime.connect import connect
 from runtime.contract.rendered import Kind, Statement, Step
 from runtime.drivers.base import Connection
@@ -82,6 +84,65 @@ def test_a_step_hands_on_its_first_row_and_ids(engine: Engine, runner: Runner) -
             assert [(int(r["id"]), r["tag"]) for r in tags] == [(i, "mark-x") for i in range(1, 6)]
             # the step ran in a transaction of its own, and that transaction is over
             assert not conn.in_transaction
+        finally:
+            await conn.close()
+            await drop_tables(engine.url, table)
+
+    run(scenario())
+
+
+# a pause on the server inside a step (the caller is cancelled while it runs)
+_PAUSE = {
+    "postgres": "SELECT pg_sleep(0.4) AS paused",
+    "mariadb": "SELECT SLEEP(0.4) AS paused",
+    "mysql": "SELECT SLEEP(0.4) AS paused",
+}
+
+
+def test_a_step_is_one_transaction_whole_or_not_at_all(engine: Engine) -> None:
+    # run_rows runs a step of several statements as one script (Connection.run_script; on
+    # MySQL/MariaDB in one trip to the connection's thread): a statement that fails rolls the
+    # step back whole; inside the caller's transaction the step commits only with it; a
+    # caller cancelled while the step runs leaves nothing of it behind
+    table = unique_table("steps")
+
+    async def scenario() -> None:
+        conn = await connect(engine.url)
+        try:
+            await conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, tag VARCHAR(20))")
+            for i in range(1, 4):
+                await conn.execute(f"INSERT INTO {table} (id, tag) VALUES ({i}, '')")
+            step = _step(engine.dialect_name, table)
+            failing = (*step, Statement(f"SELECT no_such_column FROM {table}", Kind.READS))
+
+            async def tags() -> list[str]:
+                rows = await conn.fetchall(f"SELECT tag FROM {table} ORDER BY id")
+                return [r["tag"] for r in rows]
+
+            with pytest.raises(runtime.DatabaseError):
+                await run_rows(conn, failing, {"limit": 2})
+            assert not conn.in_transaction and await tags() == ["", "", ""]
+
+            await conn.begin()
+            await run_rows(conn, step, {"limit": 2})
+            assert conn.in_transaction  # the caller's, still open
+            await conn.rollback()
+            assert await tags() == ["", "", ""]
+
+            if engine.dialect_name in _PAUSE:  # SQLite's statements have no pause to cancel
+                # the step has written its tags, then pauses: cancelled before its COMMIT
+                paused = (*step, Statement(_PAUSE[engine.dialect_name], Kind.READS))
+                task = asyncio.create_task(run_rows(conn, paused, {"limit": 2}))
+                await asyncio.sleep(0.1)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                await asyncio.sleep(0.6)  # whatever still runs of the step has ended
+                if not conn.closed:
+                    assert not conn.in_transaction
+                    assert await tags() == ["", "", ""]
+            _, rows = await run_rows(conn, step, {"limit": 2})
+            assert len(rows) == 2 and await tags() == ["mark-x", "mark-x", ""]
         finally:
             await conn.close()
             await drop_tables(engine.url, table)
