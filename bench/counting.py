@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.connect import connect as runtime_connect
-from runtime.drivers.base import Connection
+from runtime.drivers.base import Connection, Rows, Script
 
 _WRITE = re.compile(
     r"^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH\b.*\b(DELETE|UPDATE|INSERT)\b)", re.I | re.S
@@ -84,7 +84,38 @@ def instrument(conn: Connection, tally: Tally) -> Connection:
     conn.begin = counted_begin  # type: ignore[method-assign]
     conn.commit = counted_commit  # type: ignore[method-assign]
     conn.rollback = counted_rollback  # type: ignore[method-assign]
+    if type(conn).run_script is not Connection.run_script:
+        # the driver runs a step's statements itself, in one trip to its thread, past the
+        # wrappers above: its script is counted as it runs (BEGIN and COMMIT when it opens
+        # its own transaction), into the tally once it is back on the event loop
+        run_script = conn.run_script
+
+        async def counted_script(script: Script) -> Rows:
+            ran: list[str] = []
+            own = not conn.in_transaction
+            try:
+                return await run_script(_noted(script, ran))
+            finally:
+                if own:
+                    tally.control()
+                for sql in ran:
+                    tally.statement(sql, True)
+                if own:
+                    tally.control(commit=True)
+
+        conn.run_script = counted_script  # type: ignore[method-assign]
     return conn
+
+
+def _noted(script: Script, ran: list[str]) -> Script:
+    """``script``, noting each statement it runs."""
+    try:
+        request = next(script)
+        while True:
+            ran.append(request[0])
+            request = script.send((yield request))
+    except StopIteration as done:
+        return done.value
 
 
 def counting_opener(url: str, tally: Tally) -> Callable[[], Awaitable[Connection]]:

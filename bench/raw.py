@@ -19,7 +19,9 @@ Two baselines:
 * **async** (the headline): asyncio tasks, one connection per worker, as the runtime runs —
   psycopg's ``AsyncConnection``; aiosqlite's public API (``execute``/``execute_fetchall``:
   one trip to its thread per statement); PyMySQL through a one-thread executor per
-  connection (the way a blocking driver is called from asyncio at all).
+  connection (the way a blocking driver is called from asyncio at all), a statement a trip,
+  and a step of several statements in one trip, its BEGIN and COMMIT included (as the
+  runtime's driver runs it).
 * **sync** (MariaDB and SQLite only): PyMySQL and sqlite3 called directly, one thread per
   worker, no event loop at all. It shows what asyncio itself costs with blocking drivers.
 """
@@ -194,6 +196,23 @@ class _PyMySQLExecutorDriver:
             self.executor, self._run, sql, params
         )
 
+    def _step(self, stmts: Step, params: dict[str, Any], own: bool, tally: Tally) -> Result:
+        if own:
+            tally.control()
+            self.cur.execute("BEGIN")
+        result = statements_in_turn(stmts, params, self._run, tally)
+        if own:
+            tally.control(commit=True)
+            self.cur.execute("COMMIT")
+        return result
+
+    async def step(self, stmts: Step, params: dict[str, Any], own: bool, tally: Tally) -> Result:
+        """A step of several statements in one trip to the thread, BEGIN and COMMIT (``own``)
+        included: what a hand-written loop on a blocking driver does with a transaction."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self.executor, self._step, stmts, params, own, tally
+        )
+
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self.executor, self.conn.close)
         self.executor.shutdown(wait=False)
@@ -312,6 +331,9 @@ class _AsyncWorker(_Loop):
         if len(stmts) == 1:
             self.tally.statement(stmts[0], self.in_tx)
             return await self.drv.run(stmts[0], params)
+        if isinstance(self.drv, _PyMySQLExecutorDriver):  # the whole step on its thread
+            result: Result = await self.drv.step(stmts, params, not self.in_tx, self.tally)
+            return result
         own = not self.in_tx
         if own:
             await self.begin()
@@ -489,6 +511,29 @@ async def drain_async(
 # ---------------------------------------------- sync: PyMySQL / sqlite3 on threads
 
 
+def statements_in_turn(
+    stmts: Step, params: dict[str, Any], one: Callable[[str, dict[str, Any]], Result], tally: Tally
+) -> Result:
+    """A step's statements run one after the other by a blocking ``one`` (in the step's
+    transaction), each SELECT's first row and ``ids`` bound to the statements after it."""
+    rows: Sequence[Any] = ()
+    cols: dict[str, int] = {}
+    rowcount = -1
+    bound = dict(params)
+    for sql in stmts:
+        tally.statement(sql, True)
+        got, got_cols, n = one(sql, bound)
+        if sql.kind is Kind.READS:
+            rows, cols = got, got_cols
+            if not rows:
+                break
+            bound.update({k: rows[0][i] for k, i in cols.items()})
+            bound["ids"] = json.dumps([r[cols["id"]] for r in rows])
+        elif rowcount == -1:
+            rowcount = n
+    return rows, cols, rowcount
+
+
 class _SyncWorker(_Loop):
     def __init__(self, conn: Any, *args: Any) -> None:
         super().__init__(*args)
@@ -520,24 +565,10 @@ class _SyncWorker(_Loop):
         own = not self.in_tx
         if own:
             self.begin()
-        rows: Sequence[Any] = ()
-        cols: dict[str, int] = {}
-        rowcount = -1
-        bound = dict(params)
-        for sql in stmts:
-            self.tally.statement(sql, True)
-            got, got_cols, n = self._one(sql, bound)
-            if sql.kind is Kind.READS:
-                rows, cols = got, got_cols
-                if not rows:
-                    break
-                bound.update({k: rows[0][i] for k, i in cols.items()})
-                bound["ids"] = json.dumps([r[cols["id"]] for r in rows])
-            elif rowcount == -1:
-                rowcount = n
+        result = statements_in_turn(stmts, params, self._one, self.tally)
         if own:
             self.end(commit=True)
-        return rows, cols, rowcount
+        return result
 
     def settle_all(
         self, settle: list[tuple[str, Any, Any]], by_token: bool, own_tx: bool = True
