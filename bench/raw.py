@@ -331,30 +331,12 @@ class _AsyncWorker(_Loop):
         if len(stmts) == 1:
             self.tally.statement(stmts[0], self.in_tx)
             return await self.drv.run(stmts[0], params)
-        if isinstance(self.drv, _PyMySQLExecutorDriver):  # the whole step on its thread
-            result: Result = await self.drv.step(stmts, params, not self.in_tx, self.tally)
-            return result
-        own = not self.in_tx
-        if own:
-            await self.begin()
-        rows: Sequence[Any] = ()
-        cols: dict[str, int] = {}
-        rowcount = -1
-        bound = dict(params)
-        for sql in stmts:
-            self.tally.statement(sql, True)
-            got, got_cols, n = await self.drv.run(sql, bound)
-            if sql.kind is Kind.READS:
-                rows, cols = got, got_cols
-                if not rows:
-                    break
-                bound.update({k: rows[0][i] for k, i in cols.items()})
-                bound["ids"] = json.dumps([r[cols["id"]] for r in rows])
-            elif rowcount == -1:
-                rowcount = n
-        if own:
-            await self.end(commit=True)
-        return rows, cols, rowcount
+        if not isinstance(self.drv, _PyMySQLExecutorDriver):
+            # only MariaDB's files have steps of several statements (claims, take, _many)
+            raise NotImplementedError(f"{name}: a step of several statements on {self.engine}")
+        # the whole step in one trip to the driver's thread, as the runtime's driver runs it
+        result: Result = await self.drv.step(stmts, params, not self.in_tx, self.tally)
+        return result
 
     async def settle_all(
         self, settle: list[tuple[str, Any, Any]], by_token: bool, own_tx: bool = True
