@@ -5,16 +5,20 @@ and commit() are the only ones; the file is put in WAL mode (readers do not bloc
 with a 30 s busy timeout and ``synchronous=NORMAL`` (durable at checkpoints, safe under WAL).
 
 SQLite has one writer per file. The connections of one process to the same file take their
-turn through one lock, the file's writer turn: begin() takes it (and opens ``BEGIN
-IMMEDIATE``) until commit() or rollback(), and a write outside a transaction takes it for that
-statement. Our own connections thus queue in order instead of sleeping and retrying in
-SQLite's busy handler, which under load starves some of them past the busy timeout; the busy
-handler is left to arbitrate only with other processes.
+turn through the file's writer turn: begin() takes it alone (and opens ``BEGIN IMMEDIATE``)
+until commit() or rollback(); a single write outside a transaction shares it with the other
+single writes, for that statement. Transactions thus queue in order instead of sleeping and
+retrying in SQLite's busy handler, which under load starves some of them past the busy
+timeout; single writes wait for the transactions that asked before them, and the
+transactions that ask after them wait for them. Between single writes, each a moment long,
+SQLite's own lock and busy handler decide, as they do between processes.
 
 The turn is taken and given back on each connection's own thread, around the statement that
 needs it: when one connection's COMMIT ends, the next one's statement starts on its thread at
 once, while the event loop reads the first one's answer (SQLite runs without the GIL), instead
-of waiting for the loop to hand the turn on.
+of waiting for the loop to hand the turn on. A single write does not hold other single writes
+back for the Python around its statement (binding, fetching the rows it returns), which,
+while the event loop holds the GIL, lasts many times the statement itself.
 """
 
 from __future__ import annotations
@@ -119,23 +123,6 @@ def _run_executemany(raw: sqlite3.Connection, sql: str, seq: Sequence[Params]) -
 #: how often a connection waiting for the writer turn looks whether it was closed meanwhile
 TURN_POLL_S = 0.05
 
-#: database file (its real path) → the file's writer lock, shared by the process's connections
-_WRITER_LOCKS: dict[str, threading.Lock] = {}
-_WRITER_LOCKS_GUARD = threading.Lock()
-
-
-def _writer_lock(path: str) -> threading.Lock | None:
-    """The writer lock of this database file (None for a private in-memory database, which no
-    other connection sees)."""
-    if not path or path == ":memory:" or path.startswith("file:"):
-        return None
-    key = os.path.realpath(path)
-    with _WRITER_LOCKS_GUARD:
-        lock = _WRITER_LOCKS.get(key)
-        if lock is None:
-            lock = _WRITER_LOCKS[key] = threading.Lock()
-        return lock
-
 
 class _TurnTimeout(Exception):
     """The writer turn was not free within the busy timeout."""
@@ -145,12 +132,125 @@ class _TurnClosed(Exception):
     """The connection was closed while it waited for the writer turn."""
 
 
-class _WriterTurn:
-    """One connection's hold on its file's writer lock. ``take`` runs on the connection's
-    thread (it may wait); ``give`` on any thread, at most once per take."""
+class _FileTurn:
+    """A database file's writer turn, shared by the process's connections to it.
 
-    def __init__(self, lock: threading.Lock) -> None:
-        self.lock = lock
+    A transaction holds it alone. Single writes outside a transaction share it with each
+    other (SQLite's own lock and busy handler order them, for the moment each one lasts),
+    never with a transaction. The turn is phase-fair: transactions go in the order they
+    asked; one waits for the single writes that came before it, and the single writes that
+    come after it wait for it. So neither kind can starve the other, and a single write does
+    not queue behind another one for the statement's Python on its thread.
+
+    Every method runs on a connection's thread and may wait there.
+    """
+
+    def __init__(self) -> None:
+        guard = threading.Lock()
+        self._writers = threading.Condition(guard)  # transactions waiting for their ticket
+        self._singles = threading.Condition(guard)  # single writes waiting for transactions
+        #: transactions that asked for the turn (each one's ticket is the count before it)
+        self.issued = 0
+        #: tickets ended (given back or given up), all of those below it
+        self.done = 0
+        self._given_up: set[int] = set()
+        self.transaction = False
+        #: single writes running now
+        self.singles = 0
+        #: single writes waiting → how many transactions asked before each
+        self._waiting: dict[int, int] = {}
+
+    def take(self, deadline: float, closed: Callable[[], bool]) -> None:
+        """Hold the turn alone: after the transactions and single writes that came before."""
+        with self._writers:
+            ticket = self.issued
+            self.issued += 1
+            try:
+                while not (
+                    self.done == ticket
+                    and not self.singles
+                    and not any(before <= ticket for before in self._waiting)
+                ):
+                    _wait(self._writers, deadline, closed)
+            except BaseException:
+                self._given_up.add(ticket)
+                self._advance()
+                raise
+            self.transaction = True
+
+    def give(self) -> None:
+        with self._writers:
+            self.transaction = False
+            self.done += 1
+            self._advance()
+
+    def share(self, deadline: float, closed: Callable[[], bool]) -> None:
+        """Hold the turn beside other single writes: after the transactions that came before."""
+        with self._singles:
+            before = self.issued
+            if self.done < before or self.transaction:
+                self._waiting[before] = self._waiting.get(before, 0) + 1
+                try:
+                    while self.done < before or self.transaction:
+                        _wait(self._singles, deadline, closed)
+                finally:
+                    left = self._waiting[before] - 1
+                    if left:
+                        self._waiting[before] = left
+                    else:
+                        del self._waiting[before]
+                        self._writers.notify_all()
+            self.singles += 1
+
+    def unshare(self) -> None:
+        with self._singles:
+            self.singles -= 1
+            if not self.singles and self.done < self.issued:
+                self._writers.notify_all()
+
+    def _advance(self) -> None:
+        """Skip the tickets given up; wake whoever may go next."""
+        while self.done in self._given_up:
+            self._given_up.discard(self.done)
+            self.done += 1
+        self._writers.notify_all()
+        self._singles.notify_all()
+
+
+def _wait(cond: threading.Condition, deadline: float, closed: Callable[[], bool]) -> None:
+    """One wait for the turn (the caller holds ``cond``), polling for a close and the deadline."""
+    if closed():
+        raise _TurnClosed
+    if time.monotonic() >= deadline:
+        raise _TurnTimeout
+    cond.wait(TURN_POLL_S)
+
+
+#: database file (its real path) → its writer turn, shared by the process's connections
+_TURNS: dict[str, _FileTurn] = {}
+_TURNS_GUARD = threading.Lock()
+
+
+def _file_turn(path: str) -> _FileTurn | None:
+    """The writer turn of this database file (None for a private in-memory database, which no
+    other connection sees)."""
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    key = os.path.realpath(path)
+    with _TURNS_GUARD:
+        turn = _TURNS.get(key)
+        if turn is None:
+            turn = _TURNS[key] = _FileTurn()
+        return turn
+
+
+class _WriterTurn:
+    """One connection's part in its file's writer turn. ``take`` (a transaction's hold)
+    runs on the connection's thread (it may wait); ``give`` on any thread, at most once per
+    take."""
+
+    def __init__(self, file: _FileTurn) -> None:
+        self.file = file
         self.held = False
         #: set when the connection closes: a take still waiting gives up
         self.closed = False
@@ -158,14 +258,12 @@ class _WriterTurn:
         self._abandoned = False
         self._flag = threading.Lock()
 
+    def _closed(self) -> bool:
+        return self.closed
+
     def take(self) -> None:
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
         try:
-            while not self.lock.acquire(timeout=TURN_POLL_S):
-                if self.closed:
-                    raise _TurnClosed
-                if time.monotonic() >= deadline:
-                    raise _TurnTimeout
+            self.file.take(time.monotonic() + BUSY_TIMEOUT_MS / 1000, self._closed)
         except BaseException:
             with self._flag:
                 self._abandoned = False
@@ -173,7 +271,7 @@ class _WriterTurn:
         with self._flag:
             if self._abandoned:
                 self._abandoned = False
-                self.lock.release()
+                self.file.give()
                 return
             self.held = True
 
@@ -185,25 +283,27 @@ class _WriterTurn:
                 self._abandoned = True
                 return
             self.held = False
-        self.lock.release()
+        self.file.give()
 
     def give(self) -> None:
         with self._flag:
             if not self.held:
                 return
             self.held = False
-        self.lock.release()
+        self.file.give()
 
 
-# On the connection's thread: a statement in a turn of its own, and the transaction's ends.
+# On the connection's thread: a single write in its share of the turn, and a transaction's
+# ends.
 
 
 def _in_turn(turn: _WriterTurn, fn: Callable[..., T], raw: Any, sql: str, params: Any) -> T:
-    turn.take()
+    file = turn.file
+    file.share(time.monotonic() + BUSY_TIMEOUT_MS / 1000, turn._closed)
     try:
         return fn(raw, sql, params)
     finally:
-        turn.give()
+        file.unshare()
 
 
 def _begin(turn: _WriterTurn | None, raw: sqlite3.Connection) -> None:
@@ -243,8 +343,8 @@ class SQLiteConnection(Connection):
         self._db = db
         self._raw = raw
         self._close_task: asyncio.Future[None] | None = None
-        lock = _writer_lock(path)
-        self._turn = None if lock is None else _WriterTurn(lock)
+        file = _file_turn(path)
+        self._turn = None if file is None else _WriterTurn(file)
         import sqlite3
 
         self._sqlite3 = sqlite3
