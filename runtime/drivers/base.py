@@ -113,6 +113,26 @@ def database_error(exc: BaseException, deadlock: bool = False) -> DatabaseError:
     return error
 
 
+class _Nothing:
+    """Done at once: an awaitable whose value is None, and an async context manager that
+    does nothing. Entered, left or awaited without a coroutine made for it (the async
+    methods of ``contextlib.nullcontext`` make one each), for the hot paths."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return iter(())  # type: ignore[return-value] # an iterator that ends at once will do
+
+    def __aenter__(self) -> _Nothing:
+        return self
+
+    def __aexit__(self, *exc: object) -> _Nothing:
+        return self  # None: an exception goes on
+
+
+NOTHING = _Nothing()
+
+
 @contextlib.asynccontextmanager
 async def atomic(conn: Any, immediate: bool = False) -> AsyncIterator[None]:
     """Run the block in a transaction unless one is open: begin now, commit at the end, roll

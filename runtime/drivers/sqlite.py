@@ -146,7 +146,9 @@ class _FileTurn:
     """
 
     def __init__(self) -> None:
-        guard = threading.Lock()
+        #: the turn's state is read and changed under it (entered directly on the hot path:
+        #: a Condition's ``__enter__`` is a Python call)
+        self._guard = guard = threading.Lock()
         self._writers = threading.Condition(guard)  # transactions waiting for their ticket
         self._singles = threading.Condition(guard)  # single writes waiting for transactions
         #: transactions that asked for the turn (each one's ticket is the count before it)
@@ -162,7 +164,7 @@ class _FileTurn:
 
     def take(self, deadline: float, closed: Callable[[], bool]) -> None:
         """Hold the turn alone: after the transactions and single writes that came before."""
-        with self._writers:
+        with self._guard:
             ticket = self.issued
             self.issued += 1
             try:
@@ -179,14 +181,14 @@ class _FileTurn:
             self.transaction = True
 
     def give(self) -> None:
-        with self._writers:
+        with self._guard:
             self.transaction = False
             self.done += 1
             self._advance()
 
     def share(self, deadline: float, closed: Callable[[], bool]) -> None:
         """Hold the turn beside other single writes: after the transactions that came before."""
-        with self._singles:
+        with self._guard:
             before = self.issued
             if self.done < before or self.transaction:
                 self._waiting[before] = self._waiting.get(before, 0) + 1
@@ -203,7 +205,7 @@ class _FileTurn:
             self.singles += 1
 
     def unshare(self) -> None:
-        with self._singles:
+        with self._guard:
             self.singles -= 1
             if not self.singles and self.done < self.issued:
                 self._writers.notify_all()
@@ -329,8 +331,17 @@ def _end(turn: _WriterTurn | None, raw: sqlite3.Connection, sql: str) -> None:
             turn.give()
 
 
+#: statement text → whether it only reads (a worker runs the same few statements again and again)
+_READS_ONLY: dict[str, bool] = {}
+
+
 def _reads_only(sql: str) -> bool:
-    return sql.lstrip()[:6].upper() == "SELECT"
+    reads = _READS_ONLY.get(sql)
+    if reads is None:
+        reads = sql.lstrip()[:6].upper() == "SELECT"
+        if len(_READS_ONLY) < 4096:  # text made up at run time is bounded out
+            _READS_ONLY[sql] = reads
+    return reads
 
 
 class SQLiteConnection(Connection):

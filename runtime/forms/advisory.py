@@ -13,7 +13,7 @@ from runtime.contract.file_steps import present
 from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
-from runtime.drivers.base import Connection, Rows, atomic
+from runtime.drivers.base import NOTHING, Connection, Rows, atomic
 from runtime.forms.base import ClaimSettled, Form
 from runtime.process_keys import release_key, take_key
 from runtime.settle import Decision
@@ -242,7 +242,7 @@ class AdvisoryForm(Form):
         parts = self.many_parts(items)
         own_tx = self.needs_transaction(parts)
         try:
-            async with atomic(conn) if own_tx else contextlib.nullcontext():
+            async with atomic(conn) if own_tx else NOTHING:
                 await self.settle_held(conn, parts)  # the rows whose keys it holds
         except Exception:  # rolled back (atomic)
             return None  # nothing of it committed: the caller settles them one by one

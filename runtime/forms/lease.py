@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from operator import itemgetter
 from typing import Any
 
@@ -14,7 +13,7 @@ from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
 from runtime.contract.file_steps import present
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
-from runtime.drivers.base import Connection, atomic
+from runtime.drivers.base import NOTHING, Connection, atomic
 from runtime.forms.base import ClaimSettled, Form, Upkeep
 from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
@@ -89,7 +88,7 @@ class LeaseForm(Form):
         parts = self.many_parts(items)
         own_tx = self.needs_transaction(parts)
         try:
-            async with atomic(conn) if own_tx else contextlib.nullcontext():
+            async with atomic(conn) if own_tx else NOTHING:
                 for step, part in parts:
                     async with _fenced(map(_part_delivery, part)):
                         lost += await self._settle_part(conn, step, part)
@@ -295,22 +294,42 @@ class LeaseForm(Form):
 _part_delivery = itemgetter(1)
 
 
-@contextlib.asynccontextmanager
-async def _fenced(deliveries: Iterable[Delivery]) -> AsyncIterator[None]:
+class _fenced:
     """Settling these deliveries: each is marked settled first, with no await between, so an
     extension or progress write not yet started sees it and touches nothing; one in flight
     holds the delivery's lock and is waited for (its new token is the one to bind), and the
     locks are held until the statement has run."""
-    busy: list[asyncio.Lock] = []
-    for d in deliveries:  # every one marked before the first await
-        d.settled = True
-        lock = d.lock_in_use()
-        if lock is not None:
-            busy.append(lock)
-    for lock in busy:
-        await lock.acquire()
-    try:
-        yield
-    finally:
-        for lock in busy:
-            lock.release()
+
+    __slots__ = ("_busy",)
+
+    def __init__(self, deliveries: Iterable[Delivery]) -> None:
+        busy: list[asyncio.Lock] | None = None
+        for d in deliveries:  # every one marked before the first await
+            d.settled = True
+            lock = d.lock_in_use()
+            if lock is not None:
+                if busy is None:
+                    busy = []
+                busy.append(lock)
+        self._busy = busy
+
+    def __aenter__(self) -> Awaitable[None]:
+        return NOTHING if self._busy is None else self._acquire(self._busy)
+
+    def __aexit__(self, *exc: object) -> Awaitable[None]:
+        if self._busy is not None:
+            for lock in self._busy:
+                lock.release()
+        return NOTHING  # None: an exception goes on
+
+    @staticmethod
+    async def _acquire(busy: list[asyncio.Lock]) -> None:
+        taken = 0
+        try:
+            for lock in busy:
+                await lock.acquire()
+                taken += 1
+        except BaseException:  # cancelled while waiting: the locks taken go back
+            for lock in busy[:taken]:
+                lock.release()
+            raise
