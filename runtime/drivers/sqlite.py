@@ -142,43 +142,58 @@ class _FileTurn:
     come after it wait for it. So neither kind can starve the other, and a single write does
     not queue behind another one for the statement's Python on its thread.
 
+    A waiting transaction parks on a lock of its own, which the one before hands it the turn
+    through: one thread woken a hand-over, as with a plain lock.
+
     Every method runs on a connection's thread and may wait there.
     """
 
     def __init__(self) -> None:
-        #: the turn's state is read and changed under it (entered directly on the hot path:
-        #: a Condition's ``__enter__`` is a Python call)
-        self._guard = guard = threading.Lock()
-        self._writers = threading.Condition(guard)  # transactions waiting for their ticket
-        self._singles = threading.Condition(guard)  # single writes waiting for transactions
+        #: the turn's state is read and changed under it
+        self._guard = threading.Lock()
+        #: single writes waiting for the transactions that asked before them
+        self._singles = threading.Condition(self._guard)
         #: transactions that asked for the turn (each one's ticket is the count before it)
         self.issued = 0
         #: tickets ended (given back or given up), all of those below it
         self.done = 0
         self._given_up: set[int] = set()
+        #: a transaction holds the turn (the one whose ticket is ``done``)
         self.transaction = False
         #: single writes running now
         self.singles = 0
         #: single writes waiting → how many transactions asked before each
         self._waiting: dict[int, int] = {}
+        #: a waiting transaction's ticket → the lock it is parked on, held until its turn
+        self._parked: dict[int, threading.Lock] = {}
 
     def take(self, deadline: float, closed: Callable[[], bool]) -> None:
         """Hold the turn alone: after the transactions and single writes that came before."""
         with self._guard:
             ticket = self.issued
             self.issued += 1
-            try:
-                while not (
-                    self.done == ticket
-                    and not self.singles
-                    and not any(before <= ticket for before in self._waiting)
-                ):
-                    _wait(self._writers, deadline, closed)
-            except BaseException:
-                self._given_up.add(ticket)
+            if self._may_go(ticket):
+                self.transaction = True
+                return
+            park = threading.Lock()
+            park.acquire()
+            self._parked[ticket] = park
+        try:
+            while not park.acquire(timeout=TURN_POLL_S):
+                if closed():
+                    raise _TurnClosed
+                if time.monotonic() >= deadline:
+                    raise _TurnTimeout
+        except BaseException:
+            with self._guard:
+                if self._parked.pop(ticket, None) is None:  # handed the turn meanwhile
+                    self.transaction = False
+                    self.done += 1
+                else:
+                    self._given_up.add(ticket)
                 self._advance()
-                raise
-            self.transaction = True
+            raise
+        # handed over: ``_hand_on`` took the ticket off ``_parked`` and set ``transaction``
 
     def give(self) -> None:
         with self._guard:
@@ -195,28 +210,53 @@ class _FileTurn:
                 try:
                     while self.done < before or self.transaction:
                         _wait(self._singles, deadline, closed)
-                finally:
-                    left = self._waiting[before] - 1
-                    if left:
-                        self._waiting[before] = left
-                    else:
-                        del self._waiting[before]
-                        self._writers.notify_all()
+                except BaseException:
+                    self._unwait(before)
+                    self._hand_on()  # a transaction may have waited for this one alone
+                    raise
+                self._unwait(before)
             self.singles += 1
 
     def unshare(self) -> None:
         with self._guard:
             self.singles -= 1
-            if not self.singles and self.done < self.issued:
-                self._writers.notify_all()
+            if not self.singles:
+                self._hand_on()
+
+    # The rest runs under ``_guard``.
+
+    def _may_go(self, ticket: int) -> bool:
+        return (
+            self.done == ticket
+            and not self.transaction
+            and not self.singles
+            and not any(before <= ticket for before in self._waiting)
+        )
+
+    def _unwait(self, before: int) -> None:
+        left = self._waiting[before] - 1
+        if left:
+            self._waiting[before] = left
+        else:
+            del self._waiting[before]
 
     def _advance(self) -> None:
-        """Skip the tickets given up; wake whoever may go next."""
+        """Skip the tickets given up; wake the single writes the last ticket held back, or
+        hand the turn to the next transaction."""
         while self.done in self._given_up:
             self._given_up.discard(self.done)
             self.done += 1
-        self._writers.notify_all()
-        self._singles.notify_all()
+        if self._waiting:
+            self._singles.notify_all()
+        self._hand_on()
+
+    def _hand_on(self) -> None:
+        """The turn to the transaction whose ticket is next, if it waits and may go now."""
+        park = self._parked.get(self.done)
+        if park is not None and self._may_go(self.done):
+            del self._parked[self.done]
+            self.transaction = True
+            park.release()
 
 
 def _wait(cond: threading.Condition, deadline: float, closed: Callable[[], bool]) -> None:
