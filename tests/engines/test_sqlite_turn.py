@@ -17,7 +17,7 @@ from support.queues import make_queue
 
 import runtime
 from runtime.drivers import sqlite as sqlite_driver
-from runtime.drivers.sqlite import _FileTurn, _TurnClosed, _TurnTimeout
+from runtime.drivers.sqlite import _FileTurn, _TurnTimeout
 
 FAR = 3600.0  # a deadline no test reaches
 
@@ -32,6 +32,12 @@ def in_thread(fn, *args) -> threading.Thread:
     return t
 
 
+def joined(*threads: threading.Thread) -> None:
+    for t in threads:
+        t.join(5)
+        assert not t.is_alive(), "a thread still waits for the turn"
+
+
 def soon(check, timeout: float = 5.0) -> bool:
     """Whether ``check()`` becomes true within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -40,6 +46,22 @@ def soon(check, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.005)
     return check()
+
+
+def holding(turn: _FileTurn, transaction: bool, order: list, name: object, hold: float = 0.0):
+    """For a thread: a transaction (or a single write) that takes (shares) the turn, notes
+    ``name`` in ``order``, keeps it ``hold`` seconds (noting its end), and gives it back."""
+
+    def call() -> None:
+        deadline = time.monotonic() + FAR
+        turn.take(deadline, never_closed) if transaction else turn.share(deadline, never_closed)
+        order.append(name)
+        if hold:
+            time.sleep(hold)
+            order.append(f"{name} ends")
+        turn.give() if transaction else turn.unshare()
+
+    return call
 
 
 def test_single_writes_share_the_turn():
@@ -64,28 +86,15 @@ def test_a_transaction_waits_for_the_single_writes_before_it_and_those_after_wai
     order: list[str] = []
     turn.share(time.monotonic() + FAR, never_closed)  # a single write running
 
-    def transaction() -> None:
-        turn.take(time.monotonic() + FAR, never_closed)
-        order.append("transaction")
-        time.sleep(0.05)
-        order.append("transaction ends")
-        turn.give()
-
-    def later_single() -> None:
-        turn.share(time.monotonic() + FAR, never_closed)
-        order.append("later single")
-        turn.unshare()
-
-    t = in_thread(transaction)
+    t = in_thread(holding(turn, True, order, "transaction", 0.05))
     assert soon(lambda: turn.issued == 1)
     time.sleep(0.05)
     assert order == [], "the transaction began beside a single write"
-    s = in_thread(later_single)
+    s = in_thread(holding(turn, False, order, "later single"))
     time.sleep(0.05)
     assert order == [], "a single write that came after a waiting transaction went first"
     turn.unshare()  # the first single write ends: the transaction goes, then the later one
-    t.join(5)
-    s.join(5)
+    joined(t, s)
     assert order == ["transaction", "transaction ends", "later single"]
 
 
@@ -94,25 +103,12 @@ def test_single_writes_waiting_before_a_transaction_asked_go_before_it():
     order: list[str] = []
     turn.take(time.monotonic() + FAR, never_closed)  # a transaction holds the turn
 
-    def single() -> None:
-        turn.share(time.monotonic() + FAR, never_closed)
-        order.append("single")
-        time.sleep(0.05)
-        order.append("single ends")
-        turn.unshare()
-
-    def transaction() -> None:
-        turn.take(time.monotonic() + FAR, never_closed)
-        order.append("second transaction")
-        turn.give()
-
-    s = in_thread(single)
+    s = in_thread(holding(turn, False, order, "single", 0.05))
     assert soon(lambda: turn._waiting)
-    t = in_thread(transaction)
+    t = in_thread(holding(turn, True, order, "second transaction"))
     assert soon(lambda: turn.issued == 2)
     turn.give()
-    s.join(5)
-    t.join(5)
+    joined(s, t)
     assert order == ["single", "single ends", "second transaction"]
 
 
@@ -120,136 +116,132 @@ def test_transactions_go_in_the_order_they_asked():
     turn = _FileTurn()
     order: list[int] = []
     turn.take(time.monotonic() + FAR, never_closed)
-
-    def transaction(k: int) -> None:
-        turn.take(time.monotonic() + FAR, never_closed)
-        order.append(k)
-        turn.give()
-
     threads = []
     for k in range(5):
-        threads.append(in_thread(transaction, k))
+        threads.append(in_thread(holding(turn, True, order, k)))
         assert soon(lambda k=k: turn.issued == k + 2)
     turn.give()
-    for t in threads:
-        t.join(5)
+    joined(*threads)
     assert order == [0, 1, 2, 3, 4]
+
+
+def recording(failures: list[BaseException], fn, *args):
+    """``fn(*args)``, for a thread: what it raises is kept in ``failures``."""
+
+    def call() -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:
+            failures.append(exc)
+
+    return call
+
+
+def taking(turn: _FileTurn, got: threading.Event):
+    """A transaction, for a thread: it takes the turn, sets ``got`` and gives it back."""
+
+    def call() -> None:
+        turn.take(time.monotonic() + FAR, never_closed)
+        got.set()
+        turn.give()
+
+    return call
 
 
 def test_a_transaction_that_gives_up_waiting_does_not_hold_up_the_next():
     turn = _FileTurn()
     turn.take(time.monotonic() + FAR, never_closed)
-    closed = threading.Event()
+    closed, got = threading.Event(), threading.Event()
     failures: list[BaseException] = []
-
-    def closing() -> None:
-        try:
-            turn.take(time.monotonic() + FAR, closed.is_set)
-        except BaseException as exc:  # the connection closed while it waited
-            failures.append(exc)
-
-    def timing_out() -> None:
-        try:
-            turn.take(time.monotonic() + 0.1, never_closed)
-        except BaseException as exc:
-            failures.append(exc)
-
-    got = threading.Event()
-
-    def last() -> None:
-        turn.take(time.monotonic() + FAR, never_closed)
-        got.set()
-        turn.give()
-
-    a = in_thread(closing)
+    # one waits until its connection closes, one until its deadline passes
+    a = in_thread(recording(failures, turn.take, time.monotonic() + FAR, closed.is_set))
     assert soon(lambda: turn.issued == 2)
-    b = in_thread(timing_out)
+    b = in_thread(recording(failures, turn.take, time.monotonic() + 0.1, never_closed))
     assert soon(lambda: turn.issued == 3)
-    c = in_thread(last)
+    c = in_thread(taking(turn, got))
     assert soon(lambda: turn.issued == 4)
     closed.set()
-    a.join(5)
-    b.join(5)
-    assert [type(e) for e in failures] == [_TurnClosed, _TurnTimeout] or [
-        type(e) for e in failures
-    ] == [_TurnTimeout, _TurnClosed]
+    joined(a, b)
+    assert sorted(type(e).__name__ for e in failures) == ["_TurnClosed", "_TurnTimeout"]
     assert not got.is_set()  # the first transaction still holds it
     turn.give()
     assert got.wait(5), "a ticket given up held up the transactions after it"
-    c.join(5)
+    joined(c)
     assert (turn.done, turn.issued, turn.transaction) == (4, 4, False)
 
 
 def test_a_single_write_that_gives_up_lets_the_transaction_after_it_go():
     turn = _FileTurn()
     turn.take(time.monotonic() + FAR, never_closed)
-    failures: list[BaseException] = []
-
-    def single() -> None:
-        try:
-            turn.share(time.monotonic() + 0.1, never_closed)
-        except BaseException as exc:
-            failures.append(exc)
-
     got = threading.Event()
-
-    def transaction() -> None:
-        turn.take(time.monotonic() + FAR, never_closed)
-        got.set()
-        turn.give()
-
-    s = in_thread(single)
+    failures: list[BaseException] = []
+    s = in_thread(recording(failures, turn.share, time.monotonic() + 0.1, never_closed))
     assert soon(lambda: turn._waiting)
-    t = in_thread(transaction)
-    s.join(5)
+    t = in_thread(taking(turn, got))
+    joined(s)
     assert [type(e) for e in failures] == [_TurnTimeout]
     assert turn._waiting == {}
     turn.give()
     assert got.wait(5)
-    t.join(5)
+    joined(t)
 
 
 # ------------------------------------------------------------- real connections, one file
 
 
+async def beside_writers(qt, count: int, transactions: bool, measured):
+    """``await measured()`` while ``count`` other connections write rows all along, each in
+    back-to-back transactions that hold the turn 20 ms (a row-lock handler's work), or as
+    single writes as fast as they can; what it returned, once every writer has written."""
+    stop = asyncio.Event()
+
+    async def writer(k: int) -> int:
+        n = 0
+        async with await runtime.connect(qt.url) as db:
+            while not stop.is_set():
+                if transactions:
+                    await db.begin()
+                await qt.queue.enqueue(db, {"k": k, "n": n})
+                if transactions:
+                    await asyncio.sleep(0.02)  # the transaction holds the turn meanwhile
+                    await db.commit()
+                n += 1
+        return n
+
+    writers = [asyncio.ensure_future(writer(k)) for k in range(count)]
+    try:
+        await asyncio.sleep(0.2)  # the writers run
+        result = await measured()
+    finally:
+        stop.set()
+        counts = await asyncio.gather(*writers)
+    assert all(n > 0 for n in counts)
+    return result
+
+
 @pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
 def test_a_chain_of_transactions_does_not_starve_a_single_write(engine, monkeypatch):
     """Three connections hand the turn to each other in back-to-back transactions, each
-    holding it a while (a row-lock handler's work); a single write from a fourth connection
-    asks in the middle and is written after the transactions that asked before it, not
-    after SQLite's busy timeout."""
+    holding it a while; single writes from a fourth connection ask in the middle and are
+    written each after the transactions that asked before it, not after SQLite's busy
+    timeout."""
     monkeypatch.setattr(sqlite_driver, "BUSY_TIMEOUT_MS", 3000)
 
     async def go() -> None:
         qt = await make_queue(engine, "lease")
-        stop = asyncio.Event()
         try:
-
-            async def chain(k: int) -> int:
-                n = 0
-                async with await runtime.connect(qt.url) as db:
-                    while not stop.is_set():
-                        await db.begin()
-                        await qt.queue.enqueue(db, {"k": k, "n": n})
-                        await asyncio.sleep(0.02)  # the transaction holds the turn meanwhile
-                        await db.commit()
-                        n += 1
-                return n
-
-            chains = [asyncio.ensure_future(chain(k)) for k in range(3)]
             async with await runtime.connect(qt.url) as single:
-                await asyncio.sleep(0.2)  # the chain runs
-                started = time.monotonic()
-                for i in range(5):
-                    await qt.queue.enqueue(single, {"single": i})  # outside a transaction
-                took = time.monotonic() - started
-            stop.set()
-            counts = await asyncio.gather(*chains)
-            assert all(n > 0 for n in counts)
+
+                async def five_single_writes() -> float:
+                    started = time.monotonic()
+                    for i in range(5):
+                        await qt.queue.enqueue(single, {"single": i})  # outside a transaction
+                    return time.monotonic() - started
+
+                took = await beside_writers(qt, 3, True, five_single_writes)
             # each single write waits for at most the three transactions that asked before it
             assert took < 5 * 4 * 0.02 + 1.0, f"five single writes took {took:.2f} s"
         finally:
-            stop.set()
             await qt.drop()
 
     run(go())
@@ -264,34 +256,23 @@ def test_a_stream_of_single_writes_does_not_starve_a_transaction(engine, monkeyp
 
     async def go() -> None:
         qt = await make_queue(engine, "lease")
-        stop = asyncio.Event()
         try:
-
-            async def stream(k: int) -> int:
-                n = 0
-                async with await runtime.connect(qt.url) as db:
-                    while not stop.is_set():
-                        await qt.queue.enqueue(db, {"k": k, "n": n})
-                        n += 1
-                return n
-
-            streams = [asyncio.ensure_future(stream(k)) for k in range(4)]
             async with await runtime.connect(qt.url) as tx:
-                await asyncio.sleep(0.2)
-                waits = []
-                for i in range(5):
-                    started = time.monotonic()
-                    await tx.begin()
-                    waits.append(time.monotonic() - started)
-                    await qt.queue.enqueue(tx, {"tx": i})
-                    await tx.commit()
-            stop.set()
-            counts = await asyncio.gather(*streams)
-            assert all(n > 0 for n in counts)
+
+                async def five_transactions() -> list[float]:
+                    waits = []
+                    for i in range(5):
+                        started = time.monotonic()
+                        await tx.begin()
+                        waits.append(time.monotonic() - started)
+                        await qt.queue.enqueue(tx, {"tx": i})
+                        await tx.commit()
+                    return waits
+
+                waits = await beside_writers(qt, 4, False, five_transactions)
             assert max(waits) < 1.0, f"begin() waited {max(waits):.2f} s for the turn"
             assert len([r for r in await qt.rows() if "tx" in r["payload"]]) == 5
         finally:
-            stop.set()
             await qt.drop()
 
     run(go())
