@@ -167,8 +167,9 @@ class _FileTurn:
         #: a waiting transaction's ticket → the lock it is parked on, held until its turn
         self._parked: dict[int, threading.Lock] = {}
 
-    def take(self, deadline: float, closed: Callable[[], bool]) -> None:
-        """Hold the turn alone: after the transactions and single writes that came before."""
+    def take(self, wait_s: float, closed: Callable[[], bool]) -> None:
+        """Hold the turn alone: after the transactions and single writes that came before
+        (waiting at most ``wait_s`` seconds)."""
         with self._guard:
             ticket = self.issued
             self.issued += 1
@@ -178,6 +179,7 @@ class _FileTurn:
             park = threading.Lock()
             park.acquire()
             self._parked[ticket] = park
+        deadline = time.monotonic() + wait_s  # read only by a transaction that waits
         try:
             while not park.acquire(timeout=TURN_POLL_S):
                 if closed():
@@ -201,12 +203,14 @@ class _FileTurn:
             self.done += 1
             self._advance()
 
-    def share(self, deadline: float, closed: Callable[[], bool]) -> None:
-        """Hold the turn beside other single writes: after the transactions that came before."""
+    def share(self, wait_s: float, closed: Callable[[], bool]) -> None:
+        """Hold the turn beside other single writes: after the transactions that came before
+        (waiting at most ``wait_s`` seconds)."""
         with self._guard:
             before = self.issued
             if self.done < before or self.transaction:
                 self._waiting[before] = self._waiting.get(before, 0) + 1
+                deadline = time.monotonic() + wait_s  # read only by a single write that waits
                 try:
                     while self.done < before or self.transaction:
                         _wait(self._singles, deadline, closed)
@@ -305,7 +309,7 @@ class _WriterTurn:
 
     def take(self) -> None:
         try:
-            self.file.take(time.monotonic() + BUSY_TIMEOUT_MS / 1000, self._closed)
+            self.file.take(BUSY_TIMEOUT_MS / 1000, self._closed)
         except BaseException:
             with self._flag:
                 self._abandoned = False
@@ -341,7 +345,7 @@ class _WriterTurn:
 
 def _in_turn(turn: _WriterTurn, fn: Callable[..., T], raw: Any, sql: str, params: Any) -> T:
     file = turn.file
-    file.share(time.monotonic() + BUSY_TIMEOUT_MS / 1000, turn._closed)
+    file.share(BUSY_TIMEOUT_MS / 1000, turn._closed)
     try:
         return fn(raw, sql, params)
     finally:

@@ -19,7 +19,7 @@ import runtime
 from runtime.drivers import sqlite as sqlite_driver
 from runtime.drivers.sqlite import _FileTurn, _TurnTimeout
 
-FAR = 3600.0  # a deadline no test reaches
+FAR = 3600.0  # a wait no test reaches
 
 
 def never_closed() -> bool:
@@ -53,8 +53,7 @@ def holding(turn: _FileTurn, transaction: bool, order: list, name: object, hold:
     ``name`` in ``order``, keeps it ``hold`` seconds (noting its end), and gives it back."""
 
     def call() -> None:
-        deadline = time.monotonic() + FAR
-        turn.take(deadline, never_closed) if transaction else turn.share(deadline, never_closed)
+        turn.take(FAR, never_closed) if transaction else turn.share(FAR, never_closed)
         order.append(name)
         if hold:
             time.sleep(hold)
@@ -66,11 +65,11 @@ def holding(turn: _FileTurn, transaction: bool, order: list, name: object, hold:
 
 def test_single_writes_share_the_turn():
     turn = _FileTurn()
-    turn.share(time.monotonic() + FAR, never_closed)
+    turn.share(FAR, never_closed)
     done = threading.Event()
 
     def second() -> None:
-        turn.share(time.monotonic() + FAR, never_closed)
+        turn.share(FAR, never_closed)
         done.set()
 
     in_thread(second)
@@ -84,7 +83,7 @@ def test_single_writes_share_the_turn():
 def test_a_transaction_waits_for_the_single_writes_before_it_and_those_after_wait_for_it():
     turn = _FileTurn()
     order: list[str] = []
-    turn.share(time.monotonic() + FAR, never_closed)  # a single write running
+    turn.share(FAR, never_closed)  # a single write running
 
     t = in_thread(holding(turn, True, order, "transaction", 0.05))
     assert soon(lambda: turn.issued == 1)
@@ -101,7 +100,7 @@ def test_a_transaction_waits_for_the_single_writes_before_it_and_those_after_wai
 def test_single_writes_waiting_before_a_transaction_asked_go_before_it():
     turn = _FileTurn()
     order: list[str] = []
-    turn.take(time.monotonic() + FAR, never_closed)  # a transaction holds the turn
+    turn.take(FAR, never_closed)  # a transaction holds the turn
 
     s = in_thread(holding(turn, False, order, "single", 0.05))
     assert soon(lambda: turn._waiting)
@@ -115,7 +114,7 @@ def test_single_writes_waiting_before_a_transaction_asked_go_before_it():
 def test_transactions_go_in_the_order_they_asked():
     turn = _FileTurn()
     order: list[int] = []
-    turn.take(time.monotonic() + FAR, never_closed)
+    turn.take(FAR, never_closed)
     threads = []
     for k in range(5):
         threads.append(in_thread(holding(turn, True, order, k)))
@@ -141,7 +140,7 @@ def taking(turn: _FileTurn, got: threading.Event):
     """A transaction, for a thread: it takes the turn, sets ``got`` and gives it back."""
 
     def call() -> None:
-        turn.take(time.monotonic() + FAR, never_closed)
+        turn.take(FAR, never_closed)
         got.set()
         turn.give()
 
@@ -150,13 +149,13 @@ def taking(turn: _FileTurn, got: threading.Event):
 
 def test_a_transaction_that_gives_up_waiting_does_not_hold_up_the_next():
     turn = _FileTurn()
-    turn.take(time.monotonic() + FAR, never_closed)
+    turn.take(FAR, never_closed)
     closed, got = threading.Event(), threading.Event()
     failures: list[BaseException] = []
     # one waits until its connection closes, one until its deadline passes
-    a = in_thread(recording(failures, turn.take, time.monotonic() + FAR, closed.is_set))
+    a = in_thread(recording(failures, turn.take, FAR, closed.is_set))
     assert soon(lambda: turn.issued == 2)
-    b = in_thread(recording(failures, turn.take, time.monotonic() + 0.1, never_closed))
+    b = in_thread(recording(failures, turn.take, 0.1, never_closed))
     assert soon(lambda: turn.issued == 3)
     c = in_thread(taking(turn, got))
     assert soon(lambda: turn.issued == 4)
@@ -172,10 +171,10 @@ def test_a_transaction_that_gives_up_waiting_does_not_hold_up_the_next():
 
 def test_a_single_write_that_gives_up_lets_the_transaction_after_it_go():
     turn = _FileTurn()
-    turn.take(time.monotonic() + FAR, never_closed)
+    turn.take(FAR, never_closed)
     got = threading.Event()
     failures: list[BaseException] = []
-    s = in_thread(recording(failures, turn.share, time.monotonic() + 0.1, never_closed))
+    s = in_thread(recording(failures, turn.share, 0.1, never_closed))
     assert soon(lambda: turn._waiting)
     t = in_thread(taking(turn, got))
     joined(s)
