@@ -134,8 +134,16 @@ class Delivery:
 
 
 class Batch(list[Delivery]):
-    """A claim's deliveries; ``contended``: ready rows were there, but other workers held them all."""
+    """A claim's deliveries; ``contended``: ready rows were there, but other workers held them
+    all; ``raced``: the claim held ready rows, but other workers settled every one of them
+    before it could take them (the queue moved on: claim again at once)."""
 
-    def __init__(self, deliveries: list[Delivery] | None = None, contended: bool = False) -> None:
+    def __init__(
+        self,
+        deliveries: list[Delivery] | None = None,
+        contended: bool = False,
+        raced: bool = False,
+    ) -> None:
         super().__init__(deliveries or ())
         self.contended = contended
+        self.raced = raced

@@ -196,6 +196,8 @@ class WorkerLoop:
                     continue
                 if claimed:
                     await self._deliver(conn, claimed)
+                elif claimed.raced:  # others settled what it held: the queue moved on
+                    continue
                 elif claimed.contended or not run.until_empty:
                     await self._idle(conn, claimed, woken)
                 else:  # drain(): nothing claimable (that claim wrote what was deferred)

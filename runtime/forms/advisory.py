@@ -71,7 +71,8 @@ class AdvisoryForm(Form):
             return Batch(contended=bool(listed))
         self._held.setdefault(conn, set()).update(held)
         try:
-            return Batch(await self._take(conn, held, group))
+            taken = await self._take(conn, held, group)
+            return Batch(taken, raced=not taken)  # every held row settled since the listing
         except BaseException:
             await self.unlock(conn, held)
             raise
@@ -120,7 +121,8 @@ class AdvisoryForm(Form):
             return Batch(contended=True)
         self._held.setdefault(conn, set()).update(row[i_id] for row in held)
         taken = [row for row in held if row[i_taken]]
-        return Batch(await self._delivered(conn, (names, taken), [row[i_id] for row in held]))
+        delivered = await self._delivered(conn, (names, taken), [row[i_id] for row in held])
+        return Batch(delivered, raced=not taken)  # every held row settled since the listing
 
     async def _delivered(self, conn: Connection, rows: Rows, held: list[int]) -> list[Delivery]:
         """The rows taken under keys ``conn`` holds, as deliveries in id order; the held keys

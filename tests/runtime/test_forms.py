@@ -232,6 +232,73 @@ def test_advisory_keys_of_two_tables_never_collide(engine):
     run(go())
 
 
+@pytest.mark.parametrize("engine", engine_params("mariadb", "sqlite"), indirect=True)
+def test_a_drain_worker_whose_held_rows_were_settled_meanwhile_claims_again(engine):
+    # the claim holds a ready row's key; before its take, another worker's settlement of
+    # that row commits (and its key is released): the take finds nothing. The queue moved
+    # on, so the worker claims again at once; taken for "nothing claimable", a drain's
+    # worker stopped there with rows still ready.
+    async def go():
+        qt = await make_queue(engine, "advisory")
+        try:
+            first, *rest = [int(i) for i in await qt.enqueue({"n": 1}, {"n": 2}, {"n": 3})]
+            handled: list[int] = []
+
+            async def handle(message, ctx):
+                handled.append(message.id)
+                return runtime.ack()
+
+            consumer = runtime.Consumer(qt.url, qt.queue, handle, concurrency=1, batch=1)
+            form = consumer.form
+            take, raced = form._take, []
+
+            async def settled_meanwhile(conn, held, group):
+                if not raced:  # the first take: the row was settled since the listing
+                    raced.append(list(held))
+                    await qt.sql(
+                        f"DELETE FROM {qt.q(qt.table)} WHERE {qt.col('id')} = {qt.p('id')}",
+                        {"id": first},
+                    )
+                return await take(conn, held, group)
+
+            form._take = settled_meanwhile
+            counts = await consumer.drain()
+            assert raced == [[first]]
+            assert sorted(handled) == rest and counts["ack"] == 2
+            assert all(r["processed_at"] is not None for r in await qt.rows())
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("engine", engine_params("postgres"), indirect=True)
+def test_a_claim_that_takes_and_finds_its_held_rows_settled_is_raced_not_empty(engine):
+    # PostgreSQL's claim takes in the statement that holds the keys: a kept key whose row
+    # was settled since the listing comes back held and not taken. A batch of nothing but
+    # those is "raced" (claim again at once), not "nothing claimable", and its keys go.
+    async def go():
+        qt = await make_queue(engine, "advisory")
+        form = form_for(qt.queue, keyspace=qt.url)
+        try:
+            (mid,) = await qt.enqueue({"n": 1})
+            async with await runtime.connect(qt.url) as db:
+                names, rows = await form._listing(db, 1, None)
+                (row,) = rows
+                assert row[names.index("held")] and row[names.index("taken")]
+                gone = list(row)
+                gone[names.index("taken")] = 0  # as if settled between listing and take
+                batch = await form._batch_of(db, (names, [tuple(gone)]))
+                assert batch == [] and batch.raced and not batch.contended
+                async with await runtime.connect(qt.url) as other:  # its key was released
+                    (d,) = await form_for(qt.queue, keyspace=qt.url).claim(other, 1, None)
+                    assert d.message.id == mid
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 def test_advisory_failed_statement_still_unlocks_and_the_row_returns(engine):
     statements = {"ack": "UPDATE {t} SET payload = NULL WHERE id = :id"}  # violates NOT NULL
 
