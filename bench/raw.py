@@ -12,7 +12,10 @@ advisory or lease batch all acked is finished by the next claim, ``ack_claim``, 
 runtime does).
 A step of several statements (MariaDB's lease claim and advisory take) runs in one
 transaction, its first row and ``ids`` bound to the statements after it, as the rendered
-file documents.
+file documents. A worker stops when its claim finds nothing; a claim that listed ready rows
+and then locked none of them (others hold them for now), pauses and claims again, as does
+an advisory claim whose held rows were all settled by others since (at once): the runtime's
+drain does the same.
 
 Two baselines:
 
@@ -196,21 +199,25 @@ class _PyMySQLExecutorDriver:
             self.executor, self._run, sql, params
         )
 
-    def _step(self, stmts: Step, params: dict[str, Any], own: bool, tally: Tally) -> Result:
+    def _step(
+        self, stmts: Step, params: dict[str, Any], own: bool, tally: Tally, found: list[int]
+    ) -> Result:
         if own:
             tally.control()
             self.cur.execute("BEGIN")
-        result = statements_in_turn(stmts, params, self._run, tally)
+        result = statements_in_turn(stmts, params, self._run, tally, found)
         if own:
             tally.control(commit=True)
             self.cur.execute("COMMIT")
         return result
 
-    async def step(self, stmts: Step, params: dict[str, Any], own: bool, tally: Tally) -> Result:
+    async def step(
+        self, stmts: Step, params: dict[str, Any], own: bool, tally: Tally, found: list[int]
+    ) -> Result:
         """A step of several statements in one trip to the thread, BEGIN and COMMIT (``own``)
         included: what a hand-written loop on a blocking driver does with a transaction."""
         return await asyncio.get_running_loop().run_in_executor(
-            self.executor, self._step, stmts, params, own, tally
+            self.executor, self._step, stmts, params, own, tally, found
         )
 
     async def close(self) -> None:
@@ -247,6 +254,14 @@ class _Loop:
         self.params["scan"] = batch * concurrency
         self.tally, self.counts, self.keys, self.keys_lock = tally, counts, keys, keys_lock
         self.in_tx = False
+        #: how many rows each SELECT of the last step of several statements found
+        self.found: list[int] = []
+
+    def contended(self) -> bool:
+        """The last claim listed ready rows, then locked none of them (MariaDB's claims list,
+        then lock skipping locked rows): others hold them for now, so pause and claim again,
+        as the runtime does, rather than stop this worker."""
+        return any(self.found)
 
     def settle_name(self, attempt: Any) -> str:
         return "retry" if self.retry_once and attempt == 1 else "ack"
@@ -328,6 +343,7 @@ class _AsyncWorker(_Loop):
 
     async def step(self, name: str, params: dict[str, Any]) -> Result:
         stmts = self.st[name]
+        self.found = []
         if len(stmts) == 1:
             self.tally.statement(stmts[0], self.in_tx)
             return await self.drv.run(stmts[0], params)
@@ -335,7 +351,7 @@ class _AsyncWorker(_Loop):
             # only MariaDB's files have steps of several statements (claims, take, _many)
             raise NotImplementedError(f"{name}: a step of several statements on {self.engine}")
         # the whole step in one trip to the driver's thread, as the runtime's driver runs it
-        result: Result = await self.drv.step(stmts, params, not self.in_tx, self.tally)
+        result: Result = await self.drv.step(stmts, params, not self.in_tx, self.tally, self.found)
         return result
 
     async def settle_all(
@@ -360,6 +376,9 @@ class _AsyncWorker(_Loop):
                 rows, c, _ = await self.step("claim", self.params)
                 if not rows:
                     await self.end(commit=False)
+                    if self.contended():
+                        await asyncio.sleep(CONTENDED_SLEEP_S)
+                        continue
                     return
                 settle = []
                 for row in rows:
@@ -391,6 +410,9 @@ class _AsyncWorker(_Loop):
             else:
                 rows, c, _ = await self.step("claim", self.params)
             if not rows:
+                if self.contended():
+                    await asyncio.sleep(CONTENDED_SLEEP_S)
+                    continue
                 return
             settle = self.leased(rows, c)
             if fused and len(settle) <= DEFER_MAX and all(name == "ack" for name, _, _ in settle):
@@ -494,10 +516,15 @@ async def drain_async(
 
 
 def statements_in_turn(
-    stmts: Step, params: dict[str, Any], one: Callable[[str, dict[str, Any]], Result], tally: Tally
+    stmts: Step,
+    params: dict[str, Any],
+    one: Callable[[str, dict[str, Any]], Result],
+    tally: Tally,
+    found: list[int],
 ) -> Result:
     """A step's statements run one after the other by a blocking ``one`` (in the step's
-    transaction), each SELECT's first row and ``ids`` bound to the statements after it."""
+    transaction), each SELECT's first row and ``ids`` bound to the statements after it;
+    ``found`` receives how many rows each SELECT found."""
     rows: Sequence[Any] = ()
     cols: dict[str, int] = {}
     rowcount = -1
@@ -507,6 +534,7 @@ def statements_in_turn(
         got, got_cols, n = one(sql, bound)
         if sql.kind is Kind.READS:
             rows, cols = got, got_cols
+            found.append(len(rows))
             if not rows:
                 break
             bound.update({k: rows[0][i] for k, i in cols.items()})
@@ -541,13 +569,14 @@ class _SyncWorker(_Loop):
 
     def step(self, name: str, params: dict[str, Any]) -> Result:
         stmts = self.st[name]
+        self.found = []
         if len(stmts) == 1:
             self.tally.statement(stmts[0], self.in_tx)
             return self._one(stmts[0], params)
         own = not self.in_tx
         if own:
             self.begin()
-        result = statements_in_turn(stmts, params, self._one, self.tally)
+        result = statements_in_turn(stmts, params, self._one, self.tally, self.found)
         if own:
             self.end(commit=True)
         return result
@@ -572,6 +601,9 @@ class _SyncWorker(_Loop):
                 rows, c, _ = self.step("claim", self.params)
                 if not rows:
                     self.end(commit=False)
+                    if self.contended():
+                        time.sleep(CONTENDED_SLEEP_S)
+                        continue
                     return
                 settle = []
                 for row in rows:
@@ -583,6 +615,9 @@ class _SyncWorker(_Loop):
             while True:
                 rows, c, _ = self.step("claim", self.params)
                 if not rows:
+                    if self.contended():
+                        time.sleep(CONTENDED_SLEEP_S)
+                        continue
                     return
                 self.settle_all(self.leased(rows, c), by_token=True)
         else:

@@ -41,21 +41,32 @@ async def run_step(conn: Connection, statements: Step, params: Mapping[str, Any]
     return result
 
 
-async def run_rows(conn: Connection, statements: Step, params: Mapping[str, Any]) -> Rows:
+async def run_rows(
+    conn: Connection,
+    statements: Step,
+    params: Mapping[str, Any],
+    found: list[int] | None = None,
+) -> Rows:
     """``run_step``'s rows as tuples with their column names (``Connection.fetchrows``): the
     rows of the step's last row-returning statement, read from the driver without a dict a
     row, whether the step has one statement or several (which run as ``run_step`` runs
     them: in one transaction, each SELECT handing its first row and ``ids`` on; the driver
-    runs them as one script, ``Connection.run_script``)."""
+    runs them as one script, ``Connection.run_script``).
+
+    ``found``, when given, receives how many rows each row-returning statement of a step of
+    several found, in order: a listing that found rows the statement after it could not
+    take (others locked them since) reads ``[n, 0]``, an empty listing ``[0]``."""
     if len(statements) == 1 and statements[0].kind is not Kind.WRITES:
         return await conn.fetchrows(statements[0], dict(params))
     if len(statements) == 1:
         await conn.execute(statements[0], dict(params))
         return (), []
-    return await conn.run_script(_rows_script(statements, params))
+    return await conn.run_script(_rows_script(statements, params, found))
 
 
-def _rows_script(statements: Step, params: Mapping[str, Any]) -> Script:
+def _rows_script(
+    statements: Step, params: Mapping[str, Any], found: list[int] | None = None
+) -> Script:
     """``run_rows``' step of several statements, one statement at a time: each SELECT hands
     its first row and ``ids`` on; one that finds nothing ends the step."""
     names: tuple[str, ...] = ()
@@ -68,6 +79,8 @@ def _rows_script(statements: Step, params: Mapping[str, Any]) -> Script:
         got = yield sql, bound, True
         assert got is not None  # a row-returning statement is sent its rows
         names, rows = got
+        if found is not None:
+            found.append(len(rows))
         if sql.kind is Kind.READS:
             if not rows:
                 break

@@ -89,9 +89,16 @@ class Form:
     async def run(self, conn: Connection, step: Step, params: Mapping[str, Any]) -> StepResult:
         return await run_step(conn, step, params)
 
-    async def rows(self, conn: Connection, step: Step, params: Mapping[str, Any]) -> Rows:
-        """The rows ``step`` returns, as tuples with their column names (``run_rows``)."""
-        return await run_rows(conn, step, params)
+    async def rows(
+        self,
+        conn: Connection,
+        step: Step,
+        params: Mapping[str, Any],
+        found: list[int] | None = None,
+    ) -> Rows:
+        """The rows ``step`` returns, as tuples with their column names (``run_rows``;
+        ``found``: how many rows each of its row-returning statements found)."""
+        return await run_rows(conn, step, params, found)
 
     def settle_step(self, decision: Decision) -> Step | None:
         """The statement a decision runs (None: none, e.g. a row-lock retry without an
@@ -107,16 +114,19 @@ class Form:
             "lease_s": self.queue.lease_s,
         }
 
-    def deliveries(self, rows: Rows, tokens: bool = False) -> Batch:
+    def deliveries(self, rows: Rows, tokens: bool = False, found: list[int] | None = None) -> Batch:
         """A claim's rows (``run_rows``: column names, tuples) as its batch of deliveries;
-        ``tokens``: each row's ``token`` column is its delivery's token (lease).
+        ``tokens``: each row's ``token`` column is its delivery's token (lease). ``found``:
+        what each statement of a claim that lists ready rows, then locks them (MariaDB),
+        found: none locked after a listing that found some is ``contended`` (others locked
+        or leased every listed row in between), not "nothing claimable".
 
         Each payload is decoded here, once: a stored payload the decoder refuses never fails
         the claim, and with it the batch; its delivery keeps the stored text and why
         (``undecodable``), and is never handled."""
         names, values = rows
         if not values:
-            return Batch()
+            return Batch(contended=any(found or ()))
         where = {name: i for i, name in enumerate(names)}
         i_id, i_payload = where["id"], where["payload"]
         i_attempt, i_group = where.get("attempt"), where.get("group")

@@ -44,8 +44,9 @@ class LeaseForm(Form):
         return not self.transactional
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:
-        rows = await self.rows(conn, self.steps.claim, self.claim_params(limit, group))
-        return self.deliveries(rows, tokens=True)
+        found: list[int] = []
+        rows = await self.rows(conn, self.steps.claim, self.claim_params(limit, group), found)
+        return self.deliveries(rows, tokens=True, found=found)
 
     def _lost(self, d: Delivery, what: str) -> LeaseLost:
         d.lost = True

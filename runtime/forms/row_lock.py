@@ -60,10 +60,11 @@ class RowLockForm(Form):
             step = self.steps.claim
         await conn.begin(immediate=True)
         try:
-            rows = await self.rows(conn, step, params)
+            found: list[int] = []
+            rows = await self.rows(conn, step, params, found)
             if not rows[1]:
                 await conn.rollback()
-            return self.deliveries(rows)
+            return self.deliveries(rows, found=found)
         except BaseException:
             await self.abort_batch(conn)
             raise

@@ -272,6 +272,35 @@ def test_a_drain_worker_whose_held_rows_were_settled_meanwhile_claims_again(engi
     run(go())
 
 
+@pytest.mark.parametrize("engine", engine_params("mariadb"), indirect=True)
+@pytest.mark.parametrize("form_name", ["row_lock", "lease"])
+def test_a_claim_that_lists_ready_rows_others_lock_is_contended_not_empty(engine, form_name):
+    # MariaDB's row-lock and lease claims list ready rows, then lock them skipping locked
+    # ones: when another transaction locks every listed row in between, the claim is empty
+    # but "contended" (the rows are there, held for now: a short pause, then claim again),
+    # not "nothing claimable", which ends a drain's worker while rows are still ready.
+    async def go():
+        qt = await make_queue(engine, form_name)
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2})
+            async with await runtime.connect(qt.url) as holder, await runtime.connect(qt.url) as db:
+                await holder.begin()
+                await holder.fetchall(f"SELECT {qt.col('id')} FROM {qt.q(qt.table)} FOR UPDATE")
+                batch = await form_for(qt.queue).claim(db, 2, None)
+                assert batch == [] and batch.contended
+                assert not db.in_transaction  # row lock: its empty batch rolled back
+                await holder.rollback()
+                assert len(await form_for(qt.queue).claim(db, 2, None)) == 2
+                await db.rollback()
+                await qt.sql(f"DELETE FROM {qt.q(qt.table)}")
+                empty = await form_for(qt.queue).claim(db, 2, None)
+                assert empty == [] and not empty.contended  # nothing ready at all
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 @pytest.mark.parametrize("engine", engine_params("postgres"), indirect=True)
 def test_a_claim_that_takes_and_finds_its_held_rows_settled_is_raced_not_empty(engine):
     # PostgreSQL's claim takes in the statement that holds the keys: a kept key whose row
