@@ -64,6 +64,21 @@ async def run_rows(
     return await conn.run_script(_rows_script(statements, params, found))
 
 
+async def begin_rows(
+    conn: Connection,
+    statements: Step,
+    params: Mapping[str, Any],
+    found: list[int] | None = None,
+) -> Rows:
+    """``conn.begin(immediate=True)``, then ``run_rows`` in the transaction it opened, which
+    stays open (a row-lock claim); a step of one row-returning statement goes with its BEGIN
+    (``Connection.begin_fetchrows``: one trip where the driver runs on a thread)."""
+    if len(statements) == 1 and statements[0].kind is not Kind.WRITES:
+        return await conn.begin_fetchrows(statements[0], dict(params))
+    await conn.begin(immediate=True)
+    return await run_rows(conn, statements, params, found)
+
+
 def _rows_script(
     statements: Step, params: Mapping[str, Any], found: list[int] | None = None
 ) -> Script:

@@ -206,6 +206,14 @@ class Connection(abc.ABC):
         names = tuple(rows[0]) if rows else ()
         return names, [tuple(row.values()) for row in rows]
 
+    async def begin_fetchrows(self, sql: str, params: Params | None = None) -> Rows:
+        """``begin(immediate=True)``, then ``fetchrows`` in the transaction it opened (a
+        row-lock claim, whose rows stay locked until its COMMIT). A driver that runs
+        statements on a thread of its own overrides it to send both in one trip there. When
+        the statement fails the transaction stays open: the caller rolls it back."""
+        await self.begin(immediate=True)
+        return await self.fetchrows(sql, params)
+
     async def run_script(self, script: Script) -> Rows:
         """Run a step of several statements (``script``) in one transaction: the caller's
         when one is open, else its own, committed at the end and rolled back on any error or

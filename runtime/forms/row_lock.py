@@ -11,6 +11,7 @@ from runtime.drivers.base import Connection
 from runtime.forms.base import Form
 from runtime.params import ClaimParams
 from runtime.settle import Decision
+from runtime.steps import begin_rows
 
 _SAVEPOINT = "qgen_delivery"
 #: seconds a row counted by a claim stays not ready (its retry_after mark) while the claim
@@ -58,10 +59,9 @@ class RowLockForm(Form):
             params["ids"] = json.dumps([row["id"] for row in counted.rows])
         else:
             step = self.steps.claim
-        await conn.begin(immediate=True)
+        found: list[int] = []
         try:
-            found: list[int] = []
-            rows = await self.rows(conn, step, params, found)
+            rows = await begin_rows(conn, step, params, found)  # BEGIN, with the claim
             if not rows[1]:
                 await conn.rollback()
             return self.deliveries(rows, found=found)

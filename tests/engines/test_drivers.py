@@ -297,6 +297,36 @@ def test_begin_rollback_undoes_and_commit_keeps(engine: Engine) -> None:
     run(go())
 
 
+def test_begin_fetchrows_opens_the_transaction_its_rows_are_read_in(engine: Engine) -> None:
+    # a row-lock claim: BEGIN and its first statement (one trip on a driver with a thread of
+    # its own); the transaction stays open, its writes undone by a rollback; a statement that
+    # fails leaves it open for the caller to roll back; one already open is refused
+    async def go() -> None:
+        async with table(engine) as (conn, t):
+            await conn.execute(f"INSERT INTO {t} (id, name, n) VALUES (1, 'a', 1)")
+            names, rows = await conn.begin_fetchrows(
+                f"SELECT id, name FROM {t} WHERE n = {ph(engine, 'n')}", {"n": 1}
+            )
+            assert (names, rows) == (("id", "name"), [(1, "a")])
+            assert conn.in_transaction
+            await conn.execute(f"DELETE FROM {t}")
+            await conn.rollback()
+            assert not conn.in_transaction and await count(conn, t) == 1
+            with pytest.raises(DatabaseError):
+                await conn.begin_fetchrows(f"SELECT no_such_column FROM {t}")
+            assert conn.in_transaction  # BEGIN's, for the caller to end
+            await conn.rollback()
+            await conn.begin()
+            with pytest.raises(RuntimeError, match="transaction is open"):
+                await conn.begin_fetchrows(f"SELECT id FROM {t}")
+            await conn.rollback()
+            assert (await conn.begin_fetchrows(f"SELECT id FROM {t} WHERE n = 2"))[1] == []
+            assert conn.in_transaction
+            await conn.commit()
+
+    run(go())
+
+
 def test_transaction_misuse_is_refused(engine: Engine) -> None:
     async def go() -> None:
         async with await connect(engine.url) as conn:
