@@ -214,6 +214,16 @@ class Connection(abc.ABC):
         await self.begin(immediate=True)
         return await self.fetchrows(sql, params)
 
+    async def execute_commit(self, sql: str, params: Params | None = None) -> int:
+        """``execute``, then ``commit`` the open transaction (a row-lock batch's last
+        settlement and its COMMIT); the statement's rowcount. A driver that runs statements
+        on a thread of its own overrides it to send both in one trip there. When the
+        statement fails the transaction stays open: the caller rolls it back."""
+        self._check_commit()
+        changed = await self.execute(sql, params)
+        await self.commit()
+        return changed
+
     async def run_script(self, script: Script) -> Rows:
         """Run a step of several statements (``script``) in one transaction: the caller's
         when one is open, else its own, committed at the end and rolled back on any error or

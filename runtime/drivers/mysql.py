@@ -188,6 +188,12 @@ class MySQLConnection(Connection):
                 my.commit()
         return result
 
+    def _sync_execute_commit(self, sql: str, params: Params, ran: list[bool]) -> int:
+        changed = self._sync_execute(sql, params)
+        ran[0] = True  # a COMMIT that fails has ended the transaction either way
+        self._my.commit()
+        return changed
+
     def _sync_executemany(self, sql: str, seq: list[Params]) -> None:
         # PyMySQL rewrites INSERT … VALUES (…) into one multi-row INSERT per ~1 MB batch.
         self._cur.executemany(sql, seq)
@@ -234,6 +240,23 @@ class MySQLConnection(Connection):
             self._in_transaction = not self._closed
             raise
         self._in_transaction = True
+
+    async def execute_commit(self, sql: str, params: Params | None = None) -> int:
+        """The statement and the COMMIT in one trip to the connection's thread."""
+        self._check_commit()
+        ran = [False]
+        try:
+            changed = await self._call(
+                self._sync_execute_commit, sql, {} if params is None else params, ran
+            )
+        except asyncio.CancelledError:
+            self._in_transaction = not self._closed  # the caller rolls back (a no-op if ended)
+            raise
+        except Exception:
+            self._in_transaction = not ran[0] and not self._closed  # the statement refused
+            raise
+        self._in_transaction = False
+        return changed
 
     async def commit(self) -> None:
         self._check_commit()

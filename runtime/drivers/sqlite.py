@@ -374,6 +374,16 @@ def _begin_fetchrows(
     return _run_fetchrows(raw, sql, params)
 
 
+def _execute_commit(
+    turn: _WriterTurn | None, raw: sqlite3.Connection, sql: str, params: Params
+) -> int:
+    """The statement, then COMMIT (one trip); a statement that fails leaves the transaction
+    open."""
+    changed = _run_execute(raw, sql, params)
+    _end(turn, raw, "COMMIT")
+    return changed
+
+
 def _end(turn: _WriterTurn | None, raw: sqlite3.Connection, sql: str) -> None:
     try:
         raw.execute(sql).close()
@@ -509,6 +519,24 @@ class SQLiteConnection(Connection):
             raise
         self._in_transaction = True
         return rows
+
+    async def execute_commit(self, sql: str, params: Params | None = None) -> int:
+        """The statement and the COMMIT in one trip to the connection's thread."""
+        self._check_commit()
+        try:
+            changed = await self._call(
+                _execute_commit, self._turn, self._raw, sql, {} if params is None else params
+            )
+        except asyncio.CancelledError:
+            self._in_transaction = not self._closed  # as begin(): the caller rolls back
+            raise
+        except Exception:
+            # the statement refused: the transaction stays open; a COMMIT refused with
+            # SQLITE_BUSY leaves it open too: ask sqlite
+            self._in_transaction = self._raw_in_transaction()
+            raise
+        self._in_transaction = False
+        return changed
 
     async def commit(self) -> None:
         self._check_commit()

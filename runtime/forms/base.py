@@ -208,23 +208,34 @@ class Form:
         saves the BEGIN and COMMIT round trips)."""
         return sum(step is not None or part[0][2].step is not None for step, part in parts) > 1
 
+    def held_statements(
+        self, parts: list[tuple[Step | None, list[tuple[int, Delivery, Decision]]]]
+    ) -> list[tuple[Step, Mapping[str, Any]]]:
+        """What settles ``many_parts`` of a group of rows this connection holds, in order:
+        one statement per outcome, by ids, where the file has it; each other delivery's own
+        (none for a decision without one)."""
+        statements: list[tuple[Step, Mapping[str, Any]]] = []
+        for step, part in parts:
+            if step is not None:
+                params = self.many_params(part)
+                params["ids"] = json.dumps([d.message.id for _, d, _ in part])
+                statements.append((step, params))
+                continue
+            ((_, d, decision),) = part
+            one = self.settle_step(decision)
+            if one is not None:
+                statements.append((one, self.bound(d, decision)))
+        return statements
+
     async def settle_held(
         self,
         conn: Connection,
         parts: list[tuple[Step | None, list[tuple[int, Delivery, Decision]]]],
     ) -> None:
         """Settle rows this connection holds (row lock: its transaction; advisory: their keys),
-        ``many_parts`` of a group: one statement per outcome, by ids, where the file has it."""
-        for step, part in parts:
-            if step is not None:
-                params = self.many_params(part)
-                params["ids"] = json.dumps([d.message.id for _, d, _ in part])
-                await self.run(conn, step, params)
-                continue
-            ((_, d, decision),) = part
-            one = self.settle_step(decision)
-            if one is not None:
-                await self.run(conn, one, self.bound(d, decision))
+        ``many_parts`` of a group (``held_statements``)."""
+        for step, params in self.held_statements(parts):
+            await self.run(conn, step, params)
 
     #: progress is written on a connection of its own, not the worker's (lease: the worker's
     #: may hold the handler's transaction, and the row lock with it)

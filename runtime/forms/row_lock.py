@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from runtime.contract.errors import LeaseLost
+from runtime.contract.rendered import Kind, Statement
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import Connection
 from runtime.forms.base import Form
@@ -83,17 +85,38 @@ class RowLockForm(Form):
             await self.run(conn, step, self.bound(d, decision))
         d.settled = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: per worker connection, its batch's last settlement: a statement that goes with the
+        #: batch's COMMIT (``end_batch``), in one trip where the driver can
+        self._with_commit: dict[Connection, tuple[Statement, Mapping[str, Any]]] = {}
+
     async def settle_group(
         self, conn: Connection, items: list[tuple[Delivery, Decision]]
     ) -> list[LeaseLost | None] | None:
         """Every settlement of the batch in the claim's transaction: one statement per outcome
-        (``ack_many`` …, the rows ids) where the file has it, one by one for the rest. The
-        rows are held until the COMMIT, so none can be lost; a statement that fails fails the
-        batch (rolled back, every row returns)."""
-        await self.settle_held(conn, self.many_parts(items))
+        (``ack_many`` …, the rows ids) where the file has it, one by one for the rest; the
+        last of them, a single statement, waits for the batch's COMMIT and goes with it
+        (``end_batch``). The rows are held until the COMMIT, so none can be lost; a statement
+        that fails fails the batch (rolled back, every row returns)."""
+        await self._write_waiting(conn)  # an earlier group's last statement
+        statements = self.held_statements(self.many_parts(items))
+        if statements:
+            (step, params), last = statements[-1], len(statements) - 1
+            for earlier, bound in statements[:last]:
+                await self.run(conn, earlier, bound)
+            if len(step) == 1 and step[0].kind is Kind.WRITES:
+                self._with_commit[conn] = (step[0], params)
+            else:
+                await self.run(conn, step, params)
         for d, _ in items:
             d.settled = True
         return [None] * len(items)
+
+    async def _write_waiting(self, conn: Connection) -> None:
+        waiting = self._with_commit.pop(conn, None)
+        if waiting is not None:
+            await conn.execute(*waiting)
 
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
         """Nothing to write unless the claim counted the row (``unclaim``, in the batch's
@@ -111,5 +134,14 @@ class RowLockForm(Form):
         d.settled = True
 
     async def end_batch(self, conn: Connection) -> None:
-        if conn.in_transaction:
+        waiting = self._with_commit.pop(conn, None)
+        if not conn.in_transaction:
+            return
+        if waiting is None:
             await conn.commit()
+        else:  # the batch's last settlement and its COMMIT
+            await conn.execute_commit(*waiting)
+
+    async def abort_batch(self, conn: Connection) -> None:
+        self._with_commit.pop(conn, None)
+        await super().abort_batch(conn)

@@ -327,6 +327,32 @@ def test_begin_fetchrows_opens_the_transaction_its_rows_are_read_in(engine: Engi
     run(go())
 
 
+def test_execute_commit_runs_its_statement_and_commits(engine: Engine) -> None:
+    # a row-lock batch's last settlement and its COMMIT (one trip on a driver with a thread
+    # of its own): the statement's rowcount, the transaction ended and its writes seen by
+    # others; a statement that fails leaves it open for the caller to roll back
+    async def go() -> None:
+        async with table(engine) as (conn, t), await connect(engine.url) as other:
+            with pytest.raises(RuntimeError, match="no open transaction"):
+                await conn.execute_commit(f"DELETE FROM {t}")
+            await conn.begin()
+            await conn.execute(f"INSERT INTO {t} (id, name, n) VALUES (1, 'a', 1)")
+            assert await conn.execute_commit(f"UPDATE {t} SET n = 2 WHERE id = 1") == 1
+            assert not conn.in_transaction
+            assert await other.fetchall(f"SELECT n FROM {t}") == [{"n": 2}]
+            await conn.begin()
+            await conn.execute(f"UPDATE {t} SET n = 3")
+            with pytest.raises(DatabaseError):
+                await conn.execute_commit(f"UPDATE {t} SET no_such_column = 4")
+            assert conn.in_transaction  # for the caller to end
+            await conn.rollback()
+            assert await other.fetchall(f"SELECT n FROM {t}") == [{"n": 2}]
+            await conn.begin()  # the connection goes on as usual
+            await conn.rollback()
+
+    run(go())
+
+
 def test_transaction_misuse_is_refused(engine: Engine) -> None:
     async def go() -> None:
         async with await connect(engine.url) as conn:

@@ -206,6 +206,42 @@ def test_transactional_ack_rolls_back_the_handlers_writes_on_lease_lost(engine):
     run(go())
 
 
+def test_a_row_lock_batch_settled_in_two_groups_commits_both_and_a_rollback_neither(engine):
+    # a group's last statement waits for the batch's COMMIT and goes with it: a second
+    # group in the same batch writes the first's before its own, a rollback drops it, and
+    # the next batch on the connection never runs it
+    async def go():
+        qt = await make_queue(engine, "row_lock")
+        form = form_for(qt.queue)
+        try:
+            a, b, c = (int(i) for i in await qt.enqueue({"n": 1}, {"n": 2}, {"n": 3}))
+            async with await runtime.connect(qt.url) as db:
+                batch = await form.claim(db, 2, None)
+                assert [d.message.id for d in batch] == [a, b]
+                retried = [(batch[0], decide(qt.queue, batch[0], runtime.retry("x")))]
+                await form.settle_group(db, retried)
+                await form.abort_batch(db)  # rolled back: nothing of it stands
+                assert [r["processed_at"] for r in await qt.rows()] == [None, None, None]
+
+                batch = await form.claim(db, 3, None)
+                assert [d.message.id for d in batch] == [a, b, c]
+                first, second, _third = batch
+                await form.settle_group(db, [(first, decide(qt.queue, first, runtime.ack()))])
+                await form.settle_group(
+                    db, [(second, decide(qt.queue, second, runtime.retry("again")))]
+                )
+                await form.end_batch(db)  # third never settled: it returns
+                assert not db.in_transaction
+            rows = {r["id"]: r for r in await qt.rows()}
+            assert rows[a]["processed_at"] is not None and rows[a]["attempt"] == 1
+            assert rows[b]["processed_at"] is None and rows[b]["attempt"] == 2  # retried
+            assert rows[c]["processed_at"] is None and rows[c]["attempt"] == 1  # as it was
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 def test_advisory_keys_of_two_tables_never_collide(engine):
     async def go():
         a = await make_queue(engine, "advisory")
