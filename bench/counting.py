@@ -81,6 +81,14 @@ def instrument(conn: Connection, tally: Tally) -> Connection:
             tally.control()
         await rollback()
 
+    commit_begin = conn.commit_begin
+
+    async def counted_commit_begin() -> None:
+        if conn.chains_transactions:  # one trip; otherwise commit() and begin() count
+            tally.control(commit=True)
+        await commit_begin()
+
+    conn.commit_begin = counted_commit_begin  # type: ignore[method-assign]
     conn.begin = counted_begin  # type: ignore[method-assign]
     conn.commit = counted_commit  # type: ignore[method-assign]
     conn.rollback = counted_rollback  # type: ignore[method-assign]

@@ -400,12 +400,13 @@ class WorkerLoop:
                     await handle(conn, d, decide)
             # the worker claims again at once unless it stops (or its connection is gone):
             # what that claim can settle waits for it (one statement for both)
-            await completer.finish(conn, defer=not (stopping.is_set() or conn.closed))
+            again = not (stopping.is_set() or conn.closed)
+            await completer.finish(conn, defer=again)
             self.deferred = completer.deferred
             for d in claimed[started:]:  # claimed, never started: back at once
                 if await form.return_unstarted(conn, d):
                     run.counts.add("released")
-            await form.end_batch(conn)
+            await form.end_batch(conn, again=again and not stopping.is_set())
             completer.committed()
         except ConnectionLost as exc:
             return await self._lost_mid_batch(conn, claimed, exc)

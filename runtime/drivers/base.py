@@ -23,7 +23,7 @@ import importlib
 import re
 from collections.abc import AsyncIterator, Generator, Mapping, Sequence
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from runtime.contract.dialects import Dialect
@@ -223,6 +223,17 @@ class Connection(abc.ABC):
         changed = await self.execute(sql, params)
         await self.commit()
         return changed
+
+    #: ``commit_begin`` sends the COMMIT and the next BEGIN in one trip
+    chains_transactions: ClassVar[bool] = False
+
+    async def commit_begin(self) -> None:
+        """Commit the open transaction and open the next one (a row-lock worker about to
+        claim again: its claim then goes without a BEGIN of its own). A driver that can send
+        both in one trip overrides it and sets ``chains_transactions``; here, one after the
+        other. When the COMMIT fails no transaction is opened."""
+        await self.commit()
+        await self.begin()
 
     async def run_script(self, script: Script) -> Rows:
         """Run a step of several statements (``script``) in one transaction: the caller's

@@ -264,36 +264,50 @@ class PostgresConnection(Connection):
         self._check_commit()
         try:
             await self._pg.commit()
-        except asyncio.CancelledError:
-            self._after_cancel()
-            raise
-        except Exception as exc:
-            if self._closed or self._is_lost(exc):
-                raise self._lost(exc) from exc
-            # A failed COMMIT (deferred constraint, serialization failure) ends the
-            # transaction on PostgreSQL; libpq's status says whether one is still open.
-            self._in_transaction = self._libpq_in_transaction()
-            if isinstance(exc, self._driver_error):
-                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
-            raise
+        except BaseException as exc:
+            if (translated := self._ended(exc)) is None:
+                raise
+            raise translated from exc
         self._in_transaction = False
+
+    #: one simple-protocol query of two statements: the BEGIN runs only when the COMMIT did
+    chains_transactions = True
+
+    async def commit_begin(self) -> None:
+        self._check_commit()
+        try:
+            await self._pg.execute(b"COMMIT; BEGIN", prepare=False)
+        except BaseException as exc:
+            if (translated := self._ended(exc)) is None:
+                raise
+            raise translated from exc
+        self._in_transaction = True
 
     async def rollback(self) -> None:
         if self._closed or not self._in_transaction:
             return
         try:
             await self._pg.rollback()
-        except asyncio.CancelledError:
-            self._after_cancel()
-            raise
-        except Exception as exc:
-            if self._closed or self._is_lost(exc):
-                raise self._lost(exc) from exc
-            self._in_transaction = self._libpq_in_transaction()
-            if isinstance(exc, self._driver_error):
-                raise database_error(exc, deadlock=_is_conflict(exc)) from exc
-            raise
+        except BaseException as exc:
+            if (translated := self._ended(exc)) is None:
+                raise
+            raise translated from exc
         self._in_transaction = False
+
+    def _ended(self, exc: BaseException) -> Exception | None:
+        """What a failed COMMIT or ROLLBACK raises; whether a transaction is still open is
+        read off libpq (a failed COMMIT, on a deferred constraint or a serialization
+        failure, ends the transaction on PostgreSQL; a cancelled one may have taken
+        effect: psycopg waits for the server's answer to the cancellation)."""
+        if isinstance(exc, asyncio.CancelledError):
+            self._after_cancel()
+            return None
+        if self._closed or self._is_lost(exc):
+            return self._lost(exc)
+        self._in_transaction = self._libpq_in_transaction()
+        if isinstance(exc, self._driver_error):
+            return database_error(exc, deadlock=_is_conflict(exc))
+        return None
 
     async def _control(self, sql: str) -> None:
         self._check_open()

@@ -362,8 +362,9 @@ class Form:
     async def give_back(self, conn: Connection | None, d: Delivery) -> None:
         """A delivery that will not be settled: return its row at once."""
 
-    async def end_batch(self, conn: Connection) -> None:
-        """After the last delivery of a claim (row lock: COMMIT)."""
+    async def end_batch(self, conn: Connection, again: bool = False) -> None:
+        """After the last delivery of a claim (row lock: COMMIT); ``again``: the worker
+        claims again at once on ``conn``."""
 
     async def abort_batch(self, conn: Connection) -> None:
         """The batch cannot finish (row lock: ROLLBACK)."""

@@ -13,7 +13,7 @@ from runtime.drivers.base import Connection
 from runtime.forms.base import Form
 from runtime.params import ClaimParams
 from runtime.settle import Decision
-from runtime.steps import begin_rows
+from runtime.steps import begin_rows, run_rows
 
 _SAVEPOINT = "qgen_delivery"
 #: seconds a row counted by a claim stays not ready (its retry_after mark) while the claim
@@ -46,6 +46,19 @@ class RowLockForm(Form):
     #: mark with a model lengthen it, so that it never runs out by itself mid-test)
     count_hold_s: float = COUNT_HOLD_S
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: per worker connection, its batch's last settlement: a statement that goes with the
+        #: batch's COMMIT (``end_batch``), in one trip where the driver can
+        self._with_commit: dict[Connection, tuple[Statement, Mapping[str, Any]]] = {}
+        steps = self.steps
+        #: the claim is the first statement of a batch's transaction, with nothing to run
+        #: before it (no count of its own, no rate or slot statement), so the COMMIT of a
+        #: batch may open the next one's transaction (``end_batch``)
+        self.claim_opens_batch = (
+            steps.take is None and steps.rate_take is None and steps.limit_slots is None
+        )
+
     def claim_params(self, limit: int, group: str | None) -> ClaimParams:
         params = super().claim_params(limit, group)
         params["hold_s"] = self.count_hold_s
@@ -63,7 +76,10 @@ class RowLockForm(Form):
             step = self.steps.claim
         found: list[int] = []
         try:
-            rows = await begin_rows(conn, step, params, found)  # BEGIN, with the claim
+            if conn.in_transaction:  # opened by the last batch's COMMIT (end_batch)
+                rows = await run_rows(conn, step, params, found)
+            else:
+                rows = await begin_rows(conn, step, params, found)  # BEGIN, with the claim
             if not rows[1]:
                 await conn.rollback()
             return self.deliveries(rows, found=found)
@@ -84,12 +100,6 @@ class RowLockForm(Form):
         if step is not None:
             await self.run(conn, step, self.bound(d, decision))
         d.settled = True
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        #: per worker connection, its batch's last settlement: a statement that goes with the
-        #: batch's COMMIT (``end_batch``), in one trip where the driver can
-        self._with_commit: dict[Connection, tuple[Statement, Mapping[str, Any]]] = {}
 
     async def settle_group(
         self, conn: Connection, items: list[tuple[Delivery, Decision]]
@@ -133,11 +143,20 @@ class RowLockForm(Form):
         # nothing to write: the rollback (or the commit, for an unstarted row) returns it
         d.settled = True
 
-    async def end_batch(self, conn: Connection) -> None:
+    async def end_batch(self, conn: Connection, again: bool = False) -> None:
+        """COMMIT the batch, with its last settlement (in one trip where the driver can).
+        When the worker claims again at once (``again``) and the driver sends a COMMIT and a
+        BEGIN in one trip, that BEGIN opens the next batch's transaction: the claim that
+        follows goes without one (a trip less a batch; a claim that finds nothing rolls
+        it back)."""
         waiting = self._with_commit.pop(conn, None)
         if not conn.in_transaction:
             return
-        if waiting is None:
+        if again and self.claim_opens_batch and conn.chains_transactions:
+            if waiting is not None:
+                await conn.execute(*waiting)
+            await conn.commit_begin()
+        elif waiting is None:
             await conn.commit()
         else:  # the batch's last settlement and its COMMIT
             await conn.execute_commit(*waiting)

@@ -353,6 +353,54 @@ def test_execute_commit_runs_its_statement_and_commits(engine: Engine) -> None:
     run(go())
 
 
+def test_commit_begin_commits_and_opens_the_next_transaction(engine: Engine) -> None:
+    # a row-lock worker about to claim again: what the transaction wrote is committed (seen
+    # by others) and a transaction is open again, which a rollback ends without a trace
+    async def go() -> None:
+        async with table(engine) as (conn, t), await connect(engine.url) as other:
+            with pytest.raises(RuntimeError, match="no open transaction"):
+                await conn.commit_begin()
+            await conn.begin()
+            await conn.execute(f"INSERT INTO {t} (id, name, n) VALUES (1, 'a', 1)")
+            await conn.commit_begin()
+            assert conn.in_transaction
+            assert await other.fetchall(f"SELECT n FROM {t}") == [{"n": 1}]
+            await conn.execute(f"UPDATE {t} SET n = 2")
+            await conn.rollback()
+            assert not conn.in_transaction
+            assert await other.fetchall(f"SELECT n FROM {t}") == [{"n": 1}]
+            await conn.begin()  # the connection goes on as usual
+            await conn.rollback()
+
+    run(go())
+
+
+@pytest.mark.parametrize("engine", engine_params("postgres"), indirect=True)
+def test_a_commit_begin_whose_commit_fails_opens_nothing(engine: Engine) -> None:
+    # PostgreSQL sends both in one trip: a COMMIT that fails (a deferred unique check)
+    # rolls the transaction back and the BEGIN after it never runs
+    async def go() -> None:
+        name = unique_table("drv")
+        async with await connect(engine.url) as conn:
+            try:
+                await conn.execute(
+                    f"CREATE TABLE {name} (id INTEGER, UNIQUE (id) DEFERRABLE INITIALLY DEFERRED)"
+                )
+                assert conn.chains_transactions
+                await conn.begin()
+                await conn.execute(f"INSERT INTO {name} (id) VALUES (1), (1)")
+                with pytest.raises(DatabaseError, match="duplicate key"):
+                    await conn.commit_begin()
+                assert not conn.in_transaction
+                assert await count(conn, name) == 0
+                await conn.begin()
+                await conn.rollback()
+            finally:
+                await drop_tables(engine.url, name)
+
+    run(go())
+
+
 def test_transaction_misuse_is_refused(engine: Engine) -> None:
     async def go() -> None:
         async with await connect(engine.url) as conn:

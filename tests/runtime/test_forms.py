@@ -242,6 +242,40 @@ def test_a_row_lock_batch_settled_in_two_groups_commits_both_and_a_rollback_neit
     run(go())
 
 
+@pytest.mark.parametrize("dead", [None, "table"])
+def test_a_row_lock_worker_that_claims_again_claims_in_the_transaction_its_commit_opened(
+    engine, dead
+):
+    # end_batch(again=True): the batch commits (others see it) and, where the driver sends
+    # COMMIT and BEGIN in one trip (PostgreSQL), the next claim runs in the transaction
+    # that opened; a claim that finds nothing ends it, so a worker never idles inside one.
+    # A claim that counts first (max_attempts with a dead letter) commits that count on its
+    # own: no early transaction then
+    async def go():
+        qt = await make_queue(engine, "row_lock", dead=dead)
+        form = form_for(qt.queue)
+        assert (form.steps.take is None) == (dead is None)
+        try:
+            a, b = (int(i) for i in await qt.enqueue({"n": 1}, {"n": 2}))
+            async with await runtime.connect(qt.url) as db:
+                chained = db.chains_transactions and form.steps.take is None
+                for mid in (a, b):
+                    (d,) = await form.claim(db, 1, None)
+                    assert d.message.id == mid and d.attempt == 1
+                    await form.settle_group(db, [(d, decide(qt.queue, d, runtime.ack()))])
+                    await form.end_batch(db, again=True)
+                    assert db.in_transaction is chained
+                    done = {r["id"]: r["processed_at"] is not None for r in await qt.rows()}
+                    assert done[mid]  # committed: seen from another connection
+                assert await form.claim(db, 1, None) == []
+                assert not db.in_transaction
+            assert all(r["processed_at"] is not None for r in await qt.rows())
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 def test_advisory_keys_of_two_tables_never_collide(engine):
     async def go():
         a = await make_queue(engine, "advisory")
