@@ -15,7 +15,7 @@ from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import NOTHING, Connection, Rows, atomic
 from runtime.forms.base import ClaimSettled, Form
-from runtime.process_keys import release_key, take_key
+from runtime.process_keys import release_keys, take_keys
 from runtime.settle import Decision
 
 log = logging.getLogger("runtime")
@@ -66,7 +66,7 @@ class AdvisoryForm(Form):
             i_held = names.index("held") if listed else 0
             held = sorted(row[i_id] for row in listed if row[i_held])
         else:
-            held = self._lock_in_process([row[i_id] for row in listed], limit)
+            held = take_keys(self.keyspace, self.queue.table, [row[i_id] for row in listed], limit)
         if not held:  # nothing ready, or every ready row's key is another worker's
             return Batch(contended=bool(listed))
         self._held.setdefault(conn, set()).update(held)
@@ -183,15 +183,6 @@ class AdvisoryForm(Form):
         params["ids"] = json.dumps(held)
         return await self._delivered(conn, await self.rows(conn, self._take_step, params), held)
 
-    def _lock_in_process(self, ids: list[int], limit: int) -> list[int]:
-        held: list[int] = []
-        for row_id in ids:
-            if take_key(self.keyspace, self.queue.table, row_id):
-                held.append(row_id)
-                if len(held) == limit:
-                    break
-        return held
-
     def _forget(self, conn: Connection, ids: list[int]) -> None:
         """These keys are no longer held on ``conn``."""
         mine = self._held.get(conn)
@@ -212,8 +203,7 @@ class AdvisoryForm(Form):
                 if not waiting:
                     del self._release[conn]
         if not self.queue.dialect.server_advisory:
-            for row_id in ids:
-                release_key(self.keyspace, self.queue.table, row_id)
+            release_keys(self.keyspace, self.queue.table, ids)
             return
         if ids and conn is not None and not conn.closed:
             await self.run(conn, self._unlock_step, {"ids": json.dumps(ids)})

@@ -16,7 +16,7 @@ from support.queues import make_queue
 
 import runtime
 from runtime.forms import AdvisoryForm, form_for
-from runtime.process_keys import key_held
+from runtime.process_keys import key_held, take_keys
 
 SQL = Path(__file__).resolve().parents[2] / "generated_examples" / "sql" / "sqlite"
 
@@ -29,20 +29,25 @@ def form(name: str, keyspace: str) -> AdvisoryForm:
     return f
 
 
+def hold(f: AdvisoryForm, ids: list[int], limit: int) -> list[int]:
+    """The keys a claim of ``f`` that listed ``ids`` holds."""
+    return take_keys(f.keyspace, f.queue.table, ids, limit)
+
+
 def test_a_key_is_held_once_per_database_table_and_row(tmp_path: Path) -> None:
     db, other_db = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
     one, two = form("webhooks", db), form("webhooks", db)  # two consumers of one queue
     elsewhere, other_table = form("webhooks", other_db), form("exports", db)
     try:
-        assert one._lock_in_process([1, 2, 3], limit=2) == [1, 2]
-        assert two._lock_in_process([1, 2, 3, 4], limit=10) == [3, 4]
-        assert two._lock_in_process([1, 2], limit=10) == []
+        assert hold(one, [1, 2, 3], limit=2) == [1, 2]
+        assert hold(two, [1, 2, 3, 4], limit=10) == [3, 4]
+        assert hold(two, [1, 2], limit=10) == []
         # another database, or another table in the same one: keys of their own
-        assert elsewhere._lock_in_process([1, 2], limit=10) == [1, 2]
-        assert other_table._lock_in_process([1, 2], limit=10) == [1, 2]
+        assert hold(elsewhere, [1, 2], limit=10) == [1, 2]
+        assert hold(other_table, [1, 2], limit=10) == [1, 2]
         run(one.unlock(None, [1]))
-        assert two._lock_in_process([1, 2], limit=10) == [1]
-        assert one._lock_in_process([1], limit=10) == []
+        assert hold(two, [1, 2], limit=10) == [1]
+        assert hold(one, [1], limit=10) == []
     finally:
         for f in (one, two, elsewhere, other_table):
             run(f.unlock(None, range(1, 5)))
