@@ -81,14 +81,7 @@ def instrument(conn: Connection, tally: Tally) -> Connection:
             tally.control()
         await rollback()
 
-    commit_begin = conn.commit_begin
-
-    async def counted_commit_begin() -> None:
-        if conn.chains_transactions:  # one trip; otherwise commit() and begin() count
-            tally.control(commit=True)
-        await commit_begin()
-
-    conn.commit_begin = counted_commit_begin  # type: ignore[method-assign]
+    _count_pairs(conn, tally)
     conn.begin = counted_begin  # type: ignore[method-assign]
     conn.commit = counted_commit  # type: ignore[method-assign]
     conn.rollback = counted_rollback  # type: ignore[method-assign]
@@ -113,6 +106,35 @@ def instrument(conn: Connection, tally: Tally) -> Connection:
 
         conn.run_script = counted_script  # type: ignore[method-assign]
     return conn
+
+
+def _count_pairs(conn: Connection, tally: Tally) -> None:
+    """The pairs a driver may send in one trip, past ``instrument``'s wrappers: counted as
+    the statements they are (the default implementations call the wrapped methods)."""
+    commit_begin = conn.commit_begin
+    begin_fetchrows, execute_commit = conn.begin_fetchrows, conn.execute_commit
+
+    async def counted_commit_begin() -> None:
+        if conn.chains_transactions:
+            tally.control(commit=True)
+            tally.control()
+        await commit_begin()
+
+    async def counted_begin_fetchrows(sql: str, params: Any = None) -> Rows:
+        tally.control()
+        tally.statement(sql, True)
+        return await begin_fetchrows(sql, params)
+
+    async def counted_execute_commit(sql: str, params: Any = None) -> int:
+        tally.statement(sql, True)
+        tally.control(commit=True)
+        return await execute_commit(sql, params)
+
+    conn.commit_begin = counted_commit_begin  # type: ignore[method-assign]
+    if type(conn).begin_fetchrows is not Connection.begin_fetchrows:
+        conn.begin_fetchrows = counted_begin_fetchrows  # type: ignore[method-assign]
+    if type(conn).execute_commit is not Connection.execute_commit:
+        conn.execute_commit = counted_execute_commit  # type: ignore[method-assign]
 
 
 def _noted(script: Script, ran: list[str]) -> Script:

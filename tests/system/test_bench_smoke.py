@@ -104,3 +104,49 @@ def test_the_profile_counts_a_function_by_where_its_file_lies(tmp_path: Path) ->
     """The by-area table sorts the runtime's and the bench's code by where it lies in the
     checkout, and a library's by its folder, whatever folders the checkout lies under."""
     assert _bench("-c", _AREAS_CHECK, str(tmp_path)).strip() == "areas ok"
+
+
+#: drains of 100 and 200 messages by the runtime and by its raw twin, one worker: for each,
+#: the statements and commits the bench counted for the second hundred (what a consumer
+#: sends when it starts, before its first claim, drops out)
+_TALLY_CHECK = """
+import asyncio, sys, tempfile
+from pathlib import Path
+from bench.contenders import FormBench
+from bench.counting import Tally
+from bench.queues import Engine
+from bench.results import Settings
+
+async def main(name, url, form):
+    s = Settings(messages=100, repeats=1, concurrency=1, batch=10, depth_small=0,
+                 depth_big=0, claim_repeats=0, claim_budget_s=0, quick=True)
+    fb = FormBench(Engine(name, url), form, s, Path(tempfile.mkdtemp()), "tally")
+    await fb.setup()
+    try:
+        for kind in ("runtime", "async"):
+            tallies = []
+            for n in (100, 200):
+                await fb._enqueue(kind, n)
+                tallies.append(tally := Tally())
+                counts = await fb._drain(kind, False, tally)
+                assert dict(counts).get("ack") == n, counts
+            small, big = tallies
+            print(kind, big.statements - small.statements, big.commits - small.commits)
+    finally:
+        await fb.teardown()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite", "postgres", "mariadb"), indirect=True)
+@pytest.mark.parametrize("form", ["row_lock", "lease", "advisory"])
+def test_the_bench_counts_the_runtimes_statements_as_it_counts_its_raw_twins(
+    engine: Engine, form: str
+) -> None:
+    # one worker, so no claim meets another's rows: a message costs the runtime the
+    # statements it costs the raw twin (one sent with another in one trip counts as a
+    # statement still), and the bench's statements and commits per message say so
+    out = _bench("-c", _TALLY_CHECK, engine.name, engine.url, form).split("\n")
+    runtime, raw = (line.split()[1:] for line in out[:2])
+    assert runtime == raw, out
