@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 from runtime.contract.errors import LeaseLost
@@ -17,6 +18,9 @@ from runtime.drivers.base import NOTHING, Connection, Rows, atomic
 from runtime.forms.base import ClaimSettled, Form
 from runtime.process_keys import release_keys, take_keys
 from runtime.settle import Decision
+
+#: a delivery's row id, the order a batch is handled in
+_BY_ID = attrgetter("message.id")
 
 log = logging.getLogger("runtime")
 
@@ -130,15 +134,15 @@ class AdvisoryForm(Form):
         taken = self.deliveries(rows)
         for d in taken:
             d.conn = conn
-        found = {d.message.id for d in taken}
-        gone = [row_id for row_id in held if row_id not in found]
-        if gone:
+        if len(taken) < len(held):  # the rows taken are held ones: some were not taken
+            found = {d.message.id for d in taken}
+            gone = [row_id for row_id in held if row_id not in found]
             try:
                 await self.unlock(conn, gone)
             except BaseException:
                 await self.unlock(conn, found)
                 raise
-        taken.sort(key=lambda d: d.message.id)
+        taken.sort(key=_BY_ID)
         return taken
 
     async def claim_settling(
