@@ -151,6 +151,11 @@ class _PgDriver:
         cols = {(res.fname(i) or b"").decode(): i for i in range(res.nfields)}
         return await cur.fetchall(), cols, cur.rowcount
 
+    async def commit_begin(self) -> None:
+        """COMMIT and the next BEGIN in one query, as the runtime's row-lock worker sends
+        them when it claims again at once."""
+        await self.conn.execute("COMMIT; BEGIN", prepare=False)
+
     async def close(self) -> None:
         await self.conn.close()
 
@@ -341,6 +346,11 @@ class _AsyncWorker(_Loop):
         await self.drv.run("COMMIT" if commit else "ROLLBACK", None)
         self.in_tx = False
 
+    async def commit_begin(self) -> None:
+        self.tally.control(commit=True)
+        self.tally.control()
+        await self.drv.commit_begin()
+
     async def step(self, name: str, params: dict[str, Any]) -> Result:
         stmts = self.st[name]
         self.found = []
@@ -371,8 +381,12 @@ class _AsyncWorker(_Loop):
 
     async def run(self, form: str) -> None:
         if form == "row_lock":
+            # PostgreSQL: a batch's COMMIT and the next one's BEGIN in one query, as the
+            # runtime sends them when it claims again at once
+            chains = isinstance(self.drv, _PgDriver)
             while True:
-                await self.begin(immediate=True)
+                if not self.in_tx:
+                    await self.begin(immediate=True)
                 rows, c, _ = await self.step("claim", self.params)
                 if not rows:
                     await self.end(commit=False)
@@ -387,20 +401,34 @@ class _AsyncWorker(_Loop):
                 await self.settle_all(
                     settle, by_token=False, own_tx=False
                 )  # the claim's transaction
-                await self.end(commit=True)
+                if chains:
+                    await self.commit_begin()
+                else:
+                    await self.end(commit=True)
         elif form == "lease":
             await self._lease()
         else:
             await self._advisory()
 
     async def _lease(self) -> None:
-        """The lease loop: claim, then the batch's settlements, which commit together; on
-        PostgreSQL a small batch all acked is finished by the next claim (``ack_claim``,
-        id and token pairs), as the runtime does."""
+        """The lease loop: claim, then the batch's settlements, which commit together; a
+        small batch all acked is finished by the next claim, as the runtime does: on
+        PostgreSQL in its statement (``ack_claim``, id and token pairs), on SQLite by
+        ``ack_many`` in the claim's transaction (a statement a trip on aiosqlite's API,
+        where the runtime's driver sends the four in one)."""
         fused = "ack_claim" in self.st
+        # SQLite: no ack_claim; the runtime runs ack_many, then the claim, in one transaction
+        settles_first = not fused and self.engine == "sqlite"
         acked: list[list[Any]] = []  # the last batch, all acked: [id, token] pairs
         while True:
-            if acked:
+            if acked and settles_first:
+                await self.begin(immediate=True)
+                done, _, _ = await self.step("ack_many", {"pairs": json.dumps(acked, default=str)})
+                self.count("ack", len(acked), done)
+                acked = []
+                rows, c, _ = await self.step("claim", self.params)
+                await self.end(commit=True)
+            elif acked:
                 pairs = json.dumps(acked, default=str)
                 rows, c, _ = await self.step("ack_claim", self.params | {"pairs": pairs})
                 finished = json.loads(rows[0][c["finished"]]) if rows else []
@@ -415,7 +443,11 @@ class _AsyncWorker(_Loop):
                     continue
                 return
             settle = self.leased(rows, c)
-            if fused and len(settle) <= DEFER_MAX and all(name == "ack" for name, _, _ in settle):
+            if (
+                (fused or settles_first)
+                and len(settle) <= DEFER_MAX
+                and all(name == "ack" for name, _, _ in settle)
+            ):
                 acked = [[i, token] for _, i, token in settle]
                 continue
             await self.settle_all(settle, by_token=True)
