@@ -47,11 +47,6 @@ class Dialect:
     #: the advisory claim also takes the rows whose keys it kept, in the same statement (a
     #: data-modifying WITH): its file has no ``take``
     advisory_claim_takes: bool = False
-    #: the runtime's driver runs the statements of a transaction in one trip to the
-    #: connection's own thread (SQLite), so a lease claim can first finish the connection's
-    #: last batch as ``ack_many`` does, in the same transaction and trip, where the file has
-    #: no ``ack_claim`` (one statement: PostgreSQL)
-    claim_settles_in_one_trip: bool = False
     #: an unquoted identifier means its lower-case form (PostgreSQL); others keep it as written
     folds_unquoted: bool = False
     #: LISTEN/NOTIFY: the enqueue notifies a channel at commit and idle consumers listen
@@ -179,7 +174,6 @@ DIALECTS: dict[str, Dialect] = {
         data_modifying_cte=False,
         partial_index=True,
         server_advisory=False,
-        claim_settles_in_one_trip=True,
         missing_schema=r"no such (table|column)",
     ),
 }

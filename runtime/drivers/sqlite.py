@@ -39,7 +39,6 @@ from runtime.drivers.base import (
     Params,
     Row,
     Rows,
-    Script,
     database_error,
     first_line,
     import_driver,
@@ -385,50 +384,6 @@ def _execute_commit(
     return changed
 
 
-def _script(
-    turn: _WriterTurn | None,
-    raw: sqlite3.Connection,
-    script: Script,
-    own: bool,
-    abandoned: list[bool],
-) -> Rows:
-    """``run_script`` on the connection's thread: the writer turn and BEGIN IMMEDIATE
-    (``own``), each statement, COMMIT; ROLLBACK on an error, and instead of the COMMIT when
-    the caller was cancelled meanwhile."""
-    if own:
-        _begin(turn, raw)
-    try:
-        sql, params, returns_rows = next(script)
-        while True:
-            got: Rows | None = None
-            if returns_rows:
-                got = _run_fetchrows(raw, sql, params)
-            else:
-                _run_execute(raw, sql, params)
-            sql, params, returns_rows = script.send(got)
-    except StopIteration as done:
-        result: Rows = done.value
-        if own:
-            _end_or_roll_back(turn, raw, "ROLLBACK" if abandoned[0] else "COMMIT")
-        return result
-    except BaseException:
-        if own:
-            _end_or_roll_back(turn, raw, "ROLLBACK")
-        raise
-
-
-def _end_or_roll_back(turn: _WriterTurn | None, raw: sqlite3.Connection, sql: str) -> None:
-    """COMMIT or ROLLBACK a transaction of the thread's own; one left open (a COMMIT
-    refused) is rolled back, so that none outlives its trip."""
-    try:
-        _end(turn, raw, sql)
-    except BaseException:
-        if raw.in_transaction:
-            with contextlib.suppress(Exception):
-                _end(turn, raw, "ROLLBACK")
-        raise
-
-
 def _end(turn: _WriterTurn | None, raw: sqlite3.Connection, sql: str) -> None:
     try:
         raw.execute(sql).close()
@@ -582,21 +537,6 @@ class SQLiteConnection(Connection):
             raise
         self._in_transaction = False
         return changed
-
-    async def run_script(self, script: Script) -> Rows:
-        """The whole step in one trip to the connection's thread (the writer turn, BEGIN
-        IMMEDIATE, each statement, COMMIT) where each statement was a trip of its own. A
-        caller cancelled meanwhile leaves the thread to finish the step, which then rolls
-        back instead of committing."""
-        own = not self._in_transaction
-        if own:
-            self._check_begin()
-        abandoned = [False]  # set by this coroutine, read by the thread before its COMMIT
-        try:
-            return await self._call(_script, self._turn, self._raw, script, own, abandoned)
-        except asyncio.CancelledError:
-            abandoned[0] = True
-            raise
 
     async def commit(self) -> None:
         self._check_commit()

@@ -59,7 +59,6 @@ class AdvisoryForm(Form):
         self._release: dict[Connection, list[int]] = {}
         if self._take_step is not None:  # ack_claim is the claim that takes, after finishing
             self._ack_claim = None
-            self._claims_settling = False
         self._leaves = _LEAVES | ({S.DEAD_LETTER} if self.queue.dead_group is None else set())
 
     async def claim(self, conn: Connection, limit: int, group: str | None) -> Batch:

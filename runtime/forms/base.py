@@ -84,8 +84,6 @@ class Form:
         #: (PostgreSQL advisory), and the outcomes it may finish
         self._ack_claim: Step | None = self.steps.ack_claim
         self._finishing = finishing_as_ack(self.steps)
-        #: the next claim can settle a batch that finishes as ack_many does (``defer``)
-        self._claims_settling = self._ack_claim is not None
 
     # -- helpers shared by the forms
     async def run(self, conn: Connection, step: Step, params: Mapping[str, Any]) -> StepResult:
@@ -329,13 +327,12 @@ class Form:
 
     def defer(self, items: list[tuple[Delivery, Decision]]) -> bool:
         """Whether the connection's next claim settles these (``claim_settling``), in the
-        same statement (or transaction), rather than on their own now. True only where the
-        form has such a claim (``ack_claim``, or lease's ``ack_many`` and claim in one trip),
-        not transactional, a group of at most
+        same statement, rather than a statement of their own now. True only where the file
+        has such a claim (``ack_claim``), not transactional, a group of at most
         ``DEFER_MAX``, and every item finishes its row as ``ack_many`` does, each row once;
         from then on they count as settled (nothing else writes them), and they are counted
         once that claim has committed."""
-        if not self._claims_settling or self.transactional or len(items) > DEFER_MAX:
+        if self._ack_claim is None or self.transactional or len(items) > DEFER_MAX:
             return False
         if not all(decision.step in self._finishing for _, decision in items):
             return False

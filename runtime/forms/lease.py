@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from operator import itemgetter
 from typing import Any
 
 from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
 from runtime.contract.file_steps import present
-from runtime.contract.rendered import Kind, Statement, Step
+from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
-from runtime.drivers.base import NOTHING, Connection, Script, atomic
+from runtime.drivers.base import NOTHING, Connection, atomic
 from runtime.forms.base import ClaimSettled, Form, Upkeep
 from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
@@ -35,24 +35,6 @@ class LeaseForm(Form):
         self._retry = present(steps.retry, rendered, "retry")
         self._release = present(steps.release, rendered, "release")
         self._unclaim = present(steps.unclaim, rendered, "unclaim")
-        #: without ``ack_claim``, where the driver runs a transaction in one trip (SQLite):
-        #: ``ack_many`` and the claim, each one statement returning rows, run together
-        #: (``claim_settling``); not with a rate limit or slots, which run before a claim
-        ack_many = steps.many.get("ack")
-        self._claim_after_ack: tuple[Statement, Statement] | None = None
-        if (
-            self._ack_claim is None
-            and queue.dialect.claim_settles_in_one_trip
-            and ack_many is not None
-            and len(ack_many) == 1
-            and len(steps.claim) == 1
-            and ack_many[0].kind is Kind.WRITES_RETURNING
-            and steps.claim[0].kind is Kind.WRITES_RETURNING
-            and steps.rate_take is None
-            and steps.limit_slots is None
-        ):
-            self._claim_after_ack = (ack_many[0], steps.claim[0])
-            self._claims_settling = True
 
     def _settle_step(self, decision: Decision) -> Step:
         """A decision's statement; none decided is the plain retry (the lease cleared)."""
@@ -132,10 +114,8 @@ class LeaseForm(Form):
         statement and one commit. An item whose row no longer held its token (its lease
         expired and another claim took the row) met LeaseLost. When it raises, nothing of it
         committed: the items wait for the next claim, or are written on their own."""
-        params: dict[str, Any] = dict(self.claim_params(limit, group))
-        if self._claim_after_ack is not None:
-            return await self._ack_many_then_claim(conn, params, items)
         assert self._ack_claim is not None  # defer() checked: the file has it
+        params: dict[str, Any] = dict(self.claim_params(limit, group))
         async with _fenced(d for d, _ in items):
             params["pairs"] = json.dumps([[d.message.id, d.token] for d, _ in items], default=str)
             names, rows = await self.rows(conn, self._ack_claim, params)
@@ -144,22 +124,6 @@ class LeaseForm(Form):
         met = [None if d.message.id in finished else self._lost(d, "ack") for d, _ in items]
         leased = [row for row in rows if row[i_id] is not None]  # a row of NULLs: none leased
         return ClaimSettled(self.deliveries((names, leased), tokens=True), met)
-
-    async def _ack_many_then_claim(
-        self, conn: Connection, params: dict[str, Any], items: list[tuple[Delivery, Decision]]
-    ) -> ClaimSettled:
-        """``claim_settling`` where the file has no ``ack_claim``: ``ack_many`` (the items'
-        id and token pairs), then the claim, in one transaction the driver runs in one trip
-        (``Connection.run_script``). A row ``ack_many`` did not return no longer held its
-        token: its delivery met LeaseLost."""
-        assert self._claim_after_ack is not None
-        ack_many, claim = self._claim_after_ack
-        many = {"pairs": json.dumps([[d.message.id, d.token] for d, _ in items], default=str)}
-        finished: set[Any] = set()
-        async with _fenced(d for d, _ in items):
-            rows = await conn.run_script(_ack_then_claim(ack_many, many, claim, params, finished))
-        met = [None if d.message.id in finished else self._lost(d, "ack") for d, _ in items]
-        return ClaimSettled(self.deliveries(rows, tokens=True), met)
 
     async def _settle_part(
         self, conn: Connection, step: Step | None, part: list[tuple[int, Delivery, Decision]]
@@ -329,21 +293,6 @@ class LeaseForm(Form):
 
 #: the delivery of a ``many_parts`` item ``(index, delivery, decision)``
 _part_delivery = itemgetter(1)
-
-
-def _ack_then_claim(
-    ack_many: Statement,
-    many: Mapping[str, Any],
-    claim: Statement,
-    params: Mapping[str, Any],
-    finished: set[Any],
-) -> Script:
-    """``ack_many``, noting in ``finished`` the ids it returned, then the claim: its rows."""
-    names, rows = (yield ack_many, many, True) or ((), [])
-    if rows:
-        at = names.index("id")
-        finished.update(row[at] for row in rows)
-    return (yield claim, params, True) or ((), [])
 
 
 class _fenced:

@@ -1,7 +1,6 @@
 """PostgreSQL advisory and lease: a small batch whose handlers all acked is finished by the
 worker's next claim, in the same statement (``ack_claim``): under the keys the connection
-holds (advisory), or where each row still holds its delivery's token (lease). SQLite lease:
-the same, by ``ack_many`` then the claim, in one transaction the driver runs in one trip.
+holds (advisory), or where each row still holds its delivery's token (lease).
 
 The claim lists none of those rows (advisory: the session holds their keys, a try would take
 each again), and their keys are released once, by the claim after. After a lost connection
@@ -30,14 +29,7 @@ from runtime.forms.base import DEFER_MAX
 from runtime.settle import decide
 
 COLUMNS = ("attempt", "retry_after")
-#: the forms and engines whose next claim settles a small all-acked batch
-CASES = [("advisory", "postgres"), ("lease", "postgres"), ("lease", "sqlite")]
-LEASE_ENGINES = ("postgres", "sqlite")
-#: a lease token a minute ahead, by the engine's clock (another claim's)
-LATER = {
-    "postgres": "now() + interval '1 minute'",
-    "sqlite": "strftime('%Y-%m-%d %H:%M:%f', 'now', '+60 seconds')",
-}
+FORMS = ("advisory", "lease")
 
 
 async def ids_in_table(qt: QueueUnderTest) -> list[int]:
@@ -49,12 +41,12 @@ def acks(qt: QueueUnderTest, deliveries: list[Any]) -> list[tuple[Any, Any]]:
     return [(d, decide(qt.queue, d, runtime.ack())) for d in deliveries]
 
 
-@pytest.mark.parametrize(("form_name", "engine_name"), CASES)
+@pytest.mark.parametrize("form_name", FORMS)
 def test_only_what_finishes_as_ack_many_does_waits_for_the_next_claim(
-    tmp_path: Path, form_name: str, engine_name: str
+    tmp_path: Path, form_name: str
 ) -> None:
     async def go() -> None:
-        qt = await make_queue(engine_for(engine_name, tmp_path), form_name, columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), form_name, columns=COLUMNS)
         form = form_for(qt.queue)
         tx_form = form_for(qt.queue, transactional=True)
         try:
@@ -78,12 +70,12 @@ def test_only_what_finishes_as_ack_many_does_waits_for_the_next_claim(
     run(go())
 
 
-@pytest.mark.parametrize(("form_name", "engine_name"), CASES)
+@pytest.mark.parametrize("form_name", FORMS)
 def test_a_consumer_settles_every_batch_through_the_next_claim(
-    tmp_path: Path, form_name: str, engine_name: str
+    tmp_path: Path, form_name: str
 ) -> None:
     async def go() -> None:
-        qt = await make_queue(engine_for(engine_name, tmp_path), form_name, columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), form_name, columns=COLUMNS)
         try:
             await qt.enqueue(*({"n": i} for i in range(40)))
             seen: list[int] = []
@@ -234,22 +226,20 @@ def test_advisory_a_row_moved_to_a_dead_letter_group_is_unlocked_at_once(
     run(go())
 
 
-@pytest.mark.parametrize(("form_name", "engine_name"), CASES)
-def test_a_drop_the_table_declares_itself_is_never_deferred(
-    tmp_path: Path, form_name: str, engine_name: str
-) -> None:
+@pytest.mark.parametrize("form_name", FORMS)
+def test_a_drop_the_table_declares_itself_is_never_deferred(tmp_path: Path, form_name: str) -> None:
     guard = " AND locked_until = :token" if form_name == "lease" else ""
 
     async def go() -> None:
         qt = await make_queue(
-            engine_for(engine_name, tmp_path),
+            engine_for("postgres", tmp_path),
             form_name,
             columns=COLUMNS,
             statements={"drop": "DELETE FROM {qt} WHERE {c_id} = :id" + guard},
         )
         form = form_for(qt.queue)
         try:
-            assert form.defer(acks(qt, []))  # ack is the file's own: the claim can finish
+            assert qt.queue.steps.ack_claim is not None  # ack is the file's own: it has one
             await qt.enqueue({"n": 1}, {"n": 2})
             async with await runtime.connect(qt.url) as conn:
                 ds = await form.claim(conn, 2, None)
@@ -263,16 +253,16 @@ def test_a_drop_the_table_declares_itself_is_never_deferred(
     run(go())
 
 
-@pytest.mark.parametrize(("form_name", "engine_name"), CASES)
+@pytest.mark.parametrize("form_name", FORMS)
 def test_a_worker_cancelled_before_its_next_claim_still_finishes_the_acks_that_waited(
-    tmp_path: Path, form_name: str, engine_name: str
+    tmp_path: Path, form_name: str
 ) -> None:
     """The consumer's task cancelled (a stop that timed out, the caller's own cancel) while a
     batch's acks wait for the next claim: the worker writes them on its way out, so the
     rows are finished, counted once, and not delivered again."""
 
     async def go() -> None:
-        qt = await make_queue(engine_for(engine_name, tmp_path), form_name, columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), form_name, columns=COLUMNS)
         try:
             ids = await qt.enqueue(*({"n": i} for i in range(4)))
             seen: list[int] = []
@@ -354,18 +344,17 @@ def test_advisory_acks_a_claim_finished_stand_when_its_new_batch_cannot_be_taken
     run(go())
 
 
-@pytest.mark.parametrize("engine_name", LEASE_ENGINES)
 def test_lease_the_next_claim_finishes_the_rows_that_hold_their_tokens_and_lists_none(
-    tmp_path: Path, engine_name: str
+    tmp_path: Path,
 ) -> None:
     async def go() -> None:
         qt = await make_queue(
-            engine_for(engine_name, tmp_path), "lease", columns=(*COLUMNS, "processed_at")
+            engine_for("postgres", tmp_path), "lease", columns=(*COLUMNS, "processed_at")
         )
         form = form_for(qt.queue)
         try:
-            if not form.defer([]):  # the partitioned layout: finishing moves rows
-                pytest.skip("a partitioned layout's claim finishes nothing")
+            if qt.queue.steps.ack_claim is None:  # the partitioned layout: finishing moves rows
+                pytest.skip("a partitioned layout has no ack_claim")
             ids = await qt.enqueue(*({"n": i} for i in range(6)))
             async with await runtime.connect(qt.url) as conn:
                 first = await form.claim(conn, 3, None)
@@ -390,12 +379,11 @@ def test_lease_the_next_claim_finishes_the_rows_that_hold_their_tokens_and_lists
     run(go())
 
 
-@pytest.mark.parametrize("engine_name", LEASE_ENGINES)
 def test_lease_a_row_another_claim_took_is_not_finished_and_its_delivery_lost_it(
-    tmp_path: Path, engine_name: str
+    tmp_path: Path,
 ) -> None:
     async def go() -> None:
-        qt = await make_queue(engine_for(engine_name, tmp_path), "lease", columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
         form = form_for(qt.queue)
         try:
             ids = await qt.enqueue(*({"n": i} for i in range(3)))
@@ -405,8 +393,8 @@ def test_lease_a_row_another_claim_took_is_not_finished_and_its_delivery_lost_it
                 assert form.defer(items)
                 # the first row's lease expired and another claim took it: a new token
                 await conn.execute(
-                    f"UPDATE {qt.table} SET locked_until = {LATER[engine_name]} "
-                    f"WHERE id = {conn.dialect.placeholder('id')}",
+                    f"UPDATE {qt.table} SET locked_until = now() + interval '1 minute' "
+                    "WHERE id = %(id)s",
                     {"id": first[0].message.id},
                 )
                 batch, met = await form.claim_settling(conn, 3, None, items)
@@ -420,16 +408,15 @@ def test_lease_a_row_another_claim_took_is_not_finished_and_its_delivery_lost_it
     run(go())
 
 
-@pytest.mark.parametrize("engine_name", LEASE_ENGINES)
 def test_lease_acks_that_waited_are_finished_by_the_claim_on_a_new_connection(
-    tmp_path: Path, engine_name: str
+    tmp_path: Path,
 ) -> None:
     """The tokens are in the rows: the connection that claimed them is gone, and the next
     claim, on another connection, still finishes them; when it leases nothing it returns
     what it finished all the same."""
 
     async def go() -> None:
-        qt = await make_queue(engine_for(engine_name, tmp_path), "lease", columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
         form = form_for(qt.queue)
         try:
             await qt.enqueue({"n": 1}, {"n": 2})
@@ -447,16 +434,15 @@ def test_lease_acks_that_waited_are_finished_by_the_claim_on_a_new_connection(
     run(go())
 
 
-@pytest.mark.parametrize("engine_name", LEASE_ENGINES)
 def test_lease_a_worker_whose_connection_is_gone_finishes_the_acks_that_waited_elsewhere(
-    tmp_path: Path, engine_name: str
+    tmp_path: Path,
 ) -> None:
     """Stopping with acks waiting for the next claim, the worker's connection closed under
     it: they are written on a fresh connection by their tokens, not left to wait out their
     leases and be delivered again."""
 
     async def go() -> None:
-        qt = await make_queue(engine_for(engine_name, tmp_path), "lease", columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
         try:
             ids = await qt.enqueue(*({"n": i} for i in range(3)))
             consumer = runtime.Consumer(qt.url, qt.queue, lambda m, ctx: None, batch=3)
@@ -484,16 +470,15 @@ def test_lease_a_worker_whose_connection_is_gone_finishes_the_acks_that_waited_e
     run(go())
 
 
-@pytest.mark.parametrize("engine_name", LEASE_ENGINES)
 def test_lease_acks_whose_claim_was_lost_with_its_connection_are_finished_on_the_next(
-    tmp_path: Path, engine_name: str
+    tmp_path: Path,
 ) -> None:
     """The claim that was to finish a batch's acks meets a dropped connection: the acks wait,
     and the claim on the worker's next connection finishes them by their tokens (counted
     as resettled), so no row waits out its lease or is handled twice."""
 
     async def go() -> None:
-        qt = await make_queue(engine_for(engine_name, tmp_path), "lease", columns=COLUMNS)
+        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
         try:
             ids = await qt.enqueue(*({"n": i} for i in range(3)))
             seen: list[int] = []
