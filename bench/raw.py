@@ -411,24 +411,13 @@ class _AsyncWorker(_Loop):
             await self._advisory()
 
     async def _lease(self) -> None:
-        """The lease loop: claim, then the batch's settlements, which commit together; a
-        small batch all acked is finished by the next claim, as the runtime does: on
-        PostgreSQL in its statement (``ack_claim``, id and token pairs), on SQLite by
-        ``ack_many`` in the claim's transaction (a statement a trip on aiosqlite's API,
-        where the runtime's driver sends the four in one)."""
+        """The lease loop: claim, then the batch's settlements, which commit together; on
+        PostgreSQL a small batch all acked is finished by the next claim (``ack_claim``,
+        id and token pairs), as the runtime does."""
         fused = "ack_claim" in self.st
-        # SQLite: no ack_claim; the runtime runs ack_many, then the claim, in one transaction
-        settles_first = not fused and self.engine == "sqlite"
         acked: list[list[Any]] = []  # the last batch, all acked: [id, token] pairs
         while True:
-            if acked and settles_first:
-                await self.begin(immediate=True)
-                done, _, _ = await self.step("ack_many", {"pairs": json.dumps(acked, default=str)})
-                self.count("ack", len(acked), done)
-                acked = []
-                rows, c, _ = await self.step("claim", self.params)
-                await self.end(commit=True)
-            elif acked:
+            if acked:
                 pairs = json.dumps(acked, default=str)
                 rows, c, _ = await self.step("ack_claim", self.params | {"pairs": pairs})
                 finished = json.loads(rows[0][c["finished"]]) if rows else []
@@ -443,11 +432,7 @@ class _AsyncWorker(_Loop):
                     continue
                 return
             settle = self.leased(rows, c)
-            if (
-                (fused or settles_first)
-                and len(settle) <= DEFER_MAX
-                and all(name == "ack" for name, _, _ in settle)
-            ):
+            if fused and len(settle) <= DEFER_MAX and all(name == "ack" for name, _, _ in settle):
                 acked = [[i, token] for _, i, token in settle]
                 continue
             await self.settle_all(settle, by_token=True)
