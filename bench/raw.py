@@ -724,8 +724,12 @@ async def drain_sync(
 
 
 async def enqueue(url: str, engine: str, st: Statements, payloads: Sequence[Any]) -> float:
-    """The batch in one transaction on the bare driver's executemany; returns the seconds.
+    """The batch in one transaction on the bare driver; returns the seconds.
 
+    psycopg and sqlite3 run the INSERT by ``executemany``. PyMySQL's ``executemany`` would send
+    one statement a row (it rewrites only a row of bare placeholders, and the rendered row
+    holds ``UTC_TIMESTAMP(6) + INTERVAL … SECOND``), so on MariaDB the loop writes what a
+    PyMySQL user writes instead: the row escaped by ``cursor.mogrify``, 500 rows an INSERT.
     The timing covers what ``queue.enqueue_many`` does too: encoding the payloads, BEGIN,
     the batch, COMMIT (the connection is opened before it).
     """
@@ -750,7 +754,13 @@ async def enqueue(url: str, engine: str, st: Statements, payloads: Sequence[Any]
             t0 = time.perf_counter()
             params = enqueue_params(payloads)
             cur.execute("BEGIN")
-            cur.executemany(sql, params)
+            if engine == "sqlite":
+                cur.executemany(sql, params)
+            else:
+                head, _, row = sql.partition("VALUES")
+                for i in range(0, len(params), 500):
+                    rows = [cur.mogrify(row, p) for p in params[i : i + 500]]
+                    cur.execute(f"{head}VALUES {','.join(rows)}")
             cur.execute("COMMIT")
             return time.perf_counter() - t0
         finally:

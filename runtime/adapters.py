@@ -24,6 +24,7 @@ from runtime.contract.dialects import DIALECTS, Dialect
 from runtime.contract.errors import ConfigurationError, InvalidArgument
 from runtime.contract.sqltext import named_to_pyformat
 from runtime.drivers.base import Connection, Params, Row
+from runtime.drivers.mysql import insert_rows
 
 T = TypeVar("T")
 
@@ -166,6 +167,10 @@ class _PyMySQL(Adapted):
         with self.conn.cursor() as cur:
             cur.execute(sql, params)
             return _rows(cur.description, cur.fetchall()), cur.rowcount
+
+    async def executemany(self, sql: str, seq_of_params: Sequence[Params]) -> None:
+        with self.conn.cursor() as cur:
+            insert_rows(cur, sql, seq_of_params)
 
 
 #: a parameter (a JSON one: cast to JSONB, as every rendered file binds JSON) or a literal %
