@@ -131,9 +131,11 @@ def insert_rows(cur: Any, sql: str, seq: Sequence[Params]) -> int:
     cursor's own ``mogrify``, as its ``execute`` escapes them. Any other statement: the
     cursor's ``executemany``. Returns the rows written."""
     found = _INSERT_VALUES.match(sql)
-    if found is None or not seq or not _one_row(found.group(2)):
+    # a head that binds a value itself (a placeholder in a comment before VALUES) is left to
+    # the cursor: only the row is formatted for each item
+    if found is None or not seq or "%(" in found.group(1) or not _one_row(found.group(2)):
         return int(cur.executemany(sql, seq) or 0)
-    head: str = found.group(1) % ()  # %% → %, as execute would format it
+    head = found.group(1).replace("%%", "%")  # as execute's formatting leaves it
     values = found.group(2)
     written, size = 0, len(head)
     chunk: list[str] = []

@@ -139,8 +139,21 @@ def test_an_insert_that_is_not_one_row_of_values_runs_row_by_row(engine):
             )
             rows = [{"k": 1, "v": "a"}, {"k": 2, "v": ODD}, {"k": 1, "v": "c"}]
             insert_rows(cur, sql, rows)
+            # comments inside the statement: a percent sign or a placeholder (formatted for
+            # each row by the cursor) before VALUES, a parenthesis inside the row
+            for head, row in (
+                ("/* 100%% sure */", "(%(k)s, %(v)s, 0)"),
+                ("/* k=%(k)s */", "(%(k)s, %(v)s, 0)"),
+                ("", "(%(k)s, /* ( */ %(v)s, 0)"),
+            ):
+                execute(f"DELETE FROM {t} WHERE k > 2")
+                insert_rows(
+                    cur,
+                    f"INSERT INTO {t} (k, v, n) {head} VALUES {row}",
+                    [{"k": 3, "v": "d"}, {"k": 4, "v": "e"}],
+                )
             commit()
             cur.execute(f"SELECT k, v, n FROM {t} ORDER BY k")
-            assert cur.fetchall() == ((1, "c", 2), (2, ODD, 1))
+            assert cur.fetchall() == ((1, "c", 2), (2, ODD, 1), (3, "d", 0), (4, "e", 0))
         finally:
             execute(f"DROP TABLE {t}")
