@@ -7,9 +7,8 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from operator import itemgetter
-from typing import ClassVar
 
 from runtime.contract.errors import DatabaseError, LeaseLost
 from runtime.counts import Counts
@@ -27,13 +26,13 @@ SETTLE_TRIES = 3
 #: runs a delivery's handler on the worker's connection: the decision that settles it
 #: (``decide(conn, d)``; passed as it is, not wrapped per delivery)
 Decide = Callable[[Connection, Delivery], Awaitable[Decision]]
+#: a delivery whose lease was found gone before its handler started: not handled here
+#: (without one, ``deliver`` runs every delivery's handler)
+Skip = Callable[[Delivery], None]
 
 
 class Completer:
     """Commits each settlement on its own, as its handler finishes (inline)."""
-
-    #: the completer writes nothing until the batch's last handler has run (``add``)
-    waits_for_batch: ClassVar[bool] = False
 
     def __init__(self, form: Form, counts: Counts, held: set[Delivery]) -> None:
         self.form = form
@@ -51,14 +50,31 @@ class Completer:
         await self.settle(conn, d, await decide(conn, d))
         self.held.discard(d)
 
+    async def deliver(
+        self,
+        conn: Connection,
+        claimed: Sequence[Delivery],
+        decide: Decide,
+        stopping: asyncio.Event,
+        skip: Skip | None = None,
+    ) -> int:
+        """Run a batch's handlers in order, each as ``handle`` does, until the worker stops;
+        how many deliveries were taken up (the rest were never started)."""
+        started = 0
+        for d in claimed:
+            if stopping.is_set():
+                break
+            started += 1
+            if d.lost and skip is not None:
+                skip(d)
+            else:
+                await self.handle(conn, d, decide)
+        return started
+
     async def finish(self, conn: Connection, defer: bool = False) -> None:
         """Write whatever waits: the batch's last handler has run. ``defer``: the worker
         claims again at once, so what the form can settle in that claim waits for it
         (``deferred``)."""
-
-    def add(self, d: Delivery, decision: Decision) -> None:
-        """A decision to settle once the batch's handlers have run (``waits_for_batch``)."""
-        raise NotImplementedError
 
     def committed(self) -> None:
         """The batch's COMMIT went through: count what it settled (row lock)."""
@@ -130,19 +146,41 @@ class WindowedCompleter(Completer):
         self._time: Callable[[], float] = time.monotonic
 
     async def handle(self, conn: Connection, d: Delivery, decide: Decide) -> None:
-        if self.waiting and self._time() >= self._deadline:
-            await self._write(conn)
-        self._handling = bool(self.waiting)
-        try:
-            decision = await decide(conn, d)
-        finally:
-            self._handling = False
-            if self._writing is not None:  # the window closed while the handler ran
-                await self._writing
-                self._writing = None
-        if not self.waiting:
-            self._open(conn)
-        self.waiting.append((d, decision))
+        await self.deliver(conn, (d,), decide, _GOING)
+
+    async def deliver(
+        self,
+        conn: Connection,
+        claimed: Sequence[Delivery],
+        decide: Decide,
+        stopping: asyncio.Event,
+        skip: Skip | None = None,
+    ) -> int:
+        """The batch's handlers run here, one coroutine for the batch rather than one a
+        delivery: before each, the waiting settlements are written if their window has
+        closed; each decision then waits (opening a window when it is the first)."""
+        started = 0
+        for d in claimed:
+            if stopping.is_set():
+                break
+            started += 1
+            if d.lost and skip is not None:
+                skip(d)
+                continue
+            if self.waiting and self._time() >= self._deadline:
+                await self._write(conn)
+            self._handling = bool(self.waiting)
+            try:
+                decision = await decide(conn, d)
+            finally:
+                self._handling = False
+                if self._writing is not None:  # the window closed while the handler ran
+                    await self._writing
+                    self._writing = None
+            if not self.waiting:
+                self._open(conn)
+            self.waiting.append((d, decision))
+        return started
 
     async def finish(self, conn: Connection, defer: bool = False) -> None:
         if not self.waiting:
@@ -204,21 +242,34 @@ class BatchCompleter(WindowedCompleter):
         super().__init__(form, counts, held, window=math.inf)
         self._deadline = math.inf
 
-    #: every settlement waits for the end of the batch: the worker may run the handler
-    #: itself and hand its decision to ``add`` (one coroutine less per delivery)
-    waits_for_batch: ClassVar[bool] = True
-
-    async def handle(self, conn: Connection, d: Delivery, decide: Decide) -> None:
-        """Run the handler; its settlement waits for the end of the batch (no window, no
+    async def deliver(
+        self,
+        conn: Connection,
+        claimed: Sequence[Delivery],
+        decide: Decide,
+        stopping: asyncio.Event,
+        skip: Skip | None = None,
+    ) -> int:
+        """Run the handlers; their settlements wait for the end of the batch (no window, no
         timer: nothing is written while handlers run)."""
-        self.waiting.append((d, await decide(conn, d)))
-
-    def add(self, d: Delivery, decision: Decision) -> None:
-        """``handle`` once the handler has run: its settlement waits for the end of the batch."""
-        self.waiting.append((d, decision))
+        started = 0
+        waiting = self.waiting  # nothing takes it before ``finish``
+        for d in claimed:
+            if stopping.is_set():
+                break
+            started += 1
+            if d.lost and skip is not None:
+                skip(d)
+            else:
+                waiting.append((d, await decide(conn, d)))
+        return started
 
     def _open(self, conn: Connection) -> None:
         """No window: the end of the batch writes."""
+
+
+#: never set: ``handle``'s one delivery has no stop to watch for
+_GOING = asyncio.Event()
 
 
 def lost_lease(counts: Counts, exc: LeaseLost) -> None:

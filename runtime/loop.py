@@ -384,20 +384,11 @@ class WorkerLoop:
         run, form = self.run, self.run.form
         run.held.update(claimed)
         completer = completer_for(form, run.counts, run.held, self.settings.settle_window)
-        handle, decide, stopping = completer.handle, run.decide, run.stopping
-        add = completer.add if completer.waits_for_batch else None
-        started = 0  # how many of the batch's deliveries were taken up, in order
+        stopping = run.stopping
         try:
-            for d in claimed:
-                if stopping.is_set():
-                    break
-                started += 1
-                if d.lost:  # the extender found its lease gone: another claim has the row
-                    self._skip_lost(d)
-                elif add is not None:  # settled at the end of the batch: decide it here
-                    add(d, await decide(conn, d))
-                else:
-                    await handle(conn, d, decide)
+            # the deliveries whose leases the extender found gone (another claim has their
+            # rows) are skipped; how many were taken up, in order, before the worker stopped
+            started = await completer.deliver(conn, claimed, run.decide, stopping, self._skip_lost)
             # the worker claims again at once unless it stops (or its connection is gone):
             # what that claim can settle waits for it (one statement for both)
             again = not (stopping.is_set() or conn.closed)
