@@ -7,7 +7,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from operator import itemgetter
 
 from runtime.contract.errors import DatabaseError, LeaseLost
@@ -43,6 +43,8 @@ class Completer:
         self.uncommitted: list[tuple[Delivery, Decision]] = []
         #: the settlements the connection's next claim is to write (``finish`` with ``defer``)
         self.deferred: list[tuple[Delivery, Decision]] = []
+        #: how many of the current batch's deliveries ``deliver`` has taken up
+        self.started = 0
 
     async def handle(self, conn: Connection, d: Delivery, decide: Decide) -> None:
         """Run the delivery's handler (``decide(conn, d)``) and settle it (or queue its
@@ -58,18 +60,31 @@ class Completer:
         stopping: asyncio.Event,
         skip: Skip | None = None,
     ) -> int:
-        """Run a batch's handlers in order, each as ``handle`` does, until the worker stops;
-        how many deliveries were taken up (the rest were never started)."""
-        started = 0
+        """Run a batch's handlers in order until the worker stops; how many deliveries were
+        taken up (the rest were never started)."""
+        await self._run(conn, self._runnable(claimed, stopping, skip), decide)
+        return self.started
+
+    async def _run(self, conn: Connection, runnable: Iterator[Delivery], decide: Decide) -> None:
+        """The handlers of these deliveries, in one coroutine: each settled as ``handle``
+        does."""
+        for d in runnable:
+            await self.handle(conn, d, decide)
+
+    def _runnable(
+        self, claimed: Sequence[Delivery], stopping: asyncio.Event, skip: Skip | None
+    ) -> Iterator[Delivery]:
+        """The batch's deliveries whose handlers are to run, in order, until the worker stops
+        (checked before each); ``started`` counts those taken up, skipped ones included."""
+        self.started = 0
         for d in claimed:
             if stopping.is_set():
-                break
-            started += 1
+                return
+            self.started += 1
             if d.lost and skip is not None:
                 skip(d)
             else:
-                await self.handle(conn, d, decide)
-        return started
+                yield d
 
     async def finish(self, conn: Connection, defer: bool = False) -> None:
         """Write whatever waits: the batch's last handler has run. ``defer``: the worker
@@ -146,27 +161,12 @@ class WindowedCompleter(Completer):
         self._time: Callable[[], float] = time.monotonic
 
     async def handle(self, conn: Connection, d: Delivery, decide: Decide) -> None:
-        await self.deliver(conn, (d,), decide, _GOING)
+        await self._run(conn, iter((d,)), decide)
 
-    async def deliver(
-        self,
-        conn: Connection,
-        claimed: Sequence[Delivery],
-        decide: Decide,
-        stopping: asyncio.Event,
-        skip: Skip | None = None,
-    ) -> int:
-        """The batch's handlers run here, one coroutine for the batch rather than one a
-        delivery: before each, the waiting settlements are written if their window has
+    async def _run(self, conn: Connection, runnable: Iterator[Delivery], decide: Decide) -> None:
+        """Before each handler, the waiting settlements are written if their window has
         closed; each decision then waits (opening a window when it is the first)."""
-        started = 0
-        for d in claimed:
-            if stopping.is_set():
-                break
-            started += 1
-            if d.lost and skip is not None:
-                skip(d)
-                continue
+        for d in runnable:
             if self.waiting and self._time() >= self._deadline:
                 await self._write(conn)
             self._handling = bool(self.waiting)
@@ -180,7 +180,6 @@ class WindowedCompleter(Completer):
             if not self.waiting:
                 self._open(conn)
             self.waiting.append((d, decision))
-        return started
 
     async def finish(self, conn: Connection, defer: bool = False) -> None:
         if not self.waiting:
@@ -242,34 +241,15 @@ class BatchCompleter(WindowedCompleter):
         super().__init__(form, counts, held, window=math.inf)
         self._deadline = math.inf
 
-    async def deliver(
-        self,
-        conn: Connection,
-        claimed: Sequence[Delivery],
-        decide: Decide,
-        stopping: asyncio.Event,
-        skip: Skip | None = None,
-    ) -> int:
-        """Run the handlers; their settlements wait for the end of the batch (no window, no
-        timer: nothing is written while handlers run)."""
-        started = 0
+    async def _run(self, conn: Connection, runnable: Iterator[Delivery], decide: Decide) -> None:
+        """Their settlements wait for the end of the batch (no window, no timer: nothing is
+        written while handlers run)."""
         waiting = self.waiting  # nothing takes it before ``finish``
-        for d in claimed:
-            if stopping.is_set():
-                break
-            started += 1
-            if d.lost and skip is not None:
-                skip(d)
-            else:
-                waiting.append((d, await decide(conn, d)))
-        return started
+        for d in runnable:
+            waiting.append((d, await decide(conn, d)))
 
     def _open(self, conn: Connection) -> None:
         """No window: the end of the batch writes."""
-
-
-#: never set: ``handle``'s one delivery has no stop to watch for
-_GOING = asyncio.Event()
 
 
 def lost_lease(counts: Counts, exc: LeaseLost) -> None:
