@@ -225,6 +225,28 @@ class _PyMySQLExecutorDriver:
             self.executor, self._step, stmts, params, own, tally, found
         )
 
+    def _steps(
+        self, steps: list[tuple[Step, dict[str, Any]]], tally: Tally, found: list[int]
+    ) -> list[Result]:
+        tally.control()
+        self.cur.execute("BEGIN")
+        results = [
+            statements_in_turn(stmts, params, self._run, tally, found) for stmts, params in steps
+        ]
+        tally.control(commit=True)
+        self.cur.execute("COMMIT")
+        return results
+
+    async def steps(
+        self, steps: list[tuple[Step, dict[str, Any]]], tally: Tally, found: list[int]
+    ) -> list[Result]:
+        """Several steps in one transaction, BEGIN and COMMIT included, in one trip to the
+        thread: a batch's settlements of several outcomes, as the runtime's driver runs
+        them."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self.executor, self._steps, steps, tally, found
+        )
+
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self.executor, self.conn.close)
         self.executor.shutdown(wait=False)
@@ -371,6 +393,19 @@ class _AsyncWorker(_Loop):
         are several statements, as the runtime does (one commits on its own)."""
         groups = self.grouped(settle, by_token)
         own_tx = own_tx and sum(step is not None for step, *_ in groups) > 1
+        if own_tx and isinstance(self.drv, _PyMySQLExecutorDriver):
+            # every statement of every outcome in one trip to the driver's thread
+            ran = [(step, params, name, n) for step, params, name, n in groups if step is not None]
+            self.found = []
+            results = await self.drv.steps(
+                [(self.st[step], params) for step, params, _, _ in ran], self.tally, self.found
+            )
+            for (_, _, name, n), result in zip(ran, results, strict=True):
+                self.count(name, n, result[0] if by_token else None)
+            for step, _, name, n in groups:
+                if step is None:
+                    self.count(name, n, None)
+            return
         if own_tx:
             await self.begin()
         for step, params, name, n in groups:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +62,30 @@ async def run_rows(
         await conn.execute(statements[0], dict(params))
         return (), []
     return await conn.run_script(_rows_script(statements, params, found))
+
+
+async def run_rows_together(
+    conn: Connection, steps: Sequence[tuple[Step, Mapping[str, Any]]]
+) -> list[Rows]:
+    """Several steps, each as ``run_rows`` runs it, in one transaction when there are several
+    (the caller's when one is open, else their own); the rows of each, in order. The driver
+    runs them as one script (``Connection.run_script``): where it runs statements on a thread
+    of its own, the BEGIN, every statement and the COMMIT are one trip there."""
+    if len(steps) <= 1:
+        return [await run_rows(conn, statements, params) for statements, params in steps]
+    each: list[Rows] = []
+    await conn.run_script(_steps_script(steps, each))
+    return each
+
+
+def _steps_script(steps: Sequence[tuple[Step, Mapping[str, Any]]], each: list[Rows]) -> Script:
+    """``run_rows_together``'s steps, one after another in one script; ``each`` receives
+    the rows of each."""
+    rows: Rows = ((), [])
+    for statements, params in steps:
+        rows = yield from _rows_script(statements, params)
+        each.append(rows)
+    return rows
 
 
 async def begin_rows(

@@ -14,7 +14,7 @@ from runtime.contract.file_steps import present
 from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
-from runtime.drivers.base import NOTHING, Connection, Rows, atomic
+from runtime.drivers.base import Connection, Rows
 from runtime.forms.base import ClaimSettled, Form
 from runtime.process_keys import release_keys, take_keys
 from runtime.settle import Decision
@@ -235,12 +235,9 @@ class AdvisoryForm(Form):
     async def settle_group(
         self, conn: Connection, items: list[tuple[Delivery, Decision]]
     ) -> list[LeaseLost | None] | None:
-        parts = self.many_parts(items)
-        own_tx = self.needs_transaction(parts)
-        try:
-            async with atomic(conn) if own_tx else NOTHING:
-                await self.settle_held(conn, parts)  # the rows whose keys it holds
-        except Exception:  # rolled back (atomic)
+        try:  # the rows whose keys it holds, in one transaction (rolled back on an error)
+            await self.settle_held(conn, self.many_parts(items))
+        except Exception:  # rolled back
             return None  # nothing of it committed: the caller settles them one by one
         for d, _ in items:
             d.settled = True

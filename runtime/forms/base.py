@@ -24,7 +24,7 @@ from runtime.loaded import LoadedQueue
 from runtime.params import ClaimParams, ManyParams, SettleParams
 from runtime.payloads import decode_payload
 from runtime.settle import Decision, params_of
-from runtime.steps import StepResult, run_rows, run_step
+from runtime.steps import StepResult, run_rows, run_rows_together, run_step
 
 #: the largest group the next claim finishes (``Form.defer``). Measured on PostgreSQL with
 #: four workers (bench/README.md): finishing a group of 10 in the next advisory claim drains
@@ -233,9 +233,9 @@ class Form:
         parts: list[tuple[Step | None, list[tuple[int, Delivery, Decision]]]],
     ) -> None:
         """Settle rows this connection holds (row lock: its transaction; advisory: their keys),
-        ``many_parts`` of a group (``held_statements``)."""
-        for step, params in self.held_statements(parts):
-            await self.run(conn, step, params)
+        ``many_parts`` of a group (``held_statements``), in one transaction when there are
+        several (the caller's when one is open): one script (``run_rows_together``)."""
+        await run_rows_together(conn, self.held_statements(parts))
 
     #: progress is written on a connection of its own, not the worker's (lease: the worker's
     #: may hold the handler's transaction, and the row lock with it)

@@ -13,10 +13,11 @@ from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
 from runtime.contract.file_steps import present
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
-from runtime.drivers.base import NOTHING, Connection, atomic
+from runtime.drivers.base import NOTHING, Connection, Rows, atomic
 from runtime.forms.base import ClaimSettled, Form, Upkeep
 from runtime.loaded import LoadedQueue
 from runtime.settle import Decision
+from runtime.steps import run_rows_together
 
 log = logging.getLogger("runtime")
 
@@ -87,12 +88,23 @@ class LeaseForm(Form):
         declared override). Rows it did not touch lost their lease."""
         lost: list[int] = []  # the items whose rows no longer held their tokens
         parts = self.many_parts(items)
-        own_tx = self.needs_transaction(parts)
+        many = [(step, part) for step, part in parts if step is not None]
+        alone = [part for step, part in parts if step is None]
+        # the _many statements alone (most groups) take a transaction of their own only when
+        # there are several, and run as one script (run_rows_together)
+        own_tx = bool(alone) and self.needs_transaction(parts)
         try:
             async with atomic(conn) if own_tx else NOTHING:
-                for step, part in parts:
+                if many:
+                    async with _fenced(_part_delivery(item) for _, part in many for item in part):
+                        each = await run_rows_together(
+                            conn, [(step, self._many_bound(part)) for step, part in many]
+                        )
+                    for (_, part), rows in zip(many, each, strict=True):
+                        lost += _not_held(part, rows)
+                for part in alone:
                     async with _fenced(map(_part_delivery, part)):
-                        lost += await self._settle_part(conn, step, part)
+                        lost += await self._settle_alone(conn, part)
         except Exception:  # rolled back (atomic): nothing of the group committed
             for d, _ in items:
                 d.settled = False  # nothing committed: they can still be settled or given back
@@ -125,24 +137,21 @@ class LeaseForm(Form):
         leased = [row for row in rows if row[i_id] is not None]  # a row of NULLs: none leased
         return ClaimSettled(self.deliveries((names, leased), tokens=True), met)
 
-    async def _settle_part(
-        self, conn: Connection, step: Step | None, part: list[tuple[int, Delivery, Decision]]
+    async def _settle_alone(
+        self, conn: Connection, part: list[tuple[int, Delivery, Decision]]
     ) -> list[int]:
-        """Run one part's statement; the indexes of its items whose rows no longer held their
-        tokens (none, mostly)."""
-        if step is None:
-            ((i, d, decision),) = part
-            params = {**self.bound(d, decision), "token": d.token}
-            result = await self.run(conn, self._settle_step(decision), params)
-            return [] if result.rowcount else [i]
-        many = self.many_params(part)
+        """Run a part of one delivery by its own statement; its index when its row no longer
+        held its token."""
+        ((i, d, decision),) = part
+        params = {**self.bound(d, decision), "token": d.token}
+        result = await self.run(conn, self._settle_step(decision), params)
+        return [] if result.rowcount else [i]
+
+    def _many_bound(self, part: list[tuple[int, Delivery, Decision]]) -> dict[str, Any]:
+        """What a part's ``_many`` statement binds: its rows' ids and tokens (``pairs``)."""
+        many: dict[str, Any] = dict(self.many_params(part))
         many["pairs"] = json.dumps([[d.message.id, d.token] for _, d, _ in part], default=str)
-        names, rows = await self.rows(conn, step, many)
-        if len(rows) == len(part):  # a row each (a part's ids are distinct): every one held
-            return []
-        i_id = names.index("id") if rows else 0
-        touched = {row[i_id] for row in rows}
-        return [i for i, d, _ in part if d.message.id not in touched]
+        return many
 
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
         await self.give_back(conn, d)
@@ -293,6 +302,17 @@ class LeaseForm(Form):
 
 #: the delivery of a ``many_parts`` item ``(index, delivery, decision)``
 _part_delivery = itemgetter(1)
+
+
+def _not_held(part: list[tuple[int, Delivery, Decision]], got: Rows) -> list[int]:
+    """The indexes of a part's items whose rows its ``_many`` statement did not touch (they
+    no longer held their tokens): none, mostly."""
+    names, rows = got
+    if len(rows) == len(part):  # a row each (a part's ids are distinct): every one held
+        return []
+    i_id = names.index("id") if rows else 0
+    touched = {row[i_id] for row in rows}
+    return [i for i, d, _ in part if d.message.id not in touched]
 
 
 class _fenced:

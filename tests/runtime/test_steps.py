@@ -17,7 +17,7 @@ import runtime
 from runtime.connect import connect
 from runtime.contract.rendered import Kind, Statement, Step
 from runtime.drivers.base import Connection
-from runtime.steps import run_rows, run_step
+from runtime.steps import run_rows, run_rows_together, run_step
 
 # How each dialect spells a bound parameter and "id is one of the JSON array :ids".
 _PARAM = {"postgres": "%({})s", "mariadb": "%({})s", "mysql": "%({})s", "sqlite": ":{}"}
@@ -143,6 +143,57 @@ def test_a_step_is_one_transaction_whole_or_not_at_all(engine: Engine) -> None:
                 assert await tags() == ["", "", ""]
             _, rows = await run_rows(conn, step, {"limit": 2})
             assert len(rows) == 2 and await tags() == ["mark-x", "mark-x", ""]
+        finally:
+            await conn.close()
+            await drop_tables(engine.url, table)
+
+    run(scenario())
+
+
+def test_steps_together_are_one_transaction_with_the_rows_of_each(engine: Engine) -> None:
+    # run_rows_together (a batch's settlements of several outcomes): every step's rows, in
+    # order; one transaction of their own, rolled back whole when a later step fails; inside
+    # the caller's transaction they commit only with it
+    table = unique_table("steps")
+
+    async def scenario() -> None:
+        conn = await connect(engine.url)
+        try:
+            await conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, tag VARCHAR(20))")
+            for i in range(1, 6):
+                await conn.execute(f"INSERT INTO {table} (id, tag) VALUES ({i}, '')")
+            step = _step(engine.dialect_name, table)
+            p = _PARAM[engine.dialect_name].format
+            one = (Statement(f"UPDATE {table} SET tag = 'one' WHERE id = {p('id')}", Kind.WRITES),)
+            failing = (Statement(f"SELECT no_such_column FROM {table}", Kind.READS),)
+
+            async def tags() -> list[str]:
+                rows = await conn.fetchall(f"SELECT tag FROM {table} ORDER BY id")
+                return [r["tag"] for r in rows]
+
+            with pytest.raises(runtime.DatabaseError):
+                await run_rows_together(
+                    conn, [(step, {"limit": 2}), (one, {"id": 5}), (failing, {})]
+                )
+            assert not conn.in_transaction and await tags() == ["", "", "", "", ""]
+
+            await conn.begin()
+            await run_rows_together(conn, [(step, {"limit": 2}), (one, {"id": 5})])
+            assert conn.in_transaction  # the caller's, still open
+            await conn.rollback()
+            assert await tags() == ["", "", "", "", ""]
+
+            (names, rows), written, (_, more) = await run_rows_together(
+                conn, [(step, {"limit": 2}), (one, {"id": 5}), (step, {"limit": 1})]
+            )
+            assert not conn.in_transaction
+            assert names == ("id", "tag") and [(int(i), t) for i, t in rows] == [
+                (1, "mark-x"),
+                (2, "mark-x"),
+            ]
+            assert written == ((), []) and [int(i) for i, _ in more] == [3]
+            assert await tags() == ["mark-x", "mark-x", "mark-x", "", "one"]
+            assert await run_rows_together(conn, []) == []
         finally:
             await conn.close()
             await drop_tables(engine.url, table)
