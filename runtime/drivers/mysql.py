@@ -53,11 +53,14 @@ _CLOSE_TIMEOUT = 5.0
 # PyMySQL's options unless the URL (or the caller's keyword arguments) sets them, in seconds:
 # connect_timeout per host; read_timeout bounds the wait for any one reply (a server that is
 # up but never answers: generous, so a handler's own long statement and a lock wait fit);
-# write_timeout the wait for the server to take a request.
+# write_timeout, the wait for the server to take a request, is read_timeout's value unless
+# set: PyMySQL sets the socket's timeout again whenever it turns from writing to reading with
+# two different values, twice a statement, and each such call lets go of the GIL (a queue's
+# worker threads then wait on each other). tcp_user_timeout below bounds a write to a dead
+# peer in any case.
 DEFAULT_OPTIONS: dict[str, int] = {
     "connect_timeout": 10,
     "read_timeout": 300,
-    "write_timeout": 60,
 }
 # The socket's TCP keepalives and user timeout (as libpq names them; tcp_user_timeout in
 # milliseconds), so an idle connection, or one awaiting a reply, notices a silently dead peer
@@ -441,6 +444,7 @@ async def open_mysql(
     }
     params.update(options)
     params.update(kwargs)
+    params.setdefault("write_timeout", params["read_timeout"])
     params.update(
         charset="utf8mb4",
         cursorclass=pymysql.cursors.DictCursor,

@@ -239,10 +239,16 @@ def test_mariadb_statement_time_and_timeouts_from_the_url(engine: Engine) -> Non
     async def go() -> None:
         async with await connect(url) as conn:
             assert conn._my._read_timeout == 7  # type: ignore[attr-defined]
+            # the same for writes: PyMySQL need not set the socket's timeout per statement
+            assert conn._my._write_timeout == 7  # type: ignore[attr-defined]
             with pytest.raises(runtime.DatabaseError, match="max_statement_time"):
                 await conn.fetchone("SELECT SLEEP(3) AS s")
         async with await connect(engine.url) as conn:
             assert conn._my._read_timeout == 300  # type: ignore[attr-defined]
+            assert conn._my._write_timeout == 300  # type: ignore[attr-defined]
+        apart = _with_hosts(engine.url, _real_host(engine.url), query="write_timeout=20")
+        async with await connect(apart) as conn:
+            assert conn._my._write_timeout == 20  # type: ignore[attr-defined]
         bad = _with_hosts(engine.url, _real_host(engine.url), query="max_execution_time=5")
         with pytest.raises(ConfigurationError, match="max_execution_time"):
             await connect(bad)
