@@ -11,6 +11,13 @@ bench's, the driver's, json, asyncio, built-ins), then the top functions by thei
     python bench/profile_drain.py --form lease --batch 10 -n 20000 --top 25
     python bench/profile_drain.py --engine sqlite --sort cumulative
     python bench/profile_drain.py --form lease --batch 10 --raw   # the raw twin, to compare
+    python bench/profile_drain.py --engine mariadb --ab 4   # no profiler: runtime/raw, A/B
+
+``--ab N`` runs no profiler: N rounds of a runtime drain and a raw-twin drain, in turns (who
+goes first alternates), after one round of warm-up, each with its messages enqueued anew; it
+prints each side's msg/s, client CPU µs a message (every thread) and the part of it on the
+event loop's thread, and the median of the rounds' runtime/raw ratios. A quick A/B of one
+cell while changing the runtime; ``bench/run.py`` is the measurement of record.
 
 It answers "what is left" of the runtime's cost beside its raw twin (``bench/raw.py``): the
 driver's own functions (psycopg, asyncio's loop) are what the raw loop pays too.
@@ -23,6 +30,7 @@ import asyncio
 import cProfile
 import io
 import pstats
+import statistics
 import sys
 import sysconfig
 import tempfile
@@ -64,6 +72,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--raw",
         action="store_true",
         help="profile the raw twin (bench/raw.py's asyncio loop) instead of the runtime",
+    )
+    p.add_argument(
+        "--ab",
+        type=int,
+        metavar="N",
+        help="no profiler: N rounds of a runtime drain and a raw-twin drain in turns",
     )
     p.add_argument(
         "--retry-once",
@@ -218,9 +232,63 @@ def _raw_drain(
     return drain
 
 
+async def ab(args: argparse.Namespace, out_dir: Path) -> str:
+    """``--ab``: rounds of a runtime drain and a raw-twin drain, no profiler."""
+    if args.engine == "sqlite":
+        url = f"sqlite:///{out_dir / 'ab.db'}"
+    else:
+        url = args.url or DEFAULT_URLS[args.engine]
+    queue = render_queue(args.engine, args.form, f"{table_prefix()}_ab", out_dir)
+    payloads = [{"n": i, **PAYLOAD} for i in range(args.messages)]
+    sides: dict[str, list[tuple[float, float, float]]] = {"runtime": [], "raw": []}
+    db = await runtime.connect(url)
+    try:
+        await create_table(db, queue)
+        for rnd in range(args.ab + 1):  # round 0: the warm-up
+            for side in ("runtime", "raw") if rnd % 2 else ("raw", "runtime"):
+                await clear_table(db, args.engine, queue.table)
+                await db.begin()
+                await queue.enqueue_many(db, payloads)
+                await db.commit()
+                drain = (_raw_drain if side == "raw" else _runtime_drain)(args, url, queue)
+                cpu0, loop0, t0 = cpu_seconds(), time.thread_time(), time.perf_counter()
+                await drain()
+                wall = time.perf_counter() - t0
+                cpu, on_loop = cpu_seconds() - cpu0, time.thread_time() - loop0
+                if rnd:
+                    n = args.messages
+                    sides[side].append((n / wall, cpu * 1e6 / n, on_loop * 1e6 / n))
+        await drop_table(db, args.engine, queue.table)
+    finally:
+        await db.close()
+    lines = [
+        f"A/B: {args.engine} {args.form} batch {args.batch} concurrency {args.concurrency}"
+        f"{' retry-once' if args.retry_once else ''}, {args.messages} messages, "
+        f"{args.ab} rounds (no profiler)",
+        f"{'side':<8} {'msg/s':>8} {'CPU µs/msg':>11} {'on the loop':>12}   per round (msg/s)",
+    ]
+    for side, got in sides.items():
+        rates = [r for r, _, _ in got]
+        lines.append(
+            f"{side:<8} {statistics.median(rates):>8,.0f} "
+            f"{statistics.median(c for _, c, _ in got):>11.0f} "
+            f"{statistics.median(o for _, _, o in got):>12.0f}   "
+            + ", ".join(f"{r:,.0f}" for r in rates)
+        )
+    ratios = [a[0] / b[0] for a, b in zip(sides["runtime"], sides["raw"], strict=True)]
+    lines.append(
+        f"runtime/raw {statistics.median(ratios):.2f} "
+        f"({min(ratios):.2f}–{max(ratios):.2f}), the median of the rounds' ratios"
+    )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="qgen-profile-") as tmp:
+        if args.ab:
+            print(asyncio.run(ab(args, Path(tmp))))
+            return
         print(asyncio.run(profile(args, Path(tmp))))
 
 

@@ -77,6 +77,34 @@ def test_the_profile_runs_for_the_runtime_and_for_its_raw_twin(engine: Engine) -
         assert ("\nruntime " in out) != bool(extra), out
 
 
+@pytest.mark.parametrize("engine", engine_params("sqlite", "mariadb"), indirect=True)
+def test_the_profile_script_compares_the_runtime_and_its_raw_twin_in_turns(
+    engine: Engine,
+) -> None:
+    where = () if engine.name == "sqlite" else ("--url", engine.url)
+    out = _bench(
+        "bench/profile_drain.py",
+        *where,
+        "--engine",
+        engine.name,
+        "--form",
+        "lease",
+        "--batch",
+        "10",
+        "-n",
+        "200",
+        "--retry-once",
+        "--ab",
+        "2",
+    )
+    assert out.startswith(f"A/B: {engine.name} lease batch 10 concurrency 4 retry-once"), out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:4]}
+    assert set(rows) == {"runtime", "raw"}, out
+    for row in rows.values():  # msg/s, CPU µs/msg, on the loop, then two rounds' rates
+        assert float(row[1].replace(",", "")) > 0 and len(row) == 6, out
+    assert "runtime/raw " in out.splitlines()[-1], out
+
+
 #: checks of bench/profile_drain.area_of, run in the bench's own interpreter setting
 _AREAS_CHECK = """
 import asyncio, json, selectors, sys
