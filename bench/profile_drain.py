@@ -87,12 +87,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-async def profile(args: argparse.Namespace, out_dir: Path) -> str:
+def _target(args: argparse.Namespace, out_dir: Path, tag: str) -> tuple[str, runtime.Queue]:
+    """The server's URL (SQLite: a file in ``out_dir``) and the bench queue rendered for it."""
     if args.engine == "sqlite":
-        url = f"sqlite:///{out_dir / 'profile.db'}"
+        url = f"sqlite:///{out_dir / f'{tag}.db'}"
     else:
         url = args.url or DEFAULT_URLS[args.engine]
-    queue = render_queue(args.engine, args.form, f"{table_prefix()}_prof", out_dir)
+    return url, render_queue(args.engine, args.form, f"{table_prefix()}_{tag}", out_dir)
+
+
+async def profile(args: argparse.Namespace, out_dir: Path) -> str:
+    url, queue = _target(args, out_dir, "prof")
     db = await runtime.connect(url)
     try:
         await create_table(db, queue)
@@ -234,11 +239,7 @@ def _raw_drain(
 
 async def ab(args: argparse.Namespace, out_dir: Path) -> str:
     """``--ab``: rounds of a runtime drain and a raw-twin drain, no profiler."""
-    if args.engine == "sqlite":
-        url = f"sqlite:///{out_dir / 'ab.db'}"
-    else:
-        url = args.url or DEFAULT_URLS[args.engine]
-    queue = render_queue(args.engine, args.form, f"{table_prefix()}_ab", out_dir)
+    url, queue = _target(args, out_dir, "ab")
     payloads = [{"n": i, **PAYLOAD} for i in range(args.messages)]
     sides: dict[str, list[tuple[float, float, float]]] = {"runtime": [], "raw": []}
     db = await runtime.connect(url)

@@ -47,6 +47,34 @@ def _step(dialect: str, table: str) -> Step:
     )
 
 
+async def _rows_of(conn: Connection, table: str, n: int) -> None:
+    """The test's table, rows 1 to n, none tagged yet."""
+    await conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, tag VARCHAR(20))")
+    for i in range(1, n + 1):
+        await conn.execute(f"INSERT INTO {table} (id, tag) VALUES ({i}, '')")
+
+
+async def _tags(conn: Connection, table: str) -> list[str]:
+    rows = await conn.fetchall(f"SELECT tag FROM {table} ORDER BY id")
+    return [r["tag"] for r in rows]
+
+
+def _with_table(engine: Engine, n: int, body: Callable[[Connection, str], Awaitable[None]]) -> None:
+    """``body(conn, table)`` on a new connection and a table of rows 1 to n, dropped after."""
+    table = unique_table("steps")
+
+    async def scenario() -> None:
+        conn = await connect(engine.url)
+        try:
+            await _rows_of(conn, table, n)
+            await body(conn, table)
+        finally:
+            await conn.close()
+            await drop_tables(engine.url, table)
+
+    run(scenario())
+
+
 Runner = Callable[[Connection, Step, dict[str, Any]], Awaitable[list[tuple[Any, ...]]]]
 
 
@@ -68,9 +96,7 @@ def test_a_step_hands_on_its_first_row_and_ids(engine: Engine, runner: Runner) -
     async def scenario() -> None:
         conn = await connect(engine.url)
         try:
-            await conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, tag VARCHAR(20))")
-            for i in range(1, 6):
-                await conn.execute(f"INSERT INTO {table} (id, tag) VALUES ({i}, '')")
+            await _rows_of(conn, table, 5)
             step = _step(engine.dialect_name, table)
 
             rows = await runner(conn, step, {"limit": 3})
@@ -109,25 +135,19 @@ def test_a_step_is_one_transaction_whole_or_not_at_all(engine: Engine) -> None:
     async def scenario() -> None:
         conn = await connect(engine.url)
         try:
-            await conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, tag VARCHAR(20))")
-            for i in range(1, 4):
-                await conn.execute(f"INSERT INTO {table} (id, tag) VALUES ({i}, '')")
+            await _rows_of(conn, table, 3)
             step = _step(engine.dialect_name, table)
             failing = (*step, Statement(f"SELECT no_such_column FROM {table}", Kind.READS))
 
-            async def tags() -> list[str]:
-                rows = await conn.fetchall(f"SELECT tag FROM {table} ORDER BY id")
-                return [r["tag"] for r in rows]
-
             with pytest.raises(runtime.DatabaseError):
                 await run_rows(conn, failing, {"limit": 2})
-            assert not conn.in_transaction and await tags() == ["", "", ""]
+            assert not conn.in_transaction and await _tags(conn, table) == ["", "", ""]
 
             await conn.begin()
             await run_rows(conn, step, {"limit": 2})
             assert conn.in_transaction  # the caller's, still open
             await conn.rollback()
-            assert await tags() == ["", "", ""]
+            assert await _tags(conn, table) == ["", "", ""]
 
             if engine.dialect_name in _PAUSE:  # SQLite's statements have no pause to cancel
                 # the step has written its tags, then pauses: cancelled before its COMMIT
@@ -140,9 +160,9 @@ def test_a_step_is_one_transaction_whole_or_not_at_all(engine: Engine) -> None:
                 await asyncio.sleep(0.6)  # whatever still runs of the step has ended
                 # the connection lives on, outside any transaction, and nothing stands
                 assert not conn.closed and not conn.in_transaction
-                assert await tags() == ["", "", ""]
+                assert await _tags(conn, table) == ["", "", ""]
             _, rows = await run_rows(conn, step, {"limit": 2})
-            assert len(rows) == 2 and await tags() == ["mark-x", "mark-x", ""]
+            assert len(rows) == 2 and await _tags(conn, table) == ["mark-x", "mark-x", ""]
         finally:
             await conn.close()
             await drop_tables(engine.url, table)
@@ -154,48 +174,32 @@ def test_steps_together_are_one_transaction_with_the_rows_of_each(engine: Engine
     # run_rows_together (a batch's settlements of several outcomes): every step's rows, in
     # order; one transaction of their own, rolled back whole when a later step fails; inside
     # the caller's transaction they commit only with it
-    table = unique_table("steps")
+    async def body(conn: Connection, table: str) -> None:
+        step = _step(engine.dialect_name, table)
+        p = _PARAM[engine.dialect_name].format
+        one = (Statement(f"UPDATE {table} SET tag = 'one' WHERE id = {p('id')}", Kind.WRITES),)
+        failing = (Statement(f"SELECT no_such_column FROM {table}", Kind.READS),)
 
-    async def scenario() -> None:
-        conn = await connect(engine.url)
-        try:
-            await conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, tag VARCHAR(20))")
-            for i in range(1, 6):
-                await conn.execute(f"INSERT INTO {table} (id, tag) VALUES ({i}, '')")
-            step = _step(engine.dialect_name, table)
-            p = _PARAM[engine.dialect_name].format
-            one = (Statement(f"UPDATE {table} SET tag = 'one' WHERE id = {p('id')}", Kind.WRITES),)
-            failing = (Statement(f"SELECT no_such_column FROM {table}", Kind.READS),)
+        with pytest.raises(runtime.DatabaseError):
+            await run_rows_together(conn, [(step, {"limit": 2}), (one, {"id": 5}), (failing, {})])
+        assert not conn.in_transaction and await _tags(conn, table) == ["", "", "", "", ""]
 
-            async def tags() -> list[str]:
-                rows = await conn.fetchall(f"SELECT tag FROM {table} ORDER BY id")
-                return [r["tag"] for r in rows]
+        await conn.begin()
+        await run_rows_together(conn, [(step, {"limit": 2}), (one, {"id": 5})])
+        assert conn.in_transaction  # the caller's, still open
+        await conn.rollback()
+        assert await _tags(conn, table) == ["", "", "", "", ""]
 
-            with pytest.raises(runtime.DatabaseError):
-                await run_rows_together(
-                    conn, [(step, {"limit": 2}), (one, {"id": 5}), (failing, {})]
-                )
-            assert not conn.in_transaction and await tags() == ["", "", "", "", ""]
+        (names, rows), written, (_, more) = await run_rows_together(
+            conn, [(step, {"limit": 2}), (one, {"id": 5}), (step, {"limit": 1})]
+        )
+        assert not conn.in_transaction
+        assert names == ("id", "tag") and [(int(i), t) for i, t in rows] == [
+            (1, "mark-x"),
+            (2, "mark-x"),
+        ]
+        assert written == ((), []) and [int(i) for i, _ in more] == [3]
+        assert await _tags(conn, table) == ["mark-x", "mark-x", "mark-x", "", "one"]
+        assert await run_rows_together(conn, []) == []
 
-            await conn.begin()
-            await run_rows_together(conn, [(step, {"limit": 2}), (one, {"id": 5})])
-            assert conn.in_transaction  # the caller's, still open
-            await conn.rollback()
-            assert await tags() == ["", "", "", "", ""]
-
-            (names, rows), written, (_, more) = await run_rows_together(
-                conn, [(step, {"limit": 2}), (one, {"id": 5}), (step, {"limit": 1})]
-            )
-            assert not conn.in_transaction
-            assert names == ("id", "tag") and [(int(i), t) for i, t in rows] == [
-                (1, "mark-x"),
-                (2, "mark-x"),
-            ]
-            assert written == ((), []) and [int(i) for i, _ in more] == [3]
-            assert await tags() == ["mark-x", "mark-x", "mark-x", "", "one"]
-            assert await run_rows_together(conn, []) == []
-        finally:
-            await conn.close()
-            await drop_tables(engine.url, table)
-
-    run(scenario())
+    _with_table(engine, 5, body)

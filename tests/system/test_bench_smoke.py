@@ -51,23 +51,21 @@ def test_a_small_sqlite_bench_prints_its_tables_and_its_targets() -> None:
     assert "failed:" not in out, out
 
 
+def _profile(engine: Engine, *extra: str) -> str:
+    """``bench/profile_drain.py`` on the engine's server: lease, batch 10, 200 messages."""
+    where = () if engine.name == "sqlite" else ("--url", engine.url)
+    return _bench(
+        "bench/profile_drain.py",
+        *where,
+        *("--engine", engine.name, "--form", "lease", "--batch", "10", "-n", "200"),
+        *extra,
+    )
+
+
 @pytest.mark.parametrize("engine", engine_params("sqlite", "postgres"), indirect=True)
 def test_the_profile_runs_for_the_runtime_and_for_its_raw_twin(engine: Engine) -> None:
     for extra in ((), ("--raw",)):
-        where = () if engine.name == "sqlite" else ("--url", engine.url)
-        out = _bench(
-            "bench/profile_drain.py",
-            *where,
-            "--engine",
-            engine.name,
-            "--form",
-            "lease",
-            "--batch",
-            "10",
-            "-n",
-            "200",
-            *extra,
-        )
+        out = _profile(engine, *extra)
         who = "raw twin" if extra else "runtime"
         assert out.startswith(f"{who}: {engine.name} lease batch 10"), out
         assert "counts {'ack': 200}" in out, out
@@ -81,22 +79,7 @@ def test_the_profile_runs_for_the_runtime_and_for_its_raw_twin(engine: Engine) -
 def test_the_profile_script_compares_the_runtime_and_its_raw_twin_in_turns(
     engine: Engine,
 ) -> None:
-    where = () if engine.name == "sqlite" else ("--url", engine.url)
-    out = _bench(
-        "bench/profile_drain.py",
-        *where,
-        "--engine",
-        engine.name,
-        "--form",
-        "lease",
-        "--batch",
-        "10",
-        "-n",
-        "200",
-        "--retry-once",
-        "--ab",
-        "2",
-    )
+    out = _profile(engine, "--retry-once", "--ab", "2")
     assert out.startswith(f"A/B: {engine.name} lease batch 10 concurrency 4 retry-once"), out
     rows = {line.split()[0]: line.split() for line in out.splitlines()[2:4]}
     assert set(rows) == {"runtime", "raw"}, out
