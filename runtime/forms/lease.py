@@ -7,7 +7,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
 from runtime.contract.file_steps import present
@@ -149,7 +149,7 @@ class LeaseForm(Form):
 
     def _many_bound(self, part: list[tuple[int, Delivery, Decision]]) -> dict[str, Any]:
         """What a part's ``_many`` statement binds: its rows' ids and tokens (``pairs``)."""
-        many: dict[str, Any] = dict(self.many_params(part))
+        many = cast(dict[str, Any], self.many_params(part))  # a fresh dict of its own
         many["pairs"] = json.dumps([[d.message.id, d.token] for _, d, _ in part], default=str)
         return many
 

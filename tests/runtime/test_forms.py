@@ -899,6 +899,47 @@ def test_a_lost_lease_in_a_group_of_settlements_is_lost_for_that_delivery_alone(
     run(go())
 
 
+def test_a_lost_lease_in_a_group_of_several_outcomes_is_lost_for_that_delivery_alone(engine):
+    # a group whose outcomes each have a _many statement (two retries and an ack) settles in
+    # one transaction; the first retried row lost its lease to another claim: it alone
+    # counts lease_lost and stays with the new holder, the other retry and the ack settle
+    async def go():
+        qt = await make_queue(engine, "lease")
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2}, {"n": 3})
+            async with await runtime.connect(qt.url) as a, await runtime.connect(qt.url) as b:
+                first, second, third = await form.claim(a, 3, None)
+                await qt.expire_leases(first.message.id)
+                (taken,) = await form.claim(b, 1, None)
+                assert taken.message.id == first.message.id
+                counts = runtime.Counts()
+                held = {first, second, third}
+                completer = WindowedCompleter(form, counts, held, window=60.0)
+                outcomes = {first: runtime.retry(), second: runtime.retry(), third: runtime.ack()}
+                for d, outcome in outcomes.items():
+
+                    async def handler(_conn, d, outcome=outcome):
+                        return decide(qt.queue, d, outcome)
+
+                    await completer.handle(a, d, handler)
+                assert counts == {}
+                await completer.finish(a)
+                assert counts == {"ack": 1, "retry": 1, "lease_lost": 1}
+                assert not held and first.lost and not second.lost and not third.lost
+                rows = {r["id"]: r for r in await qt.rows()}
+                stolen = rows[first.message.id]
+                assert stolen["processed_at"] is None and stolen["locked_until_future"] == 1
+                retried, acked = rows[second.message.id], rows[third.message.id]
+                assert retried["processed_at"] is None and retried["locked_until"] is None
+                assert retried["attempt"] == 2, "the retry keeps its one counted claim"
+                assert acked["processed_at"] is not None and acked["locked_until"] is None
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
 @pytest.mark.parametrize("alone", ["override", "custom", "dead_letter"])
 def test_a_lost_lease_settling_on_its_own_in_a_group_is_lost_for_that_delivery_alone(engine, alone):
     # a settlement with no <outcome>_many statement (a declared override, a custom event, a
