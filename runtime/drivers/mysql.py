@@ -1,7 +1,8 @@
 """The MySQL/MariaDB driver: PyMySQL, run on one dedicated thread per connection.
 
-PyMySQL is blocking, so every call runs off the event loop on the connection's own
-single-thread executor: one thread means calls reach the server in the order they were awaited.
+PyMySQL is blocking, so every call runs off the event loop on the connection's own thread
+(``runtime.drivers.thread``): one thread means calls reach the server in the order they were
+made.
 The session is set up for a queue: autocommit on, READ COMMITTED, utf8mb4, rows as dicts,
 time_zone '+00:00', and CLIENT.FOUND_ROWS so an UPDATE's rowcount counts the rows it matched
 (not only those it changed): settlements check rowcount, and re-setting a column to the value it
@@ -15,7 +16,6 @@ import contextlib
 import re
 import socket
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,6 +33,7 @@ from runtime.drivers.base import (
     redact_url,
 )
 from runtime.drivers.private import mysql_force_close, mysql_socket
+from runtime.drivers.thread import CallThread
 
 if TYPE_CHECKING:
     import pymysql
@@ -154,21 +155,22 @@ def insert_rows(cur: Any, sql: str, seq: Sequence[Params]) -> int:
 
 
 class MySQLConnection(Connection):
-    """A PyMySQL connection driven from asyncio through its own one-thread executor."""
+    """A PyMySQL connection driven from asyncio through its own thread."""
 
     def __init__(
         self,
         my: pymysql.connections.Connection[DictCursor],
-        executor: ThreadPoolExecutor,
+        thread: CallThread,
         url: str,
         dialect: Dialect,
         errors: ModuleType,
     ) -> None:
         super().__init__(url, dialect)
         self._my = my
-        self._executor: ThreadPoolExecutor | None = executor  # None once released
+        self._thread = thread
         self._err = errors
-        # One DictCursor reused for every statement: it only ever runs on the executor's thread.
+        # One DictCursor reused for every statement: it only ever runs on the connection's
+        # thread.
         self._cur = my.cursor()
         #: and one that hands rows over as tuples (``fetchrows``: a claim's batch)
         import pymysql.cursors
@@ -180,7 +182,7 @@ class MySQLConnection(Connection):
         if self._closed:
             self._check_open()
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+            return await self._thread.call(fn, *args)
         except Exception as exc:
             if self._closed or self._is_lost(exc):
                 raise self._lost(exc) from exc
@@ -189,7 +191,7 @@ class MySQLConnection(Connection):
             raise
 
     # ------------------------------------------------------------ statements
-    # These run on the executor thread.
+    # These run on the connection's thread.
 
     def _sync_execute(self, sql: str, params: Params) -> int:
         cur = self._cur
@@ -336,18 +338,15 @@ class MySQLConnection(Connection):
     # ------------------------------------------------------------- lifecycle
 
     async def close(self) -> None:
-        if self._executor is None:  # already released
+        thread = self._thread
+        if not thread.running:  # already released
             return
         self._closed = True
         self._in_transaction = False
-        executor = self._executor
         try:
             # COM_QUIT, queued behind anything still running on the thread; bounded, so a
             # statement stuck on a lock cannot make close() hang.
-            await asyncio.wait_for(
-                asyncio.get_running_loop().run_in_executor(executor, self._my.close),
-                _CLOSE_TIMEOUT,
-            )
+            await asyncio.wait_for(thread.call(self._my.close), _CLOSE_TIMEOUT)
         except Exception:
             # close() never raises: drop the socket instead.
             with contextlib.suppress(Exception):
@@ -357,8 +356,7 @@ class MySQLConnection(Connection):
                 self._release_hard()
             raise
         finally:
-            self._executor = None
-            executor.shutdown(wait=False)
+            thread.shutdown()
 
     async def abort(self) -> None:
         self._closed = True
@@ -367,19 +365,18 @@ class MySQLConnection(Connection):
             self._release_hard()
 
     def _release_hard(self) -> None:
-        # shutdown() (not close()) from this thread: a recv() blocked on the executor thread
+        # shutdown() (not close()) from this thread: a recv() blocked on the connection's thread
         # returns at once, PyMySQL raises "Lost connection" there, and no COM_QUIT is sent.
         sock = mysql_socket(self._my)
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        executor = self._executor
-        if executor is not None:
-            self._executor = None
+        thread = self._thread
+        if thread.running:
             # Free the descriptor after whatever is still queued on the thread has failed.
             with contextlib.suppress(RuntimeError):
-                executor.submit(mysql_force_close, self._my)
-            executor.shutdown(wait=False)
+                thread.post(mysql_force_close, self._my)
+            thread.shutdown()
 
     async def server_version_text(self) -> str:
         row = await self.fetchone("SELECT VERSION() AS v")
@@ -452,7 +449,7 @@ async def open_mysql(
         client_flag=int(kwargs.get("client_flag", 0)) | client_flags.FOUND_ROWS,
     )
     safe_url = redact_url(url)
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qgen-mysql")
+    thread = CallThread("qgen-mysql")
 
     def connect_and_setup(host: str, port: int) -> pymysql.connections.Connection[DictCursor]:
         my: pymysql.connections.Connection[DictCursor] = pymysql_mod.connect(
@@ -482,13 +479,12 @@ async def open_mysql(
             raise
         return my
 
-    loop = asyncio.get_running_loop()
     failures: list[str] = []
     last: BaseException | None = None
     try:
         for host, port in hosts:
             try:
-                my = await loop.run_in_executor(executor, connect_and_setup, host, port)
+                my = await thread.call(connect_and_setup, host, port)
             except (errors.Error, OSError) as exc:
                 errno = exc.args[0] if exc.args else None
                 if errno in _CONFIG_ERRNOS:
@@ -500,11 +496,11 @@ async def open_mysql(
                     failures[-1] = first_line(exc)
                 last = exc
                 continue
-            return MySQLConnection(my, executor, url, DIALECTS[dialect_name], errors)
+            return MySQLConnection(my, thread, url, DIALECTS[dialect_name], errors)
     except BaseException:
-        executor.shutdown(wait=False)
+        thread.shutdown()
         raise
-    executor.shutdown(wait=False)
+    thread.shutdown()
     if len(failures) == 1:
         raise ConnectionLost(f"cannot connect to {safe_url}: {failures[0]}") from last
     raise ConnectionLost(
