@@ -1,7 +1,8 @@
 """The bench runs to its report: a tiny SQLite run of ``bench/run.py`` and of
 ``bench/profile_drain.py`` (runtime and raw twin) ends with every table and the targets
-printed, so a change to the runtime, the raw twin or the report cannot leave the bench
-broken until someone next measures with it."""
+printed, and ``bench/thread_trip.py`` prints its three sides, so a change to the runtime,
+the raw twin or the report cannot leave the bench broken until someone next measures with
+it."""
 
 from __future__ import annotations
 
@@ -86,6 +87,18 @@ def test_the_profile_script_compares_the_runtime_and_its_raw_twin_in_turns(
     for row in rows.values():  # msg/s, CPU µs/msg, on the loop, then two rounds' rates
         assert float(row[1].replace(",", "")) > 0 and len(row) == 6, out
     assert "runtime/raw " in out.splitlines()[-1], out
+
+
+@pytest.mark.parametrize("engine", engine_params("mariadb"), indirect=True)
+def test_the_thread_trip_script_prices_a_statement_three_ways(engine: Engine) -> None:
+    out = _bench("bench/thread_trip.py", "--url", engine.url, "-n", "50", "--rounds", "2")
+    lines = out.splitlines()
+    assert lines[0] == "MariaDB SELECT 1, 50 trips a side, median of 2 rounds in turns", out
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert list(rows) == ["direct", "executor", "CallThread"], out
+    for row in rows.values():  # wall, CPU, then what the thread switch adds to each
+        assert len(row) == 4 and float(row[0]) > 0 and float(row[1]) > 0, out
+    assert rows["direct"][2:] == ["0.0", "0.0"], out
 
 
 #: checks of bench/profile_drain.area_of, run in the bench's own interpreter setting
