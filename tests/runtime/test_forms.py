@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from types import SimpleNamespace
 
 import pytest
 from support.engines import engine_params, run
@@ -854,88 +856,78 @@ def test_each_drain_returns_its_own_counts_outcomes_apart_from_operations(engine
     assert second.outcomes == {"ack": 1} and second == {"ack": 1}
 
 
+@contextlib.asynccontextmanager
+async def _group_with_first_stolen(engine, outcomes):
+    """Three rows claimed on one connection; the first one's lease expired (its handler
+    stalled past it) and a claim on another connection took the row; then the three settle
+    together by the windowed completer, with ``outcomes`` in order. Checks what holds for
+    any outcomes (nothing counted before the commit; the first alone lost, its row kept by
+    the new holder) and yields the rest to check."""
+    qt = await make_queue(engine, "lease")
+    form = form_for(qt.queue)
+    try:
+        await qt.enqueue({"n": 1}, {"n": 2}, {"n": 3})
+        async with await runtime.connect(qt.url) as a, await runtime.connect(qt.url) as b:
+            claimed = await form.claim(a, 3, None)
+            first = claimed[0]
+            await qt.expire_leases(first.message.id)
+            (taken,) = await form.claim(b, 1, None)
+            assert taken.message.id == first.message.id
+            counts = runtime.Counts()
+            held = set(claimed)
+            completer = WindowedCompleter(form, counts, held, window=60.0)
+            for d, outcome in zip(claimed, outcomes, strict=True):
+
+                async def handler(_conn, d, outcome=outcome):
+                    return decide(qt.queue, d, outcome)
+
+                await completer.handle(a, d, handler)
+            assert counts == {}, "nothing counts as settled before its transaction commits"
+            await completer.finish(a)
+            assert not held and first.lost and not any(d.lost for d in claimed[1:])
+            rows = {r["id"]: r for r in await qt.rows()}
+            stolen = rows[first.message.id]
+            assert stolen["processed_at"] is None and stolen["locked_until_future"] == 1
+            assert taken.attempt == 2 and taken.token != first.token
+            yield SimpleNamespace(
+                qt=qt, form=form, b=b, claimed=claimed, taken=taken, counts=counts, rows=rows
+            )
+    finally:
+        await qt.drop()
+
+
 @pytest.mark.parametrize("outcome", ["ack", "retry", "drop"])
 def test_a_lost_lease_in_a_group_of_settlements_is_lost_for_that_delivery_alone(engine, outcome):
     # quick handlers' settlements commit together (the windowed completer); one of them lost
     # its lease to another claim: it alone counts lease_lost and its row stays with the new
     # holder, and the others settle as usual
     async def go():
-        qt = await make_queue(engine, "lease")
-        form = form_for(qt.queue)
-        try:
-            await qt.enqueue({"n": 1}, {"n": 2}, {"n": 3})
-            async with await runtime.connect(qt.url) as a, await runtime.connect(qt.url) as b:
-                first, second, third = await form.claim(a, 3, None)
-                await qt.expire_leases(first.message.id)  # its handler stalled past the lease
-                (taken,) = await form.claim(b, 1, None)  # the other claim takes the first row
-                assert taken.message.id == first.message.id
-                counts = runtime.Counts()
-                held = {first, second, third}
-                completer = WindowedCompleter(form, counts, held, window=60.0)
-                for d in (first, second, third):
-
-                    async def handler(_conn, d):
-                        return decide(qt.queue, d, getattr(runtime, outcome)())
-
-                    await completer.handle(a, d, handler)
-                assert counts == {}, "nothing counts as settled before its transaction commits"
-                await completer.finish(a)
-                assert counts == {outcome: 2, "lease_lost": 1}
-                assert not held and first.lost and not second.lost and not third.lost
-                rows = {r["id"]: r for r in await qt.rows()}
-                stolen = rows[first.message.id]
-                assert stolen["processed_at"] is None and stolen["locked_until_future"] == 1
-                assert taken.attempt == 2 and taken.token != first.token
-                for d in (second, third):
-                    row = rows.get(d.message.id)
-                    assert row is not None and row["locked_until"] is None
-                    assert (row["processed_at"] is not None) == (outcome != "retry")
-                # the other claim still holds its row and settles it
-                await form.settle(b, taken, decide(qt.queue, taken, runtime.ack()))
-                assert (await qt.rows())[0]["processed_at"] is not None
-        finally:
-            await qt.drop()
+        outcomes = [getattr(runtime, outcome)() for _ in range(3)]
+        async with _group_with_first_stolen(engine, outcomes) as g:
+            assert g.counts == {outcome: 2, "lease_lost": 1}
+            for d in g.claimed[1:]:
+                row = g.rows.get(d.message.id)
+                assert row is not None and row["locked_until"] is None
+                assert (row["processed_at"] is not None) == (outcome != "retry")
+            # the other claim still holds its row and settles it
+            await g.form.settle(g.b, g.taken, decide(g.qt.queue, g.taken, runtime.ack()))
+            assert (await g.qt.rows())[0]["processed_at"] is not None
 
     run(go())
 
 
 def test_a_lost_lease_in_a_group_of_several_outcomes_is_lost_for_that_delivery_alone(engine):
     # a group whose outcomes each have a _many statement (two retries and an ack) settles in
-    # one transaction; the first retried row lost its lease to another claim: it alone
-    # counts lease_lost and stays with the new holder, the other retry and the ack settle
+    # one transaction, as one script; the first retried row lost its lease to another claim:
+    # it alone counts lease_lost, the other retry and the ack settle
     async def go():
-        qt = await make_queue(engine, "lease")
-        form = form_for(qt.queue)
-        try:
-            await qt.enqueue({"n": 1}, {"n": 2}, {"n": 3})
-            async with await runtime.connect(qt.url) as a, await runtime.connect(qt.url) as b:
-                first, second, third = await form.claim(a, 3, None)
-                await qt.expire_leases(first.message.id)
-                (taken,) = await form.claim(b, 1, None)
-                assert taken.message.id == first.message.id
-                counts = runtime.Counts()
-                held = {first, second, third}
-                completer = WindowedCompleter(form, counts, held, window=60.0)
-                outcomes = {first: runtime.retry(), second: runtime.retry(), third: runtime.ack()}
-                for d, outcome in outcomes.items():
-
-                    async def handler(_conn, d, outcome=outcome):
-                        return decide(qt.queue, d, outcome)
-
-                    await completer.handle(a, d, handler)
-                assert counts == {}
-                await completer.finish(a)
-                assert counts == {"ack": 1, "retry": 1, "lease_lost": 1}
-                assert not held and first.lost and not second.lost and not third.lost
-                rows = {r["id"]: r for r in await qt.rows()}
-                stolen = rows[first.message.id]
-                assert stolen["processed_at"] is None and stolen["locked_until_future"] == 1
-                retried, acked = rows[second.message.id], rows[third.message.id]
-                assert retried["processed_at"] is None and retried["locked_until"] is None
-                assert retried["attempt"] == 2, "the retry keeps its one counted claim"
-                assert acked["processed_at"] is not None and acked["locked_until"] is None
-        finally:
-            await qt.drop()
+        outcomes = [runtime.retry(), runtime.retry(), runtime.ack()]
+        async with _group_with_first_stolen(engine, outcomes) as g:
+            assert g.counts == {"ack": 1, "retry": 1, "lease_lost": 1}
+            retried, acked = (g.rows[d.message.id] for d in g.claimed[1:])
+            assert retried["processed_at"] is None and retried["locked_until"] is None
+            assert retried["attempt"] == 2, "the retry keeps its one counted claim"
+            assert acked["processed_at"] is not None and acked["locked_until"] is None
 
     run(go())
 
