@@ -70,7 +70,7 @@ async def measure(args: argparse.Namespace) -> str:
             for _ in range(50):
                 await sides[name]()
         for r in range(args.rounds):
-            for name in names[r % 3 :] + names[: r % 3]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 trip = sides[name]
                 wall, cpu = time.perf_counter(), time.process_time()
                 for _ in range(args.trips):

@@ -44,18 +44,19 @@ class CallThread:
     def call(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """``fn(*args)`` on the thread, after the calls made before it: a future of its result
         (or its exception). From the event loop's thread; RuntimeError after ``shutdown``."""
-        if not self._open:
-            raise RuntimeError("cannot call on a thread that was shut down")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._calls.put((future, fn, args))
+        self._put((future, fn, args))
         return future
 
     def post(self, fn: Callable[..., Any], *args: Any) -> None:
         """``fn(*args)`` on the thread, after the calls made before it; nobody waits for it
         and what it returns or raises is dropped. RuntimeError after ``shutdown``."""
+        self._put((None, fn, args))
+
+    def _put(self, item: _Call) -> None:
         if not self._open:
             raise RuntimeError("cannot call on a thread that was shut down")
-        self._calls.put((None, fn, args))
+        self._calls.put(item)
 
     def shutdown(self) -> None:
         """No call from now on; the thread ends once the calls already made have run."""
