@@ -19,6 +19,7 @@ from bench.results import (
     PGQ_RETRY_TARGET,
     PGQ_TARGETS,
     RATIO_TARGETS,
+    SPEED_PROBE_ADDS,
     FormResult,
     Settings,
     Side,
@@ -208,7 +209,9 @@ def plans_text(timings: list[depth_mod.ClaimTiming]) -> str:
 # --------------------------------------------------------------------- machine
 
 
-def machine_lines(engines: list[Engine], loads: list[float]) -> list[str]:
+def machine_lines(
+    engines: list[Engine], loads: list[float], speed: tuple[float, float] | None = None
+) -> list[str]:
     mem = "?"
     try:
         for ln in Path("/proc/meminfo").read_text().splitlines():
@@ -230,7 +233,17 @@ def machine_lines(engines: list[Engine], loads: list[float]) -> list[str]:
         "drivers: " + ", ".join(versions) + f"; {why}",
         f"load: 1-minute load average during the run {fmt_load(loads)} on {os.cpu_count()} "
         "CPUs (the client, the servers and anything else running share them)",
+        *([] if speed is None else [fmt_speed(*speed)]),
     ]
+
+
+def fmt_speed(before: float, after: float) -> str:
+    """The speed probe's line (``bench.results.speed_probe``)."""
+    return (
+        f"speed: a Python loop of {SPEED_PROBE_ADDS / 1e6:g}M additions took {before:.2f} s "
+        f"before the run and {after:.2f} s after it (lower is faster; compare two runs' rates "
+        "only at alike speeds)"
+    )
 
 
 def fmt_load(loads: list[float]) -> str:
@@ -247,10 +260,11 @@ def print_report(
     depth_problems: list[str],
     elapsed: float,
     loads: list[float],
+    speed: tuple[float, float] | None = None,
 ) -> None:
     mode = "--quick" if s.quick else "full"
     print(f"qgen bench ({mode} run, {elapsed:.0f} s)")
-    for ln in machine_lines(engines, loads):
+    for ln in machine_lines(engines, loads, speed):
         print(ln)
     print(
         f"each drain: {s.messages} messages ({s.messages_for('sqlite')} on SQLite), "

@@ -151,6 +151,21 @@ class Settings:
         return self.messages * SQLITE_FACTOR if engine == "sqlite" else self.messages
 
 
+#: the speed probe's size: a pure-Python loop of this many additions (about 0.15 s here)
+SPEED_PROBE_ADDS = 5_000_000
+
+
+def speed_probe(adds: int = SPEED_PROBE_ADDS) -> float:
+    """Seconds a pure-Python loop of ``adds`` additions takes now: how fast the machine runs
+    Python at this moment (lower is faster). A VM's CPU is not always as fast, so the bench
+    prints it before and after a run: two runs' rates compare only at alike speeds."""
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(adds):
+        total += i
+    return time.perf_counter() - t0
+
+
 def cpu_seconds() -> float:
     """CPU time of this process, every thread included (the aiosqlite/PyMySQL threads too)."""
     r = resource.getrusage(resource.RUSAGE_SELF)

@@ -45,6 +45,7 @@ from bench.results import (
     FormResult,
     Progress,
     Settings,
+    speed_probe,
 )
 
 # ------------------------------------------------------------------------ main
@@ -214,6 +215,7 @@ async def main(args: argparse.Namespace) -> int:
     if main_task is not None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     prefix = table_prefix()
+    speed_before = speed_probe()
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="qgen-bench-") as tmpdir:
         tmp = Path(tmpdir)
@@ -269,7 +271,8 @@ async def main(args: argparse.Namespace) -> int:
         progress.finish()
 
     elapsed = time.perf_counter() - t_start
-    print_report(s, engines, results, timings, depth_problems, elapsed, progress.loads)
+    speed = (speed_before, speed_probe())
+    print_report(s, engines, results, timings, depth_problems, elapsed, progress.loads, speed)
     return 0
 
 

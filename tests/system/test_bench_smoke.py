@@ -7,6 +7,7 @@ it."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,13 @@ def test_a_small_sqlite_bench_prints_its_tables_and_its_targets() -> None:
     for form in ("row_lock", "lease", "advisory"):
         assert f"sqlite  {form}" in out, out
     assert "Targets:" in out
+    # the machine's speed before and after the run, to compare runs by
+    assert re.search(
+        r"^speed: a Python loop of 5M additions took \d+\.\d\d s before the run "
+        r"and \d+\.\d\d s after it",
+        out,
+        re.M,
+    ), out
     assert "runtime/raw ≥ 0.9 (postgres), 0.9 (mariadb), 0.8 (sqlite)" in out
     assert "overall: runtime/raw drain ratio" in out
     assert "failed:" not in out, out
