@@ -155,13 +155,13 @@ class Settings:
 SPEED_PROBE_ADDS = 5_000_000
 
 
-def speed_probe(adds: int = SPEED_PROBE_ADDS) -> float:
-    """Seconds a pure-Python loop of ``adds`` additions takes now: how fast the machine runs
+def speed_probe() -> float:
+    """Seconds a pure-Python loop of ``SPEED_PROBE_ADDS`` additions takes now: how fast the machine runs
     Python at this moment (lower is faster). A VM's CPU is not always as fast, so the bench
     prints it before and after a run: two runs' rates compare only at alike speeds."""
     t0 = time.perf_counter()
     total = 0
-    for i in range(adds):
+    for i in range(SPEED_PROBE_ADDS):
         total += i
     return time.perf_counter() - t0
 
