@@ -39,6 +39,7 @@ from runtime.drivers.base import (
     Params,
     Row,
     Rows,
+    Script,
     database_error,
     first_line,
     import_driver,
@@ -384,6 +385,45 @@ def _execute_commit(
     return changed
 
 
+def _run_script(
+    turn: _WriterTurn | None,
+    raw: sqlite3.Connection,
+    script: Script,
+    own: bool,
+    abandoned: list[bool],
+) -> Rows:
+    """``run_script`` on the connection's thread, in one trip: the writer turn and ``BEGIN
+    IMMEDIATE`` (``own``), every statement, COMMIT; ROLLBACK on an error, and instead of the
+    COMMIT when the caller was cancelled meanwhile."""
+    if own:
+        _begin(turn, raw)
+    try:
+        sql, params, returns_rows = next(script)
+        while True:
+            got: Rows | None = None
+            if returns_rows:
+                got = _run_fetchrows(raw, sql, params)
+            else:
+                _run_execute(raw, sql, params)
+            sql, params, returns_rows = script.send(got)
+    except StopIteration as done:
+        result: Rows = done.value
+    except BaseException:
+        if own:
+            with contextlib.suppress(Exception):
+                _end(turn, raw, "ROLLBACK")
+        raise
+    if own:
+        try:
+            _end(turn, raw, "ROLLBACK" if abandoned[0] else "COMMIT")
+        except BaseException:
+            # a COMMIT refused (SQLITE_BUSY) leaves the transaction open: nothing of it stands
+            with contextlib.suppress(Exception):
+                _end(turn, raw, "ROLLBACK")
+            raise
+    return result
+
+
 def _end(turn: _WriterTurn | None, raw: sqlite3.Connection, sql: str) -> None:
     try:
         raw.execute(sql).close()
@@ -537,6 +577,21 @@ class SQLiteConnection(Connection):
             raise
         self._in_transaction = False
         return changed
+
+    async def run_script(self, script: Script) -> Rows:
+        """The whole step in one trip to the connection's thread (the writer turn, BEGIN, each
+        statement, COMMIT), where each was a trip of its own. A caller cancelled meanwhile
+        leaves the thread to finish the step, which then rolls back instead of committing
+        (unless it committed already: then as a reply lost after a commit)."""
+        own = not self._in_transaction
+        if own:
+            self._check_begin()
+        abandoned = [False]  # set by this coroutine, read by the thread before its COMMIT
+        try:
+            return await self._call(_run_script, self._turn, self._raw, script, own, abandoned)
+        except asyncio.CancelledError:
+            abandoned[0] = True
+            raise
 
     async def commit(self) -> None:
         self._check_commit()

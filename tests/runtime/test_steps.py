@@ -7,6 +7,7 @@ and leave the same table behind, on every engine."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -117,19 +118,35 @@ def test_a_step_hands_on_its_first_row_and_ids(engine: Engine, runner: Runner) -
     run(scenario())
 
 
-# a pause on the server inside a step (the caller is cancelled while it runs)
+# a pause inside a step (the caller is cancelled while it runs): the server's own, or on
+# SQLite a function of the test's, registered on the connection (``_with_pause``)
 _PAUSE = {
     "postgres": "SELECT pg_sleep(0.4) AS paused",
     "mariadb": "SELECT SLEEP(0.4) AS paused",
     "mysql": "SELECT SLEEP(0.4) AS paused",
+    "sqlite": "SELECT qgen_test_pause(0.4) AS paused",
 }
+
+
+async def _with_pause(conn: Connection) -> None:
+    """SQLite has no sleep of its own: give the connection one, on its own thread."""
+    if conn.dialect.name != "sqlite":
+        return
+    from runtime.drivers.private import aiosqlite_call
+
+    def pause(seconds: float) -> int:
+        time.sleep(seconds)
+        return 1
+
+    raw = conn._raw  # type: ignore[attr-defined]
+    await aiosqlite_call(conn._db, raw.create_function, "qgen_test_pause", 1, pause)  # type: ignore[attr-defined]
 
 
 def test_a_step_is_one_transaction_whole_or_not_at_all(engine: Engine) -> None:
     # run_rows runs a step of several statements as one script (Connection.run_script; on
-    # MySQL/MariaDB in one trip to the connection's thread): a statement that fails rolls the
-    # step back whole; inside the caller's transaction the step commits only with it; a
-    # caller cancelled while the step runs leaves nothing of it behind
+    # MySQL/MariaDB and SQLite in one trip to the connection's thread): a statement that
+    # fails rolls the step back whole; inside the caller's transaction the step commits only
+    # with it; a caller cancelled while the step runs leaves nothing of it behind
     table = unique_table("steps")
 
     async def scenario() -> None:
@@ -149,18 +166,18 @@ def test_a_step_is_one_transaction_whole_or_not_at_all(engine: Engine) -> None:
             await conn.rollback()
             assert await _tags(conn, table) == ["", "", ""]
 
-            if engine.dialect_name in _PAUSE:  # SQLite's statements have no pause to cancel
-                # the step has written its tags, then pauses: cancelled before its COMMIT
-                paused = (*step, Statement(_PAUSE[engine.dialect_name], Kind.READS))
-                task = asyncio.create_task(run_rows(conn, paused, {"limit": 2}))
-                await asyncio.sleep(0.1)
-                task.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await task
-                await asyncio.sleep(0.6)  # whatever still runs of the step has ended
-                # the connection lives on, outside any transaction, and nothing stands
-                assert not conn.closed and not conn.in_transaction
-                assert await _tags(conn, table) == ["", "", ""]
+            await _with_pause(conn)
+            # the step has written its tags, then pauses: cancelled before its COMMIT
+            paused = (*step, Statement(_PAUSE[engine.dialect_name], Kind.READS))
+            task = asyncio.create_task(run_rows(conn, paused, {"limit": 2}))
+            await asyncio.sleep(0.1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.sleep(0.6)  # whatever still runs of the step has ended
+            # the connection lives on, outside any transaction, and nothing stands
+            assert not conn.closed and not conn.in_transaction
+            assert await _tags(conn, table) == ["", "", ""]
             _, rows = await run_rows(conn, step, {"limit": 2})
             assert len(rows) == 2 and await _tags(conn, table) == ["mark-x", "mark-x", ""]
         finally:
