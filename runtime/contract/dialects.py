@@ -58,6 +58,12 @@ class Dialect:
     #: CREATE TABLE / CREATE INDEX run inside a transaction (False: each commits on its own,
     #: and commits a transaction the connection has open first: MySQL and MariaDB)
     transactional_ddl: bool = True
+    #: the lease form's next claim, where the file has no ``ack_claim``, runs after the last
+    #: batch's ``ack_many`` (a small batch, all acked) in one transaction and one trip to the
+    #: connection's thread (``Connection.run_script``): SQLite, which has no data-modifying
+    #: WITH to put both in one statement, and whose claim and ``ack_many`` were each a trip
+    #: and a commit of their own
+    lease_ack_before_claim: bool = False
     #: what a statement's error (``runtime.DatabaseError``'s text) says when its table or a
     #: column does not exist: a regular expression
     missing_schema: str = r"^$"
@@ -174,6 +180,7 @@ DIALECTS: dict[str, Dialect] = {
         data_modifying_cte=False,
         partial_index=True,
         server_advisory=False,
+        lease_ack_before_claim=True,
         missing_schema=r"no such (table|column)",
     ),
 }

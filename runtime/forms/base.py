@@ -84,6 +84,8 @@ class Form:
         #: (PostgreSQL advisory), and the outcomes it may finish
         self._ack_claim: Step | None = self.steps.ack_claim
         self._finishing = finishing_as_ack(self.steps)
+        #: the next claim can finish the connection's last batch (``claim_settling``)
+        self.settles_in_claim = self._ack_claim is not None
 
     # -- helpers shared by the forms
     async def run(self, conn: Connection, step: Step, params: Mapping[str, Any]) -> StepResult:
@@ -327,12 +329,13 @@ class Form:
 
     def defer(self, items: list[tuple[Delivery, Decision]]) -> bool:
         """Whether the connection's next claim settles these (``claim_settling``), in the
-        same statement, rather than a statement of their own now. True only where the file
-        has such a claim (``ack_claim``), not transactional, a group of at most
+        same statement (or, on SQLite's lease form, the same trip and transaction), rather
+        than a statement of their own now. True only where the form can (the file's
+        ``ack_claim``, ``settles_in_claim``), not transactional, a group of at most
         ``DEFER_MAX``, and every item finishes its row as ``ack_many`` does, each row once;
         from then on they count as settled (nothing else writes them), and they are counted
         once that claim has committed."""
-        if self._ack_claim is None or self.transactional or len(items) > DEFER_MAX:
+        if not self.settles_in_claim or self.transactional or len(items) > DEFER_MAX:
             return False
         if not all(decision.step in self._finishing for _, decision in items):
             return False

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from runtime.contract.errors import ConnectionLost, DatabaseError, LeaseLost
 from runtime.contract.file_steps import present
+from runtime.contract.rendered import StatementName as S
 from runtime.contract.rendered import Step
 from runtime.delivery import Batch, Delivery
 from runtime.drivers.base import NOTHING, Connection, Rows, atomic
@@ -20,6 +21,21 @@ from runtime.settle import Decision
 from runtime.steps import run_rows_together
 
 log = logging.getLogger("runtime")
+
+
+def _ack_before_claim(queue: LoadedQueue) -> bool:
+    """Whether the lease form's next claim can run after the last batch's ``ack_many``, as
+    one script: the dialect runs them so (``Dialect.lease_ack_before_claim``), the file
+    finishes acks with ``ack_many``, and its claim is one statement with no limit's statements
+    before it (a rate limit or ``max_in_flight``, which such a claim would step around)."""
+    steps = queue.steps
+    return (
+        queue.dialect.lease_ack_before_claim
+        and S.ACK in steps.many
+        and len(steps.claim) == 1
+        and steps.rate_take is None
+        and steps.limit_slots is None
+    )
 
 
 class LeaseForm(Form):
@@ -36,6 +52,12 @@ class LeaseForm(Form):
         self._retry = present(steps.retry, rendered, "retry")
         self._release = present(steps.release, rendered, "release")
         self._unclaim = present(steps.unclaim, rendered, "unclaim")
+        #: no ``ack_claim`` in the file, but the dialect runs ``ack_many`` then the claim as
+        #: one script (one transaction, one trip): only a plain claim, with no limit's
+        #: statements to run before it
+        self._ack_then_claim = self._ack_claim is None and _ack_before_claim(queue)
+        if self._ack_then_claim:
+            self.settles_in_claim = True
 
     def _settle_step(self, decision: Decision) -> Step:
         """A decision's statement; none decided is the plain retry (the lease cleared)."""
@@ -123,13 +145,24 @@ class LeaseForm(Form):
         items: list[tuple[Delivery, Decision]],
     ) -> ClaimSettled:
         """``ack_claim``: the items' rows finished by their tokens, then a claim, in one
-        statement and one commit. An item whose row no longer held its token (its lease
-        expired and another claim took the row) met LeaseLost. When it raises, nothing of it
-        committed: the items wait for the next claim, or are written on their own."""
-        assert self._ack_claim is not None  # defer() checked: the file has it
+        statement and one commit (where the file has none, ``ack_many`` and the claim in one
+        script: one transaction, one trip). An item whose row no longer held its token (its
+        lease expired and another claim took the row) met LeaseLost. When it raises, nothing
+        of it committed: the items wait for the next claim, or are written on their own."""
         params: dict[str, Any] = dict(self.claim_params(limit, group))
+        pairs = json.dumps([[d.message.id, d.token] for d, _ in items], default=str)
+        if self._ack_then_claim:
+            async with _fenced(d for d, _ in items):
+                acked, claimed = await run_rows_together(
+                    conn, [(self.steps.many[S.ACK], {"pairs": pairs}), (self.steps.claim, params)]
+                )
+            names, rows = acked  # ack_many returns the ids it finished
+            done = {row[names.index("id")] for row in rows} if rows else set()
+            met = [None if d.message.id in done else self._lost(d, "ack") for d, _ in items]
+            return ClaimSettled(self.deliveries(claimed, tokens=True), met)
+        assert self._ack_claim is not None  # defer() checked: the file has it
         async with _fenced(d for d, _ in items):
-            params["pairs"] = json.dumps([[d.message.id, d.token] for d, _ in items], default=str)
+            params["pairs"] = pairs
             names, rows = await self.rows(conn, self._ack_claim, params)
         i_id, i_finished = names.index("id"), names.index("finished")
         finished = set(json.loads(rows[0][i_finished])) if rows else set()

@@ -1,6 +1,8 @@
 """PostgreSQL advisory and lease: a small batch whose handlers all acked is finished by the
 worker's next claim, in the same statement (``ack_claim``): under the keys the connection
-holds (advisory), or where each row still holds its delivery's token (lease).
+holds (advisory), or where each row still holds its delivery's token (lease). SQLite's lease
+form does the same with the file's ``ack_many`` and claim, run together in one transaction
+(one trip to the connection's thread): every lease test here runs on both engines.
 
 The claim lists none of those rows (advisory: the session holds their keys, a try would take
 each again), and their keys are released once, by the claim after. After a lost connection
@@ -29,7 +31,10 @@ from runtime.forms.base import DEFER_MAX
 from runtime.settle import decide
 
 COLUMNS = ("attempt", "retry_after")
-FORMS = ("advisory", "lease")
+#: where the next claim finishes the last batch: engine, form
+CASES = [("postgres", "advisory"), ("postgres", "lease"), ("sqlite", "lease")]
+#: the engines whose lease form does
+LEASE_ENGINES = ("postgres", "sqlite")
 
 
 async def ids_in_table(qt: QueueUnderTest) -> list[int]:
@@ -41,12 +46,12 @@ def acks(qt: QueueUnderTest, deliveries: list[Any]) -> list[tuple[Any, Any]]:
     return [(d, decide(qt.queue, d, runtime.ack())) for d in deliveries]
 
 
-@pytest.mark.parametrize("form_name", FORMS)
+@pytest.mark.parametrize(("engine_name", "form_name"), CASES)
 def test_only_what_finishes_as_ack_many_does_waits_for_the_next_claim(
-    tmp_path: Path, form_name: str
+    tmp_path: Path, engine_name: str, form_name: str
 ) -> None:
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), form_name, columns=COLUMNS)
+        qt = await make_queue(engine_for(engine_name, tmp_path), form_name, columns=COLUMNS)
         form = form_for(qt.queue)
         tx_form = form_for(qt.queue, transactional=True)
         try:
@@ -70,12 +75,12 @@ def test_only_what_finishes_as_ack_many_does_waits_for_the_next_claim(
     run(go())
 
 
-@pytest.mark.parametrize("form_name", FORMS)
+@pytest.mark.parametrize(("engine_name", "form_name"), CASES)
 def test_a_consumer_settles_every_batch_through_the_next_claim(
-    tmp_path: Path, form_name: str
+    tmp_path: Path, engine_name: str, form_name: str
 ) -> None:
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), form_name, columns=COLUMNS)
+        qt = await make_queue(engine_for(engine_name, tmp_path), form_name, columns=COLUMNS)
         try:
             await qt.enqueue(*({"n": i} for i in range(40)))
             seen: list[int] = []
@@ -226,20 +231,22 @@ def test_advisory_a_row_moved_to_a_dead_letter_group_is_unlocked_at_once(
     run(go())
 
 
-@pytest.mark.parametrize("form_name", FORMS)
-def test_a_drop_the_table_declares_itself_is_never_deferred(tmp_path: Path, form_name: str) -> None:
+@pytest.mark.parametrize(("engine_name", "form_name"), CASES)
+def test_a_drop_the_table_declares_itself_is_never_deferred(
+    tmp_path: Path, engine_name: str, form_name: str
+) -> None:
     guard = " AND locked_until = :token" if form_name == "lease" else ""
 
     async def go() -> None:
         qt = await make_queue(
-            engine_for("postgres", tmp_path),
+            engine_for(engine_name, tmp_path),
             form_name,
             columns=COLUMNS,
             statements={"drop": "DELETE FROM {qt} WHERE {c_id} = :id" + guard},
         )
         form = form_for(qt.queue)
         try:
-            assert qt.queue.steps.ack_claim is not None  # ack is the file's own: it has one
+            assert form.settles_in_claim  # ack is the file's own: the next claim finishes it
             await qt.enqueue({"n": 1}, {"n": 2})
             async with await runtime.connect(qt.url) as conn:
                 ds = await form.claim(conn, 2, None)
@@ -253,16 +260,16 @@ def test_a_drop_the_table_declares_itself_is_never_deferred(tmp_path: Path, form
     run(go())
 
 
-@pytest.mark.parametrize("form_name", FORMS)
+@pytest.mark.parametrize(("engine_name", "form_name"), CASES)
 def test_a_worker_cancelled_before_its_next_claim_still_finishes_the_acks_that_waited(
-    tmp_path: Path, form_name: str
+    tmp_path: Path, engine_name: str, form_name: str
 ) -> None:
     """The consumer's task cancelled (a stop that timed out, the caller's own cancel) while a
     batch's acks wait for the next claim: the worker writes them on its way out, so the
     rows are finished, counted once, and not delivered again."""
 
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), form_name, columns=COLUMNS)
+        qt = await make_queue(engine_for(engine_name, tmp_path), form_name, columns=COLUMNS)
         try:
             ids = await qt.enqueue(*({"n": i} for i in range(4)))
             seen: list[int] = []
@@ -344,16 +351,17 @@ def test_advisory_acks_a_claim_finished_stand_when_its_new_batch_cannot_be_taken
     run(go())
 
 
+@pytest.mark.parametrize("engine_name", LEASE_ENGINES)
 def test_lease_the_next_claim_finishes_the_rows_that_hold_their_tokens_and_lists_none(
-    tmp_path: Path,
+    tmp_path: Path, engine_name: str
 ) -> None:
     async def go() -> None:
         qt = await make_queue(
-            engine_for("postgres", tmp_path), "lease", columns=(*COLUMNS, "processed_at")
+            engine_for(engine_name, tmp_path), "lease", columns=(*COLUMNS, "processed_at")
         )
         form = form_for(qt.queue)
         try:
-            if qt.queue.steps.ack_claim is None:  # the partitioned layout: finishing moves rows
+            if not form.settles_in_claim:  # the partitioned layout: finishing moves rows
                 pytest.skip("a partitioned layout has no ack_claim")
             ids = await qt.enqueue(*({"n": i} for i in range(6)))
             async with await runtime.connect(qt.url) as conn:
@@ -379,11 +387,12 @@ def test_lease_the_next_claim_finishes_the_rows_that_hold_their_tokens_and_lists
     run(go())
 
 
+@pytest.mark.parametrize("engine_name", LEASE_ENGINES)
 def test_lease_a_row_another_claim_took_is_not_finished_and_its_delivery_lost_it(
-    tmp_path: Path,
+    tmp_path: Path, engine_name: str
 ) -> None:
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        qt = await make_queue(engine_for(engine_name, tmp_path), "lease", columns=COLUMNS)
         form = form_for(qt.queue)
         try:
             ids = await qt.enqueue(*({"n": i} for i in range(3)))
@@ -392,11 +401,10 @@ def test_lease_a_row_another_claim_took_is_not_finished_and_its_delivery_lost_it
                 items = acks(qt, first)
                 assert form.defer(items)
                 # the first row's lease expired and another claim took it: a new token
-                await conn.execute(
-                    f"UPDATE {qt.table} SET locked_until = now() + interval '1 minute' "
-                    "WHERE id = %(id)s",
-                    {"id": first[0].message.id},
-                )
+                await qt.expire_leases(first[0].message.id)
+                async with await runtime.connect(qt.url) as other:
+                    (taken,) = await form_for(qt.queue).claim(other, 1, None)
+                assert taken.message.id == first[0].message.id
                 batch, met = await form.claim_settling(conn, 3, None, items)
             assert isinstance(met[0], LeaseLost) and first[0].lost
             assert met[1] is None
@@ -408,15 +416,16 @@ def test_lease_a_row_another_claim_took_is_not_finished_and_its_delivery_lost_it
     run(go())
 
 
+@pytest.mark.parametrize("engine_name", LEASE_ENGINES)
 def test_lease_acks_that_waited_are_finished_by_the_claim_on_a_new_connection(
-    tmp_path: Path,
+    tmp_path: Path, engine_name: str
 ) -> None:
     """The tokens are in the rows: the connection that claimed them is gone, and the next
     claim, on another connection, still finishes them; when it leases nothing it returns
     what it finished all the same."""
 
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        qt = await make_queue(engine_for(engine_name, tmp_path), "lease", columns=COLUMNS)
         form = form_for(qt.queue)
         try:
             await qt.enqueue({"n": 1}, {"n": 2})
@@ -434,15 +443,16 @@ def test_lease_acks_that_waited_are_finished_by_the_claim_on_a_new_connection(
     run(go())
 
 
+@pytest.mark.parametrize("engine_name", LEASE_ENGINES)
 def test_lease_a_worker_whose_connection_is_gone_finishes_the_acks_that_waited_elsewhere(
-    tmp_path: Path,
+    tmp_path: Path, engine_name: str
 ) -> None:
     """Stopping with acks waiting for the next claim, the worker's connection closed under
     it: they are written on a fresh connection by their tokens, not left to wait out their
     leases and be delivered again."""
 
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        qt = await make_queue(engine_for(engine_name, tmp_path), "lease", columns=COLUMNS)
         try:
             ids = await qt.enqueue(*({"n": i} for i in range(3)))
             consumer = runtime.Consumer(qt.url, qt.queue, lambda m, ctx: None, batch=3)
@@ -470,15 +480,16 @@ def test_lease_a_worker_whose_connection_is_gone_finishes_the_acks_that_waited_e
     run(go())
 
 
+@pytest.mark.parametrize("engine_name", LEASE_ENGINES)
 def test_lease_acks_whose_claim_was_lost_with_its_connection_are_finished_on_the_next(
-    tmp_path: Path,
+    tmp_path: Path, engine_name: str
 ) -> None:
     """The claim that was to finish a batch's acks meets a dropped connection: the acks wait,
     and the claim on the worker's next connection finishes them by their tokens (counted
     as resettled), so no row waits out its lease or is handled twice."""
 
     async def go() -> None:
-        qt = await make_queue(engine_for("postgres", tmp_path), "lease", columns=COLUMNS)
+        qt = await make_queue(engine_for(engine_name, tmp_path), "lease", columns=COLUMNS)
         try:
             ids = await qt.enqueue(*({"n": i} for i in range(3)))
             seen: list[int] = []
@@ -504,6 +515,72 @@ def test_lease_acks_whose_claim_was_lost_with_its_connection_are_finished_on_the
             assert counts.get("lease_lost", 0) == 0, counts
             assert sorted(seen) == ids
             assert await qt.rows() == []
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+def test_sqlite_lease_acks_and_the_claim_commit_together_or_not_at_all(tmp_path: Path) -> None:
+    """SQLite runs ``ack_many`` and the claim as one script: a claim the database refuses
+    (here a trigger) rolls the acks back with it, and the rows wait, still leased, for the
+    next try."""
+
+    async def go() -> None:
+        qt = await make_queue(engine_for("sqlite", tmp_path), "lease", columns=COLUMNS)
+        form = form_for(qt.queue)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(4)))
+            async with await runtime.connect(qt.url) as conn:
+                first = await form.claim(conn, 2, None)
+                items = acks(qt, first)
+                assert form.defer(items)
+                await qt.sql(
+                    f"CREATE TRIGGER {qt.table}_refuse BEFORE UPDATE ON {qt.q(qt.table)} "
+                    "BEGIN SELECT RAISE(ABORT, 'claim refused'); END"
+                )
+                with pytest.raises(runtime.DatabaseError, match="claim refused"):
+                    await form.claim_settling(conn, 2, None, items)
+                assert not conn.in_transaction
+                assert await ids_in_table(qt) == ids  # the acks rolled back with the claim
+                await qt.sql(f"DROP TRIGGER {qt.table}_refuse")
+                batch, met = await form.claim_settling(conn, 2, None, items)
+            assert met == [None, None]
+            assert [d.message.id for d in batch] == ids[2:]
+            assert await ids_in_table(qt) == ids[2:]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize(
+    ("engine_name", "extra"),
+    [
+        ("mariadb", {}),  # its lease claim and ack_many stay two trips
+        ("sqlite", {"rate_limit": {"per_s": 10, "burst": 5}}),
+        ("sqlite", {"max_in_flight": 2}),
+    ],
+    ids=["mariadb", "sqlite-rate_limit", "sqlite-max_in_flight"],
+)
+def test_lease_acks_are_written_at_once_where_the_next_claim_cannot_finish_them(
+    tmp_path: Path, engine_name: str, extra: dict[str, Any]
+) -> None:
+    """Limits run their statements before the claim, which one finishing the last batch
+    would step around: there (and on engines that do not run the two together) the acks do
+    not wait for the next claim."""
+
+    async def go() -> None:
+        qt = await make_queue(
+            engine_for(engine_name, tmp_path), "lease", columns=COLUMNS, extra=extra
+        )
+        form = form_for(qt.queue)
+        try:
+            assert not form.settles_in_claim
+            await qt.enqueue({"n": 1})
+            async with await runtime.connect(qt.url) as conn:
+                batch = await form.claim_within_rate(conn, 1, None)
+                assert not form.defer(acks(qt, batch))
         finally:
             await qt.drop()
 
