@@ -11,7 +11,9 @@ single writes, for that statement. Transactions thus queue in order instead of s
 retrying in SQLite's busy handler, which under load starves some of them past the busy
 timeout; single writes wait for the transactions that asked before them, and the
 transactions that ask after them wait for them. Between single writes, each a moment long,
-SQLite's own lock and busy handler decide, as they do between processes.
+SQLite's own lock and busy handler decide, as they do between processes. A step of several
+statements (``run_script``) opens its transaction, runs and ends it in one trip to the
+connection's thread, a moment long too: it shares the turn as a single write does.
 
 The turn is taken and given back on each connection's own thread, around the statement that
 needs it: when one connection's COMMIT ends, the next one's statement starts on its thread at
@@ -392,11 +394,41 @@ def _run_script(
     own: bool,
     abandoned: list[bool],
 ) -> Rows:
-    """``run_script`` on the connection's thread, in one trip: the writer turn and ``BEGIN
-    IMMEDIATE`` (``own``), every statement, COMMIT; ROLLBACK on an error, and instead of the
+    """``run_script`` on the connection's thread, in one trip: every statement, in the
+    caller's transaction or (``own``) in one of its own. A transaction of its own lives and
+    ends in this trip, a moment long like a single write, so it shares the writer turn as
+    single writes do (SQLite's own lock orders it among them)."""
+    if not own:
+        return _script(raw, script)
+    if turn is None or turn.held:  # (inside writing(): held already)
+        return _script_in_transaction(raw, script, abandoned)
+    file = turn.file
+    file.share(BUSY_TIMEOUT_MS / 1000, turn._closed)
+    try:
+        return _script_in_transaction(raw, script, abandoned)
+    finally:
+        file.unshare()
+
+
+def _script_in_transaction(raw: sqlite3.Connection, script: Script, abandoned: list[bool]) -> Rows:
+    """``BEGIN IMMEDIATE``, the script, COMMIT; ROLLBACK on an error, and instead of the
     COMMIT when the caller was cancelled meanwhile."""
-    if own:
-        _begin(turn, raw)
+    raw.execute("BEGIN IMMEDIATE").close()
+    try:
+        result = _script(raw, script)
+        raw.execute("ROLLBACK" if abandoned[0] else "COMMIT").close()
+    except BaseException:
+        # a statement refused, or a COMMIT refused (SQLITE_BUSY), which leaves the
+        # transaction open: nothing of it stands
+        if raw.in_transaction:
+            with contextlib.suppress(Exception):
+                raw.execute("ROLLBACK").close()
+        raise
+    return result
+
+
+def _script(raw: sqlite3.Connection, script: Script) -> Rows:
+    """Every statement of the script, each sent the rows of the one before."""
     try:
         sql, params, returns_rows = next(script)
         while True:
@@ -408,19 +440,6 @@ def _run_script(
             sql, params, returns_rows = script.send(got)
     except StopIteration as done:
         result: Rows = done.value
-    except BaseException:
-        if own:
-            with contextlib.suppress(Exception):
-                _end(turn, raw, "ROLLBACK")
-        raise
-    if own:
-        try:
-            _end(turn, raw, "ROLLBACK" if abandoned[0] else "COMMIT")
-        except BaseException:
-            # a COMMIT refused (SQLITE_BUSY) leaves the transaction open: nothing of it stands
-            with contextlib.suppress(Exception):
-                _end(turn, raw, "ROLLBACK")
-            raise
     return result
 
 

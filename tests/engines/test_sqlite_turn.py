@@ -16,8 +16,10 @@ from support.engines import engine_params, run
 from support.queues import make_queue
 
 import runtime
+from runtime.contract.rendered import Kind, Statement
 from runtime.drivers import sqlite as sqlite_driver
 from runtime.drivers.sqlite import _FileTurn, _TurnTimeout
+from runtime.steps import run_rows
 
 FAR = 3600.0  # a wait no test reaches
 
@@ -271,6 +273,53 @@ def test_a_stream_of_single_writes_does_not_starve_a_transaction(engine, monkeyp
                 waits = await beside_writers(qt, 4, False, five_transactions)
             assert max(waits) < 1.0, f"begin() waited {max(waits):.2f} s for the turn"
             assert len([r for r in await qt.rows() if "tx" in r["payload"]]) == 5
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
+def test_a_step_of_several_statements_waits_for_an_open_transaction_then_goes_with_the_rest(
+    engine, monkeypatch
+):
+    """A step of several statements (``run_script``: its own transaction, begun and ended in
+    one trip to the connection's thread) waits for a transaction that holds the turn, not
+    for SQLite's busy timeout; then steps from several connections, beside their single
+    writes, all go through, each whole."""
+    monkeypatch.setattr(sqlite_driver, "BUSY_TIMEOUT_MS", 3000)
+
+    async def go() -> None:
+        qt = await make_queue(engine, "lease")
+        table, attempt = qt.q(qt.table), qt.col("attempt")
+        bump = Statement(f"UPDATE {table} SET {attempt} = {attempt} + 1", Kind.WRITES)
+        total = Statement(f"SELECT SUM({attempt}) AS n FROM {table}", Kind.READS)
+        try:
+            await qt.enqueue({"n": 1})
+            conns = [await runtime.connect(qt.url) for _ in range(4)]
+            tx, stepper = conns[0], conns[1]
+            try:
+                await tx.begin()
+                await tx.execute(f"UPDATE {table} SET {attempt} = 10")
+                waiting = asyncio.ensure_future(run_rows(stepper, (bump, total), {}))
+                await asyncio.sleep(0.3)
+                assert not waiting.done()  # the transaction holds the turn
+                await tx.commit()
+                _, rows = await asyncio.wait_for(waiting, 5)
+                assert rows == [(11,)]  # after the transaction, seeing what it wrote
+
+                async def steps_and_single_writes(conn: runtime.Connection) -> None:
+                    for i in range(20):
+                        await run_rows(conn, (bump, total), {})
+                        await qt.queue.enqueue(conn, {"i": i})
+
+                await asyncio.gather(*(steps_and_single_writes(c) for c in conns))
+            finally:
+                for conn in conns:
+                    await conn.close()
+            rows = await qt.rows()
+            assert len(rows) == 1 + 4 * 20
+            assert rows[0]["attempt"] == 11 + 4 * 20  # every step bumped it, once
         finally:
             await qt.drop()
 
