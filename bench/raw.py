@@ -8,7 +8,8 @@ with no-op handlers, as the runtime does for quick handlers: a batch's settlemen
 one ``<outcome>_many`` statement per outcome (a row-lock batch in its claim's transaction;
 a lease batch's in one transaction, id and token pairs; an advisory batch taken in one
 step, settled in one transaction, then unlocked in one statement; on PostgreSQL a small
-advisory or lease batch all acked is finished by the next claim, ``ack_claim``, as the
+advisory or lease batch all acked is finished by the next claim, ``ack_claim``, and on
+SQLite a small lease batch all acked by ``ack_many`` in the next claim's transaction, as the
 runtime does).
 A step of several statements (MariaDB's lease claim and advisory take) runs in one
 transaction, its first row and ``ids`` bound to the statements after it, as the rendered
@@ -22,9 +23,10 @@ Two baselines:
 * **async** (the headline): asyncio tasks, one connection per worker, as the runtime runs —
   psycopg's ``AsyncConnection``; aiosqlite's public API (``execute``/``execute_fetchall``:
   one trip to its thread per statement); PyMySQL through a one-thread executor per
-  connection (the way a blocking driver is called from asyncio at all), a statement a trip,
-  and a step of several statements in one trip, its BEGIN and COMMIT included (as the
-  runtime's driver runs it).
+  connection (the way a blocking driver is called from asyncio at all), a statement a trip.
+  On both of these a step of several statements, or several steps in one transaction, is
+  one trip to the driver's thread, its BEGIN and COMMIT included (as the runtime's drivers
+  run them).
 * **sync** (MariaDB and SQLite only): PyMySQL and sqlite3 called directly, one thread per
   worker, no event loop at all. It shows what asyncio itself costs with blocking drivers.
 """
@@ -42,6 +44,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from bench.counting import Tally
+from runtime.contract.dialects import DIALECTS
 from runtime.contract.rendered import Kind, Statement, Step
 from runtime.forms.base import DEFER_MAX  # the largest batch the next claim finishes
 
@@ -160,7 +163,65 @@ class _PgDriver:
         await self.conn.close()
 
 
-class _AiosqliteDriver:
+class _OneTripSteps:
+    """A step of several statements, or several steps in one transaction, in one trip to
+    the thread the driver's statements run on, BEGIN and COMMIT included: what the
+    runtime's MariaDB and SQLite drivers do (``Connection.run_script``), and what a
+    hand-written loop on a blocking driver does with a transaction."""
+
+    #: how the loop opens a transaction here
+    begin_sql = "BEGIN"
+
+    def _run(self, sql: str, params: dict[str, Any] | None) -> Result:
+        raise NotImplementedError
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        raise NotImplementedError
+
+    def _step(
+        self, stmts: Step, params: dict[str, Any], own: bool, tally: Tally, found: list[int]
+    ) -> Result:
+        if own:
+            tally.control()
+            self._run(self.begin_sql, None)
+        result = statements_in_turn(stmts, params, self._run, tally, found)
+        if own:
+            tally.control(commit=True)
+            self._run("COMMIT", None)
+        return result
+
+    async def step(
+        self, stmts: Step, params: dict[str, Any], own: bool, tally: Tally, found: list[int]
+    ) -> Result:
+        """A step of several statements in one trip, BEGIN and COMMIT (``own``) included."""
+        result: Result = await self._in_thread(self._step, stmts, params, own, tally, found)
+        return result
+
+    def _steps(
+        self, steps: list[tuple[Step, dict[str, Any]]], tally: Tally, found: list[int]
+    ) -> list[Result]:
+        tally.control()
+        self._run(self.begin_sql, None)
+        results = [
+            statements_in_turn(stmts, params, self._run, tally, found) for stmts, params in steps
+        ]
+        tally.control(commit=True)
+        self._run("COMMIT", None)
+        return results
+
+    async def steps(
+        self, steps: list[tuple[Step, dict[str, Any]]], tally: Tally, found: list[int]
+    ) -> list[Result]:
+        """Several steps in one transaction, BEGIN and COMMIT included, in one trip: a
+        batch's settlements of several outcomes, or (SQLite's lease form) the last batch's
+        acks and the next claim, as the runtime's driver runs them."""
+        results: list[Result] = await self._in_thread(self._steps, steps, tally, found)
+        return results
+
+
+class _AiosqliteDriver(_OneTripSteps):
+    begin_sql = "BEGIN IMMEDIATE"
+
     async def open(self, url: str) -> None:
         import sqlite3
 
@@ -181,11 +242,27 @@ class _AiosqliteDriver:
         cur = await self.db.execute(sql, params or {})
         return (), {}, cur.rowcount
 
+    def _run(self, sql: str, params: dict[str, Any] | None) -> Result:
+        # on aiosqlite's thread, on its sqlite3 connection
+        cur = self.db._conn.execute(sql, params or {})
+        try:
+            if cur.description is None:
+                return (), {}, cur.rowcount
+            rows = cur.fetchall()
+            return rows, _cols(cur.description), len(rows)
+        finally:
+            cur.close()
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        # aiosqlite has no public call for a function of several statements on its thread:
+        # its own queue, one trip (as the runtime's SQLite driver goes)
+        return await self.db._execute(fn, *args)
+
     async def close(self) -> None:
         await self.db.close()
 
 
-class _PyMySQLExecutorDriver:
+class _PyMySQLExecutorDriver(_OneTripSteps):
     async def open(self, url: str) -> None:
         self.executor = ThreadPoolExecutor(max_workers=1)
         loop = asyncio.get_running_loop()
@@ -204,48 +281,8 @@ class _PyMySQLExecutorDriver:
             self.executor, self._run, sql, params
         )
 
-    def _step(
-        self, stmts: Step, params: dict[str, Any], own: bool, tally: Tally, found: list[int]
-    ) -> Result:
-        if own:
-            tally.control()
-            self.cur.execute("BEGIN")
-        result = statements_in_turn(stmts, params, self._run, tally, found)
-        if own:
-            tally.control(commit=True)
-            self.cur.execute("COMMIT")
-        return result
-
-    async def step(
-        self, stmts: Step, params: dict[str, Any], own: bool, tally: Tally, found: list[int]
-    ) -> Result:
-        """A step of several statements in one trip to the thread, BEGIN and COMMIT (``own``)
-        included: what a hand-written loop on a blocking driver does with a transaction."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self.executor, self._step, stmts, params, own, tally, found
-        )
-
-    def _steps(
-        self, steps: list[tuple[Step, dict[str, Any]]], tally: Tally, found: list[int]
-    ) -> list[Result]:
-        tally.control()
-        self.cur.execute("BEGIN")
-        results = [
-            statements_in_turn(stmts, params, self._run, tally, found) for stmts, params in steps
-        ]
-        tally.control(commit=True)
-        self.cur.execute("COMMIT")
-        return results
-
-    async def steps(
-        self, steps: list[tuple[Step, dict[str, Any]]], tally: Tally, found: list[int]
-    ) -> list[Result]:
-        """Several steps in one transaction, BEGIN and COMMIT included, in one trip to the
-        thread: a batch's settlements of several outcomes, as the runtime's driver runs
-        them."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self.executor, self._steps, steps, tally, found
-        )
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self.executor, self.conn.close)
@@ -289,6 +326,16 @@ class _Loop:
         then lock skipping locked rows): others hold them for now, so pause and claim again,
         as the runtime does, rather than stop this worker."""
         return any(self.found)
+
+    def acks_before_claim(self) -> bool:
+        """The lease form's last batch, all acked, is finished by ``ack_many`` in the next
+        claim's transaction, where the file has no ``ack_claim`` (SQLite), as the runtime
+        does (a claim of one statement, with no limits before it)."""
+        return (
+            "ack_claim" not in self.st
+            and DIALECTS[self.engine].lease_ack_before_claim
+            and len(self.st["claim"]) == 1
+        )
 
     def settle_name(self, attempt: Any) -> str:
         return "retry" if self.retry_once and attempt == 1 else "ack"
@@ -379,7 +426,7 @@ class _AsyncWorker(_Loop):
         if len(stmts) == 1:
             self.tally.statement(stmts[0], self.in_tx)
             return await self.drv.run(stmts[0], params)
-        if not isinstance(self.drv, _PyMySQLExecutorDriver):
+        if not isinstance(self.drv, _OneTripSteps):
             # only MariaDB's files have steps of several statements (claims, take, _many)
             raise NotImplementedError(f"{name}: a step of several statements on {self.engine}")
         # the whole step in one trip to the driver's thread, as the runtime's driver runs it
@@ -393,7 +440,7 @@ class _AsyncWorker(_Loop):
         are several statements, as the runtime does (one commits on its own)."""
         groups = self.grouped(settle, by_token)
         own_tx = own_tx and sum(step is not None for step, *_ in groups) > 1
-        if own_tx and isinstance(self.drv, _PyMySQLExecutorDriver):
+        if own_tx and isinstance(self.drv, _OneTripSteps):
             # every statement of every outcome in one trip to the driver's thread
             ran = [(step, params, name, n) for step, params, name, n in groups if step is not None]
             self.found = []
@@ -446,13 +493,24 @@ class _AsyncWorker(_Loop):
             await self._advisory()
 
     async def _lease(self) -> None:
-        """The lease loop: claim, then the batch's settlements, which commit together; on
-        PostgreSQL a small batch all acked is finished by the next claim (``ack_claim``,
-        id and token pairs), as the runtime does."""
-        fused = "ack_claim" in self.st
+        """The lease loop: claim, then the batch's settlements, which commit together; a
+        small batch all acked is finished by the next claim, as the runtime does: on
+        PostgreSQL in its statement (``ack_claim``, id and token pairs), on SQLite by
+        ``ack_many`` and the claim in one transaction, one trip (``together``)."""
+        together = self.acks_before_claim() and isinstance(self.drv, _OneTripSteps)
+        fused = "ack_claim" in self.st or together
         acked: list[list[Any]] = []  # the last batch, all acked: [id, token] pairs
         while True:
-            if acked:
+            if acked and together:
+                pairs = json.dumps(acked, default=str)
+                (done, _, _), (rows, c, _) = await self.drv.steps(
+                    [(self.st["ack_many"], {"pairs": pairs}), (self.st["claim"], self.params)],
+                    self.tally,
+                    [],
+                )
+                self.count("ack", len(acked), done)
+                acked = []
+            elif acked:
                 pairs = json.dumps(acked, default=str)
                 rows, c, _ = await self.step("ack_claim", self.params | {"pairs": pairs})
                 finished = json.loads(rows[0][c["finished"]]) if rows else []
@@ -576,7 +634,8 @@ def statements_in_turn(
 ) -> Result:
     """A step's statements run one after the other by a blocking ``one`` (in the step's
     transaction), each SELECT's first row and ``ids`` bound to the statements after it;
-    ``found`` receives how many rows each SELECT found."""
+    ``found`` receives how many rows each SELECT found. The rows of its last statement that
+    returns rows; the count of the first that changes rows."""
     rows: Sequence[Any] = ()
     cols: dict[str, int] = {}
     rowcount = -1
@@ -584,7 +643,11 @@ def statements_in_turn(
     for sql in stmts:
         tally.statement(sql, True)
         got, got_cols, n = one(sql, bound)
-        if sql.kind is Kind.READS:
+        if sql.kind is Kind.WRITES_RETURNING:  # SQLite's claim, ack_many
+            rows, cols = got, got_cols
+            if rowcount == -1:
+                rowcount = n
+        elif sql.kind is Kind.READS:
             rows, cols = got, got_cols
             found.append(len(rows))
             if not rows:
@@ -646,6 +709,32 @@ class _SyncWorker(_Loop):
         if own_tx:
             self.end(commit=True)
 
+    def _lease(self) -> None:
+        """The lease loop, as the async one runs it (SQLite: a small batch all acked is
+        finished by ``ack_many`` in the next claim's transaction)."""
+        together = self.acks_before_claim()
+        acked: list[list[Any]] = []  # the last batch, all acked: [id, token] pairs
+        while True:
+            if acked:  # finished in the claim's transaction (SQLite), as the async loop
+                self.begin(immediate=True)
+                done = self.step("ack_many", {"pairs": json.dumps(acked, default=str)})[0]
+                rows, c, _ = self.step("claim", self.params)
+                self.end(commit=True)
+                self.count("ack", len(acked), done)
+                acked = []
+            else:
+                rows, c, _ = self.step("claim", self.params)
+            if not rows:
+                if self.contended():
+                    time.sleep(CONTENDED_SLEEP_S)
+                    continue
+                return
+            settle = self.leased(rows, c)
+            if together and len(settle) <= DEFER_MAX and all(n == "ack" for n, _, _ in settle):
+                acked = [[i, token] for _, i, token in settle]
+                continue
+            self.settle_all(settle, by_token=True)
+
     def run(self, form: str) -> None:
         if form == "row_lock":
             while True:
@@ -664,14 +753,7 @@ class _SyncWorker(_Loop):
                 self.settle_all(settle, by_token=False, own_tx=False)
                 self.end(commit=True)
         elif form == "lease":
-            while True:
-                rows, c, _ = self.step("claim", self.params)
-                if not rows:
-                    if self.contended():
-                        time.sleep(CONTENDED_SLEEP_S)
-                        continue
-                    return
-                self.settle_all(self.leased(rows, c), by_token=True)
+            self._lease()
         else:
             while True:
                 rows, c, _ = self.step("claim", self.params)
