@@ -150,11 +150,14 @@ class LeaseForm(Form):
         lease expired and another claim took the row) met LeaseLost. When it raises, nothing
         of it committed: the items wait for the next claim, or are written on their own."""
         params: dict[str, Any] = dict(self.claim_params(limit, group))
-        pairs = json.dumps([[d.message.id, d.token] for d, _ in items], default=str)
         if self._ack_then_claim:
-            async with _fenced(d for d, _ in items):
+            async with _fenced(d for d, _ in items):  # the tokens bound once it is up
                 acked, claimed = await run_rows_together(
-                    conn, [(self.steps.many[S.ACK], {"pairs": pairs}), (self.steps.claim, params)]
+                    conn,
+                    [
+                        (self.steps.many[S.ACK], {"pairs": _pairs(items)}),
+                        (self.steps.claim, params),
+                    ],
                 )
             names, rows = acked  # ack_many returns the ids it finished
             done = {row[names.index("id")] for row in rows} if rows else set()
@@ -162,7 +165,7 @@ class LeaseForm(Form):
             return ClaimSettled(self.deliveries(claimed, tokens=True), met)
         assert self._ack_claim is not None  # defer() checked: the file has it
         async with _fenced(d for d, _ in items):
-            params["pairs"] = pairs
+            params["pairs"] = _pairs(items)
             names, rows = await self.rows(conn, self._ack_claim, params)
         i_id, i_finished = names.index("id"), names.index("finished")
         finished = set(json.loads(rows[0][i_finished])) if rows else set()
@@ -183,7 +186,7 @@ class LeaseForm(Form):
     def _many_bound(self, part: list[tuple[int, Delivery, Decision]]) -> dict[str, Any]:
         """What a part's ``_many`` statement binds: its rows' ids and tokens (``pairs``)."""
         many = cast(dict[str, Any], self.many_params(part))  # a fresh dict of its own
-        many["pairs"] = json.dumps([[d.message.id, d.token] for _, d, _ in part], default=str)
+        many["pairs"] = _pairs((d, decision) for _, d, decision in part)
         return many
 
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
@@ -346,6 +349,12 @@ def _not_held(part: list[tuple[int, Delivery, Decision]], got: Rows) -> list[int
     i_id = names.index("id") if rows else 0
     touched = {row[i_id] for row in rows}
     return [i for i, d, _ in part if d.message.id not in touched]
+
+
+def _pairs(items: Iterable[tuple[Delivery, Decision]]) -> str:
+    """The ``pairs`` a ``_many`` statement binds: each row's id and the token its delivery
+    holds now (bound inside ``_fenced``, after an extension in flight has moved it)."""
+    return json.dumps([[d.message.id, d.token] for d, _ in items], default=str)
 
 
 class _fenced:

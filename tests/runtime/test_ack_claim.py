@@ -388,6 +388,42 @@ def test_lease_the_next_claim_finishes_the_rows_that_hold_their_tokens_and_lists
 
 
 @pytest.mark.parametrize("engine_name", LEASE_ENGINES)
+def test_lease_an_extension_in_flight_is_waited_for_and_its_new_token_bound(
+    tmp_path: Path, engine_name: str
+) -> None:
+    """The extender (on a connection of its own) has begun moving a lease forward when the
+    handler's ack is deferred and the next claim runs: the claim waits for that extension and
+    finishes the row by the token it wrote, so the ack does not miss its own row."""
+
+    async def go() -> None:
+        qt = await make_queue(engine_for(engine_name, tmp_path), "lease", columns=COLUMNS)
+        form = form_for(qt.queue)
+        try:
+            ids = await qt.enqueue(*({"n": i} for i in range(4)))
+            async with (
+                await runtime.connect(qt.url) as conn,
+                await runtime.connect(qt.url) as extender,
+            ):
+                first = await form.claim(conn, 2, None)
+                old_token = first[0].token
+                extending = asyncio.ensure_future(form.extend(extender, first[0]))
+                await asyncio.sleep(0)  # it holds the delivery's lock, its statement on the way
+                assert first[0].lock.locked()
+                items = acks(qt, first)
+                assert form.defer(items)
+                second, met = await form.claim_settling(conn, 2, None, items)
+                assert await extending  # the extension went through first
+                assert first[0].token != old_token
+            assert met == [None, None]  # both rows finished, by their current tokens
+            assert [d.message.id for d in second] == ids[2:]
+            assert await ids_in_table(qt) == ids[2:]
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("engine_name", LEASE_ENGINES)
 def test_lease_a_row_another_claim_took_is_not_finished_and_its_delivery_lost_it(
     tmp_path: Path, engine_name: str
 ) -> None:
