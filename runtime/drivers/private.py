@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime.contract.errors import ConfigurationError
@@ -58,9 +58,16 @@ def mysql_socket(my: pymysql.connections.Connection[Any]) -> socket.socket | Non
     return sock
 
 
+def aiosqlite_caller(db: aiosqlite.Connection) -> Callable[..., Awaitable[Any]]:
+    """What runs ``fn(*args)`` on the connection's thread, one queue hop: ``await
+    aiosqlite_caller(db)(fn, *args)``. A connection looks it up once and keeps it."""
+    execute: Callable[..., Awaitable[Any]] = _private(db, "aiosqlite", "_execute")
+    return execute
+
+
 async def aiosqlite_call(db: aiosqlite.Connection, fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` on the connection's thread, one queue hop."""
-    result: T = await _private(db, "aiosqlite", "_execute")(fn, *args)
+    result: T = await aiosqlite_caller(db)(fn, *args)
     return result
 
 

@@ -47,7 +47,7 @@ from runtime.drivers.base import (
     import_driver,
     redact_url,
 )
-from runtime.drivers.private import aiosqlite_call, aiosqlite_raw, aiosqlite_thread
+from runtime.drivers.private import aiosqlite_caller, aiosqlite_raw, aiosqlite_thread
 
 if TYPE_CHECKING:
     import sqlite3
@@ -474,6 +474,9 @@ class SQLiteConnection(Connection):
         super().__init__(url, DIALECTS["sqlite"])
         self._db = db
         self._raw = raw
+        #: runs a function on aiosqlite's thread, one hop of its own queue (its public Cursor
+        #: API would cost a hop for execute() and another for each fetch)
+        self._on_thread = aiosqlite_caller(db)
         self._close_task: asyncio.Future[None] | None = None
         file = _file_turn(path)
         self._turn = None if file is None else _WriterTurn(file)
@@ -485,9 +488,8 @@ class SQLiteConnection(Connection):
         if self._closed:
             self._check_open()
         try:
-            # aiosqlite's own queue, one hop per call: its public Cursor API would cost a hop
-            # for execute() and another for each fetch.
-            return await aiosqlite_call(self._db, fn, *args)
+            result: T = await self._on_thread(fn, *args)
+            return result
         except _TurnTimeout:
             raise DatabaseError(
                 f"{self.url}: another connection of this process kept the database's write "
