@@ -18,10 +18,11 @@ contract, shared by every driver:
 from __future__ import annotations
 
 import abc
+import asyncio
 import contextlib
 import importlib
 import re
-from collections.abc import AsyncIterator, Generator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from types import ModuleType, TracebackType
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -235,11 +236,28 @@ class Connection(abc.ABC):
         await self.commit()
         await self.begin()
 
+    async def _script_trip(self, call: Callable[..., Awaitable[Rows]], *args: Any) -> Rows:
+        """``run_script`` in one trip to the connection's thread: ``call(*args, own,
+        abandoned)`` runs the whole step there, in the caller's transaction or (``own``) in one
+        of its own, BEGIN and COMMIT included. A caller cancelled meanwhile leaves the thread
+        to finish the step, which then rolls back instead of committing (``abandoned[0]``,
+        read before its COMMIT; unless it committed already: then as a reply lost after a
+        commit)."""
+        own = not self._in_transaction
+        if own:
+            self._check_begin()
+        abandoned = [False]
+        try:
+            return await call(*args, own, abandoned)
+        except asyncio.CancelledError:
+            abandoned[0] = True
+            raise
+
     async def run_script(self, script: Script) -> Rows:
         """Run a step of several statements (``script``) in one transaction: the caller's
         when one is open, else its own, committed at the end and rolled back on any error or
         cancellation. A driver that runs statements on a thread of its own overrides it to
-        run the whole step in one trip there (MySQL/MariaDB)."""
+        run the whole step in one trip there (``_script_trip``: MySQL/MariaDB, SQLite)."""
         async with atomic(self):
             try:
                 sql, params, returns_rows = next(script)

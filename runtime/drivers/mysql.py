@@ -274,18 +274,8 @@ class MySQLConnection(Connection):
 
     async def run_script(self, script: Script) -> Rows:
         """The whole step in one trip to the connection's thread (BEGIN, each statement,
-        COMMIT), where each statement was a trip of its own. A caller cancelled meanwhile
-        leaves the thread to finish the step, which then rolls back instead of committing
-        (unless it committed already: then as a reply lost after a commit)."""
-        own = not self._in_transaction
-        if own:
-            self._check_begin()
-        abandoned = [False]  # set by this coroutine, read by the thread before its COMMIT
-        try:
-            return await self._call(self._sync_script, script, own, abandoned)
-        except asyncio.CancelledError:
-            abandoned[0] = True
-            raise
+        COMMIT), where each statement was a trip of its own."""
+        return await self._script_trip(self._call, self._sync_script, script)
 
     async def begin(self, immediate: bool = False) -> None:
         self._check_begin()

@@ -346,11 +346,12 @@ class _WriterTurn:
 # ends.
 
 
-def _in_turn(turn: _WriterTurn, fn: Callable[..., T], raw: Any, sql: str, params: Any) -> T:
+def _in_turn(turn: _WriterTurn, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in the connection's share of the file's writer turn."""
     file = turn.file
     file.share(BUSY_TIMEOUT_MS / 1000, turn._closed)
     try:
-        return fn(raw, sql, params)
+        return fn(*args)
     finally:
         file.unshare()
 
@@ -402,12 +403,7 @@ def _run_script(
         return _script(raw, script)
     if turn is None or turn.held:  # (inside writing(): held already)
         return _script_in_transaction(raw, script, abandoned)
-    file = turn.file
-    file.share(BUSY_TIMEOUT_MS / 1000, turn._closed)
-    try:
-        return _script_in_transaction(raw, script, abandoned)
-    finally:
-        file.unshare()
+    return _in_turn(turn, _script_in_transaction, raw, script, abandoned)
 
 
 def _script_in_transaction(raw: sqlite3.Connection, script: Script, abandoned: list[bool]) -> Rows:
@@ -601,18 +597,8 @@ class SQLiteConnection(Connection):
 
     async def run_script(self, script: Script) -> Rows:
         """The whole step in one trip to the connection's thread (the writer turn, BEGIN, each
-        statement, COMMIT), where each was a trip of its own. A caller cancelled meanwhile
-        leaves the thread to finish the step, which then rolls back instead of committing
-        (unless it committed already: then as a reply lost after a commit)."""
-        own = not self._in_transaction
-        if own:
-            self._check_begin()
-        abandoned = [False]  # set by this coroutine, read by the thread before its COMMIT
-        try:
-            return await self._call(_run_script, self._turn, self._raw, script, own, abandoned)
-        except asyncio.CancelledError:
-            abandoned[0] = True
-            raise
+        statement, COMMIT), where each was a trip of its own."""
+        return await self._script_trip(self._call, _run_script, self._turn, self._raw, script)
 
     async def commit(self) -> None:
         self._check_commit()
