@@ -406,6 +406,9 @@ def test_lease_an_extension_in_flight_is_waited_for_and_its_new_token_bound(
             ):
                 first = await form.claim(conn, 2, None)
                 old_token = first[0].token
+                # a token is the lease's end (to the millisecond on SQLite): let the clock move
+                # so that the extension writes a different one
+                await asyncio.sleep(0.02)
                 extending = asyncio.ensure_future(form.extend(extender, first[0]))
                 await asyncio.sleep(0)  # it holds the delivery's lock, its statement on the way
                 assert first[0].lock.locked()
