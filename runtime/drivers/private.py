@@ -65,12 +65,6 @@ def aiosqlite_caller(db: aiosqlite.Connection) -> Callable[..., Awaitable[Any]]:
     return execute
 
 
-async def aiosqlite_call(db: aiosqlite.Connection, fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn(*args)`` on the connection's thread, one queue hop."""
-    result: T = await aiosqlite_caller(db)(fn, *args)
-    return result
-
-
 def aiosqlite_thread(db: aiosqlite.Connection) -> threading.Thread:
     thread: threading.Thread = _private(db, "aiosqlite", "_thread")
     return thread

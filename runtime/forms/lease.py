@@ -155,7 +155,7 @@ class LeaseForm(Form):
                 acked, claimed = await run_rows_together(
                     conn,
                     [
-                        (self.steps.many[S.ACK], {"pairs": _pairs(items)}),
+                        (self.steps.many[S.ACK], {"pairs": _pairs(d for d, _ in items)}),
                         (self.steps.claim, params),
                     ],
                 )
@@ -165,7 +165,7 @@ class LeaseForm(Form):
             return ClaimSettled(self.deliveries(claimed, tokens=True), met)
         assert self._ack_claim is not None  # defer() checked: the file has it
         async with _fenced(d for d, _ in items):
-            params["pairs"] = _pairs(items)
+            params["pairs"] = _pairs(d for d, _ in items)
             names, rows = await self.rows(conn, self._ack_claim, params)
         i_id, i_finished = names.index("id"), names.index("finished")
         finished = set(json.loads(rows[0][i_finished])) if rows else set()
@@ -186,7 +186,7 @@ class LeaseForm(Form):
     def _many_bound(self, part: list[tuple[int, Delivery, Decision]]) -> dict[str, Any]:
         """What a part's ``_many`` statement binds: its rows' ids and tokens (``pairs``)."""
         many = cast(dict[str, Any], self.many_params(part))  # a fresh dict of its own
-        many["pairs"] = _pairs((d, decision) for _, d, decision in part)
+        many["pairs"] = _pairs(map(_part_delivery, part))
         return many
 
     async def return_unstarted(self, conn: Connection | None, d: Delivery) -> bool:
@@ -351,10 +351,10 @@ def _not_held(part: list[tuple[int, Delivery, Decision]], got: Rows) -> list[int
     return [i for i, d, _ in part if d.message.id not in touched]
 
 
-def _pairs(items: Iterable[tuple[Delivery, Decision]]) -> str:
+def _pairs(deliveries: Iterable[Delivery]) -> str:
     """The ``pairs`` a ``_many`` statement binds: each row's id and the token its delivery
     holds now (bound inside ``_fenced``, after an extension in flight has moved it)."""
-    return json.dumps([[d.message.id, d.token] for d, _ in items], default=str)
+    return json.dumps([[d.message.id, d.token] for d in deliveries], default=str)
 
 
 class _fenced:

@@ -39,9 +39,8 @@ def test_aiosqlite_privates_run_a_call_on_the_connection_thread(tmp_path: Path) 
         try:
             raw = private.aiosqlite_raw(db)
             assert isinstance(raw, sqlite3.Connection)
-            assert await private.aiosqlite_call(db, lambda: raw.execute("SELECT 7").fetchone()) == (
-                7,
-            )
+            on_thread = private.aiosqlite_caller(db)
+            assert await on_thread(lambda: raw.execute("SELECT 7").fetchone()) == (7,)
             assert private.aiosqlite_thread(db).is_alive()
         finally:
             await db.close()

@@ -132,14 +132,13 @@ async def _with_pause(conn: Connection) -> None:
     """SQLite has no sleep of its own: give the connection one, on its own thread."""
     if conn.dialect.name != "sqlite":
         return
-    from runtime.drivers.private import aiosqlite_call
 
     def pause(seconds: float) -> int:
         time.sleep(seconds)
         return 1
 
     raw = conn._raw  # type: ignore[attr-defined]
-    await aiosqlite_call(conn._db, raw.create_function, "qgen_test_pause", 1, pause)  # type: ignore[attr-defined]
+    await conn._on_thread(raw.create_function, "qgen_test_pause", 1, pause)  # type: ignore[attr-defined]
 
 
 def test_a_step_is_one_transaction_whole_or_not_at_all(engine: Engine) -> None:
