@@ -93,12 +93,18 @@ class Completer:
 
     def committed(self) -> None:
         """The batch's COMMIT went through: count what it settled (row lock)."""
-        self.counts.settled_all(self.uncommitted)
-        self.uncommitted.clear()
+        if self.uncommitted:
+            self.counts.settled_all(self.uncommitted)
+            self.uncommitted.clear()
 
     def drop(self) -> None:
-        """Forget whatever waits: the batch failed and its rows return unsettled."""
+        """The batch is over (or failed, its rows returning unsettled): forget whatever
+        waits, ready for the worker's next batch (``deferred`` was handed on before)."""
         self.uncommitted.clear()
+        self.deferred = []
+
+    def close(self) -> None:
+        """The worker is done with it."""
 
     async def settle(self, conn: Connection, d: Delivery, decision: Decision) -> None:
         for attempt in range(1, SETTLE_TRIES + 1):
@@ -155,8 +161,12 @@ class WindowedCompleter(Completer):
         self.waiting: list[tuple[Delivery, Decision]] = []
         self._handling = False
         self._writing: asyncio.Future[None] | None = None
+        #: at most one timer, kept from window to window: one that fires before the open
+        #: window's deadline (its own window was written early) is set again for it
         self._timer: asyncio.TimerHandle | None = None
         self._deadline = 0.0
+        #: the connection the open window's settlements are written on
+        self._conn: Connection | None = None
         #: the event loop's clock (set when a window opens: nothing waits before)
         self._time: Callable[[], float] = time.monotonic
 
@@ -175,8 +185,8 @@ class WindowedCompleter(Completer):
             finally:
                 self._handling = False
                 if self._writing is not None:  # the window closed while the handler ran
-                    await self._writing
-                    self._writing = None
+                    writing, self._writing = self._writing, None
+                    await writing
             if not self.waiting:
                 self._open(conn)
             self.waiting.append((d, decision))
@@ -198,21 +208,33 @@ class WindowedCompleter(Completer):
         self._take()
         super().drop()
 
-    def _open(self, conn: Connection) -> None:
-        loop = asyncio.get_running_loop()
-        self._time = loop.time  # the clock of the deadline, read at each handle() after
-        self._deadline = loop.time() + self.window
-        self._timer = loop.call_at(self._deadline, self._closing, conn)
-
-    def _closing(self, conn: Connection) -> None:
-        self._timer = None
-        if self._handling and self.waiting and self._writing is None:
-            self._writing = asyncio.ensure_future(self._write(conn))
-
-    def _take(self) -> list[tuple[Delivery, Decision]]:
+    def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def _open(self, conn: Connection) -> None:
+        """A window opens: its deadline, and the timer (unless one is set already: it fires
+        no later, and sets itself again for this deadline)."""
+        loop = asyncio.get_running_loop()
+        self._time = _clock(loop)  # the clock of the deadline, read at each handle() after
+        self._deadline = loop.time() + self.window
+        self._conn = conn
+        if self._timer is None:
+            self._timer = loop.call_at(self._deadline, self._closing)
+
+    def _closing(self) -> None:
+        self._timer = None
+        if not self.waiting:  # its window was written before it closed; none is open
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._deadline:  # a window opened since: wait for its deadline
+            self._timer = loop.call_at(self._deadline, self._closing)
+            return
+        if self._handling and self._writing is None and self._conn is not None:
+            self._writing = asyncio.ensure_future(self._write(self._conn))
+
+    def _take(self) -> list[tuple[Delivery, Decision]]:
         items, self.waiting = self.waiting, []
         return items
 
@@ -250,6 +272,15 @@ class BatchCompleter(WindowedCompleter):
 
     def _open(self, conn: Connection) -> None:
         """No window: the end of the batch writes."""
+
+
+def _clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """The loop's clock as the cheapest call there is: asyncio's own loop reads
+    ``time.monotonic``, so that is called directly, with no method of the loop's between (it
+    is read before each handler); another loop's ``time``, as it is."""
+    if type(loop).time is asyncio.BaseEventLoop.time:
+        return time.monotonic
+    return loop.time
 
 
 def lost_lease(counts: Counts, exc: LeaseLost) -> None:

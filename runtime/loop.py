@@ -180,6 +180,8 @@ class WorkerLoop:
         #: ``deferred`` outlived the connection they were to be settled on (lease: the claim
         #: on the new one settles them, counted as resettled)
         self.deferred_lost = False
+        #: commits the settlements of each batch the worker runs, one after another
+        self.completer = completer_for(run.form, run.counts, run.held, run.settings.settle_window)
 
     async def work(self) -> None:
         run = self.run
@@ -217,6 +219,7 @@ class WorkerLoop:
         else:
             await self._settle_deferred()
         finally:
+            self.completer.close()
             if self.conn is not None:
                 await self.conn.close()
 
@@ -383,7 +386,7 @@ class WorkerLoop:
         worker settles or gives them back on its next connection, ``_adopt``)."""
         run, form = self.run, self.run.form
         run.held.update(claimed)
-        completer = completer_for(form, run.counts, run.held, self.settings.settle_window)
+        completer = self.completer
         stopping = run.stopping
         try:
             # the deliveries whose leases the extender found gone (another claim has their
@@ -441,9 +444,9 @@ class WorkerLoop:
             return
         for d, _ in mine:
             d.settled = False  # nothing committed them yet
-        run = self.run
-        # only a windowed completer defers (``WindowedCompleter.finish``): the same kind writes
-        completer = WindowedCompleter(run.form, run.counts, run.held, self.settings.settle_window)
+        run, completer = self.run, self.completer
+        # only a windowed completer defers (``WindowedCompleter.finish``): it writes them
+        assert isinstance(completer, WindowedCompleter)
         try:
             await completer.write(conn, mine)
         except Exception as exc:  # keys go when the connection closes, leases expire: the

@@ -150,28 +150,39 @@ class LeaseForm(Form):
         lease expired and another claim took the row) met LeaseLost. When it raises, nothing
         of it committed: the items wait for the next claim, or are written on their own."""
         params: dict[str, Any] = dict(self.claim_params(limit, group))
+        deliveries = [d for d, _ in items]
         if self._ack_then_claim:
-            async with _fenced(d for d, _ in items):  # the tokens bound once it is up
+            async with _fenced(deliveries):  # the tokens bound once it is up
                 acked, claimed = await run_rows_together(
                     conn,
                     [
-                        (self.steps.many[S.ACK], {"pairs": _pairs(d for d, _ in items)}),
+                        (self.steps.many[S.ACK], {"pairs": _pairs(deliveries)}),
                         (self.steps.claim, params),
                     ],
                 )
-            names, rows = acked  # ack_many returns the ids it finished
-            done = {row[names.index("id")] for row in rows} if rows else set()
-            met = [None if d.message.id in done else self._lost(d, "ack") for d, _ in items]
-            return ClaimSettled(self.deliveries(claimed, tokens=True), met)
+            names, rows = acked  # ack_many returns the ids it finished, each once
+            done = [row[names.index("id")] for row in rows] if rows else []
+            return ClaimSettled(self.deliveries(claimed, tokens=True), self._met(items, done))
         assert self._ack_claim is not None  # defer() checked: the file has it
-        async with _fenced(d for d, _ in items):
-            params["pairs"] = _pairs(d for d, _ in items)
+        async with _fenced(deliveries):
+            params["pairs"] = _pairs(deliveries)
             names, rows = await self.rows(conn, self._ack_claim, params)
         i_id, i_finished = names.index("id"), names.index("finished")
-        finished = set(json.loads(rows[0][i_finished])) if rows else set()
-        met = [None if d.message.id in finished else self._lost(d, "ack") for d, _ in items]
+        finished = json.loads(rows[0][i_finished]) if rows else []
         leased = [row for row in rows if row[i_id] is not None]  # a row of NULLs: none leased
-        return ClaimSettled(self.deliveries((names, leased), tokens=True), met)
+        return ClaimSettled(
+            self.deliveries((names, leased), tokens=True), self._met(items, finished)
+        )
+
+    def _met(
+        self, items: list[tuple[Delivery, Decision]], finished: list[Any]
+    ) -> list[LeaseLost | None]:
+        """Per item, None when its row is among the ``finished`` ids (each row once), else the
+        LeaseLost it met: every row finished, mostly, and nothing to look up."""
+        if len(finished) == len(items):  # the items' ids are distinct (``defer``): all held
+            return [None] * len(items)
+        done = set(finished)
+        return [None if d.message.id in done else self._lost(d, "ack") for d, _ in items]
 
     async def _settle_alone(
         self, conn: Connection, part: list[tuple[int, Delivery, Decision]]

@@ -119,3 +119,56 @@ def test_a_window_closed_between_handlers_is_written_before_the_next_starts(
             await qt.drop()
 
     run(go())
+
+
+def test_a_completer_kept_for_the_next_batch_closes_each_window_at_its_own_deadline(
+    tmp_path: Path,
+) -> None:
+    """A worker keeps one completer, and its one timer, from batch to batch: the timer of a
+    window written early (its batch ended) fires at that window's deadline and finds the next
+    window still open; it waits for that one's deadline, then writes it while a handler runs."""
+
+    async def go() -> None:
+        qt = await make_queue(engine_for("sqlite", tmp_path), "lease")
+        form = form_for(qt.queue)
+        try:
+            await qt.enqueue({"n": 1}, {"n": 2}, {"n": 3})
+            async with await runtime.connect(qt.url) as conn:
+                first, second, third = await form.claim(conn, 3, None)
+                counts, held = runtime.Counts(), {first, second, third}
+                completer = WindowedCompleter(form, counts, held, window=1.0)
+
+                def quick(d: Any) -> Any:
+                    async def handler(_conn: Any, _d: Any) -> Any:
+                        return decide(qt.queue, d, runtime.ack())
+
+                    return handler
+
+                loop = asyncio.get_running_loop()
+                opened = loop.time()
+                await completer.handle(conn, first, quick(first))  # the timer: opened + 1.0
+                await completer.finish(conn)  # the batch ends: written before its deadline
+                completer.drop()
+                assert counts == {"ack": 1}
+                await asyncio.sleep(0.5)
+                # the next batch: a window that closes at opened + 1.5 or later
+                await completer.handle(conn, second, quick(second))
+                seen: dict[str, bool] = {}
+
+                async def slow(_conn: Any, _d: Any) -> Any:
+                    await asyncio.sleep(max(opened + 1.2 - loop.time(), 0))
+                    seen["past the first deadline"] = await written(qt, second)
+                    await asyncio.sleep(max(opened + 2.5 - loop.time(), 0))
+                    seen["past its own"] = await written(qt, second)
+                    return decide(qt.queue, third, runtime.ack())
+
+                await completer.handle(conn, third, slow)
+                assert seen == {"past the first deadline": False, "past its own": True}
+                assert counts == {"ack": 2} and held == {third}
+                await completer.finish(conn)
+                completer.close()
+                assert counts == {"ack": 3} and not held
+        finally:
+            await qt.drop()
+
+    run(go())
