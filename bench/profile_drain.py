@@ -19,6 +19,14 @@ prints each side's msg/s, client CPU µs a message (every thread) and the part o
 event loop's thread, and the median of the rounds' runtime/raw ratios. A quick A/B of one
 cell while changing the runtime; ``bench/run.py`` is the measurement of record.
 
+``--holds`` (SQLite, with ``--ab``) also times, on the connections' threads, each side's
+write transactions of one trip (``BEGIN IMMEDIATE``, the statements, ``COMMIT``: the
+runtime's ``run_script``, the raw twin's ``steps``) and prints their spread: how long each
+held the file's write lock, waits included. A transaction that found the lock taken waits in
+SQLite's busy handler, which sleeps 1, 2, 5, 10 ms … between tries, so the share of holds
+past 0.9 ms is the share that slept there at least once; ``inside`` is how many of the
+workers were inside one on average (the holds' sum over the drains' wall time).
+
 It answers "what is left" of the runtime's cost beside its raw twin (``bench/raw.py``): the
 driver's own functions (psycopg, asyncio's loop) are what the raw loop pays too.
 """
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import io
 import pstats
@@ -37,11 +46,13 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # ROOT, below
 
 import runtime
+import runtime.drivers.sqlite as sqlite_driver
 from bench.contenders import ack_handler, retry_once_handler
 from bench.counting import Tally
 from bench.queues import (
@@ -54,7 +65,7 @@ from bench.queues import (
     render_queue,
     table_prefix,
 )
-from bench.raw import drain_async
+from bench.raw import OneTripSteps, drain_async
 from bench.results import cpu_seconds
 
 
@@ -78,6 +89,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         metavar="N",
         help="no profiler: N rounds of a runtime drain and a raw-twin drain in turns",
+    )
+    p.add_argument(
+        "--holds",
+        action="store_true",
+        help="with --ab on SQLite: how long each side's one-trip write transactions took",
     )
     p.add_argument(
         "--retry-once",
@@ -237,8 +253,75 @@ def _raw_drain(
     return drain
 
 
+class Holds:
+    """``--holds``: the seconds each one-trip write transaction took on its connection's
+    thread, by side. ``with Holds() as holds:`` wraps the function each side runs such a
+    transaction with (the runtime's SQLite driver's ``_script_in_transaction``, the raw
+    twin's ``_steps``) and puts them back after; ``holds.side`` names the side whose drain
+    runs now (``warm-up``: not shown)."""
+
+    def __init__(self) -> None:
+        self.side = "runtime"
+        self.took: dict[str, list[float]] = {"runtime": [], "raw": [], "warm-up": []}
+        #: the kept drains' wall time, by side
+        self.wall: dict[str, float] = {"runtime": 0.0, "raw": 0.0}
+        self._put_back: list[tuple[object, str, object]] = []
+
+    def _timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                self.took[self.side].append(time.perf_counter() - t0)
+
+        return timed
+
+    def __enter__(self) -> Holds:
+        for owner, name in ((sqlite_driver, "_script_in_transaction"), (OneTripSteps, "_steps")):
+            fn = getattr(owner, name)
+            self._put_back.append((owner, name, fn))
+            setattr(owner, name, self._timed(fn))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, fn in self._put_back:
+            setattr(owner, name, fn)
+
+    def lines(self) -> list[str]:
+        out = [
+            "one-trip write transactions, µs on the connection's thread (waits included):",
+            f"{'side':<8} {'count':>6} {'p50':>6} {'p90':>6} {'p99':>7} {'mean':>6}  past 0.9 ms"
+            "  inside",
+        ]
+        for side in ("runtime", "raw"):
+            took = self.took[side]
+            if not took:
+                continue
+            p50, p90, p99 = (_at(sorted(took), q) * 1e6 for q in (0.5, 0.9, 0.99))
+            out.append(
+                f"{side:<8} {len(took):>6} {p50:>6.0f} {p90:>6.0f} {p99:>7.0f} "
+                f"{statistics.mean(took) * 1e6:>6.0f}  "
+                f"{sum(t > 0.0009 for t in took) / len(took):>11.0%}  "
+                f"{sum(took) / self.wall[side]:>6.1f}"
+            )
+        return out
+
+
+def _at(ordered: list[float], q: float) -> float:
+    """The value a fraction ``q`` of the way through ``ordered`` (its ``q`` quantile)."""
+    return ordered[int(q * (len(ordered) - 1))]
+
+
 async def ab(args: argparse.Namespace, out_dir: Path) -> str:
     """``--ab``: rounds of a runtime drain and a raw-twin drain, no profiler."""
+    if args.holds and args.engine != "sqlite":
+        raise SystemExit("--holds times SQLite's write transactions: use it with --engine sqlite")
+    with Holds() if args.holds else contextlib.nullcontext() as holds:
+        return await _ab(args, out_dir, holds)
+
+
+async def _ab(args: argparse.Namespace, out_dir: Path, holds: Holds | None) -> str:
     url, queue = _target(args, out_dir, "ab")
     payloads = [{"n": i, **PAYLOAD} for i in range(args.messages)]
     sides: dict[str, list[tuple[float, float, float]]] = {"runtime": [], "raw": []}
@@ -252,11 +335,15 @@ async def ab(args: argparse.Namespace, out_dir: Path) -> str:
                 await queue.enqueue_many(db, payloads)
                 await db.commit()
                 drain = (_raw_drain if side == "raw" else _runtime_drain)(args, url, queue)
+                if holds is not None:
+                    holds.side = side if rnd else "warm-up"
                 cpu0, loop0, t0 = cpu_seconds(), time.thread_time(), time.perf_counter()
                 await drain()
                 wall = time.perf_counter() - t0
                 cpu, on_loop = cpu_seconds() - cpu0, time.thread_time() - loop0
                 if rnd:
+                    if holds is not None:
+                        holds.wall[side] += wall
                     n = args.messages
                     sides[side].append((n / wall, cpu * 1e6 / n, on_loop * 1e6 / n))
         await drop_table(db, args.engine, queue.table)
@@ -281,11 +368,15 @@ async def ab(args: argparse.Namespace, out_dir: Path) -> str:
         f"runtime/raw {statistics.median(ratios):.2f} "
         f"({min(ratios):.2f}–{max(ratios):.2f}), the median of the rounds' ratios"
     )
+    if holds is not None:
+        lines += holds.lines()
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.holds and not args.ab:
+        raise SystemExit("--holds goes with --ab N: it times the A/B's drains")
     with tempfile.TemporaryDirectory(prefix="qgen-profile-") as tmp:
         if args.ab:
             print(asyncio.run(ab(args, Path(tmp))))

@@ -163,7 +163,7 @@ class _PgDriver:
         await self.conn.close()
 
 
-class _OneTripSteps:
+class OneTripSteps:
     """A step of several statements, or several steps in one transaction, in one trip to
     the thread the driver's statements run on, BEGIN and COMMIT included: what the
     runtime's MariaDB and SQLite drivers do (``Connection.run_script``), and what a
@@ -219,7 +219,7 @@ class _OneTripSteps:
         return results
 
 
-class _AiosqliteDriver(_OneTripSteps):
+class _AiosqliteDriver(OneTripSteps):
     begin_sql = "BEGIN IMMEDIATE"
 
     async def open(self, url: str) -> None:
@@ -262,7 +262,7 @@ class _AiosqliteDriver(_OneTripSteps):
         await self.db.close()
 
 
-class _PyMySQLExecutorDriver(_OneTripSteps):
+class _PyMySQLExecutorDriver(OneTripSteps):
     async def open(self, url: str) -> None:
         self.executor = ThreadPoolExecutor(max_workers=1)
         loop = asyncio.get_running_loop()
@@ -426,7 +426,7 @@ class _AsyncWorker(_Loop):
         if len(stmts) == 1:
             self.tally.statement(stmts[0], self.in_tx)
             return await self.drv.run(stmts[0], params)
-        if not isinstance(self.drv, _OneTripSteps):
+        if not isinstance(self.drv, OneTripSteps):
             # only MariaDB's files have steps of several statements (claims, take, _many)
             raise NotImplementedError(f"{name}: a step of several statements on {self.engine}")
         # the whole step in one trip to the driver's thread, as the runtime's driver runs it
@@ -440,7 +440,7 @@ class _AsyncWorker(_Loop):
         are several statements, as the runtime does (one commits on its own)."""
         groups = self.grouped(settle, by_token)
         own_tx = own_tx and sum(step is not None for step, *_ in groups) > 1
-        if own_tx and isinstance(self.drv, _OneTripSteps):
+        if own_tx and isinstance(self.drv, OneTripSteps):
             # every statement of every outcome in one trip to the driver's thread
             ran = [(step, params, name, n) for step, params, name, n in groups if step is not None]
             self.found = []
@@ -497,7 +497,7 @@ class _AsyncWorker(_Loop):
         small batch all acked is finished by the next claim, as the runtime does: on
         PostgreSQL in its statement (``ack_claim``, id and token pairs), on SQLite by
         ``ack_many`` and the claim in one transaction, one trip (``together``)."""
-        together = self.acks_before_claim() and isinstance(self.drv, _OneTripSteps)
+        together = self.acks_before_claim() and isinstance(self.drv, OneTripSteps)
         fused = "ack_claim" in self.st or together
         acked: list[list[Any]] = []  # the last batch, all acked: [id, token] pairs
         while True:

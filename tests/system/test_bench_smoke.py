@@ -97,6 +97,19 @@ def test_the_profile_script_compares_the_runtime_and_its_raw_twin_in_turns(
     assert "runtime/raw " in out.splitlines()[-1], out
 
 
+@pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
+def test_the_ab_times_each_sides_sqlite_write_transactions(engine: Engine) -> None:
+    out = _profile(engine, "--ab", "1", "--holds")
+    lines = out.splitlines()
+    at = lines.index("one-trip write transactions, µs on the connection's thread (waits included):")
+    rows = {line.split()[0]: line.split()[1:] for line in lines[at + 2 :]}
+    assert list(rows) == ["runtime", "raw"], out
+    for count, p50, p90, p99, mean, share, inside in rows.values():
+        # each side finishes its acked batches by the next claim's transaction: ~20 of them
+        assert int(count) >= 10 and 0 < float(p50) <= float(p90) <= float(p99), out
+        assert float(mean) > 0 and share.endswith("%") and 0 < float(inside) <= 4, out
+
+
 @pytest.mark.parametrize("engine", engine_params("mariadb"), indirect=True)
 def test_the_thread_trip_script_prices_a_statement_three_ways(engine: Engine) -> None:
     out = _bench("bench/thread_trip.py", "--url", engine.url, "-n", "50", "--rounds", "2")
