@@ -161,7 +161,8 @@ class LeaseForm(Form):
                     ],
                 )
             names, rows = acked  # ack_many returns the ids it finished, each once
-            done = [row[names.index("id")] for row in rows] if rows else []
+            i_done = names.index("id") if rows else 0
+            done = [row[i_done] for row in rows]
             return ClaimSettled(self.deliveries(claimed, tokens=True), self._met(items, done))
         assert self._ack_claim is not None  # defer() checked: the file has it
         async with _fenced(deliveries):

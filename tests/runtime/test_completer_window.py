@@ -24,6 +24,24 @@ async def written(qt: QueueUnderTest, d: Any) -> bool:
     return rows[d.message.id]["processed_at"] is not None
 
 
+def watching(
+    qt: QueueUnderTest, watched: Any, settles: Any, checks: list[tuple[str, float]]
+) -> tuple[Any, dict[str, bool]]:
+    """A slow handler, and what it saw: at each ``(label, at)`` of ``checks``, once the event
+    loop's clock reads ``at``, whether ``watched``'s settlement is written; then it acks
+    ``settles``."""
+    seen: dict[str, bool] = {}
+
+    async def handler(_conn: Any, _d: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        for label, at in checks:
+            await asyncio.sleep(max(at - loop.time(), 0))
+            seen[label] = await written(qt, watched)
+        return decide(qt.queue, settles, runtime.ack())
+
+    return handler, seen
+
+
 def test_settlements_wait_for_the_window_and_commit_together_at_the_end(tmp_path: Path) -> None:
     async def go() -> None:
         qt = await make_queue(engine_for("sqlite", tmp_path), "lease")
@@ -67,14 +85,9 @@ def test_a_window_that_closes_while_a_handler_runs_is_written_at_once(tmp_path: 
                     return decide(qt.queue, first, runtime.ack())
 
                 await completer.handle(conn, first, quick)
-                seen: dict[str, bool] = {}
-
-                async def slow(_conn: Any, _d: Any) -> Any:
-                    seen["at_start"] = await written(qt, first)
-                    await asyncio.sleep(1.0)  # the window closes meanwhile
-                    seen["later"] = await written(qt, first)
-                    return decide(qt.queue, second, runtime.ack())
-
+                now = asyncio.get_running_loop().time()
+                # the window closes between the two looks
+                slow, seen = watching(qt, first, second, [("at_start", now), ("later", now + 1)])
                 await completer.handle(conn, second, slow)
                 assert seen == {"at_start": False, "later": True}
                 assert counts == {"ack": 1} and held == {second}
@@ -153,15 +166,12 @@ def test_a_completer_kept_for_the_next_batch_closes_each_window_at_its_own_deadl
                 await asyncio.sleep(0.5)
                 # the next batch: a window that closes at opened + 1.5 or later
                 await completer.handle(conn, second, quick(second))
-                seen: dict[str, bool] = {}
-
-                async def slow(_conn: Any, _d: Any) -> Any:
-                    await asyncio.sleep(max(opened + 1.2 - loop.time(), 0))
-                    seen["past the first deadline"] = await written(qt, second)
-                    await asyncio.sleep(max(opened + 2.5 - loop.time(), 0))
-                    seen["past its own"] = await written(qt, second)
-                    return decide(qt.queue, third, runtime.ack())
-
+                slow, seen = watching(
+                    qt,
+                    second,
+                    third,
+                    [("past the first deadline", opened + 1.2), ("past its own", opened + 2.5)],
+                )
                 await completer.handle(conn, third, slow)
                 assert seen == {"past the first deadline": False, "past its own": True}
                 assert counts == {"ack": 2} and held == {third}
