@@ -359,8 +359,8 @@ async def _ab(args: argparse.Namespace, out_dir: Path, holds: Holds | None) -> s
         rates = [r for r, _, _ in got]
         lines.append(
             f"{side:<8} {statistics.median(rates):>8,.0f} "
-            f"{statistics.median(c for _, c, _ in got):>11.0f} "
-            f"{statistics.median(o for _, _, o in got):>12.0f}   "
+            f"{statistics.median(c for _, c, _ in got):>11.1f} "
+            f"{statistics.median(o for _, _, o in got):>12.1f}   "
             + ", ".join(f"{r:,.0f}" for r in rates)
         )
     ratios = [a[0] / b[0] for a, b in zip(sides["runtime"], sides["raw"], strict=True)]

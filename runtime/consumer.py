@@ -527,7 +527,7 @@ class Consumer(Generic[P]):
         started = monotonic()
         try:  # Invocation.call's steps, run in this coroutine (one coroutine less a message)
             try:
-                returned = await invoke.start(message, ctx)
+                returned = await invoke.starter(message, ctx)
                 if type(returned) is Outcome:
                     outcome = returned
                 else:

@@ -116,6 +116,8 @@ class Delivery:
     #: why its stored payload could not be decoded when it was claimed (``message.payload``
     #: is then the stored text): never handled, to the dead letter (see Consumer)
     undecodable: PayloadError | None = None
+    #: ``lock``, None until something takes it (a settlement reads it as it is: one that is
+    #: locked now has an extension or a progress write in flight)
     _lock: asyncio.Lock | None = None
 
     @property
@@ -125,12 +127,6 @@ class Delivery:
         if self._lock is None:
             self._lock = asyncio.Lock()
         return self._lock
-
-    def lock_in_use(self) -> asyncio.Lock | None:
-        """The lock when something holds it now (an extension or a progress write in
-        flight), else None: made for no one."""
-        lock = self._lock
-        return lock if lock is not None and lock.locked() else None
 
 
 class Batch(list[Delivery]):

@@ -73,10 +73,17 @@ class Invocation:
     on_fatal: Callable[[BaseException], None] | None = None
     #: a plain ``def``: called in a worker thread
     sync: bool = field(init=False)
+    #: ``start``, or the handler itself where calling it is all ``start`` does (an ``async
+    #: def`` without a timeout): one call less a message on the consumer's hot path
+    starter: Callable[[Message[Any], Ctx], Awaitable[Any]] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         check_timeout(self.timeout)
         object.__setattr__(self, "sync", not is_async(self.handle))
+        plain = not self.sync and self.timeout is None
+        object.__setattr__(self, "starter", self.handle if plain else self.start)
 
     def __call__(self, message: Message[Any], ctx: Ctx) -> Coroutine[Any, Any, Outcome]:
         """The call's Outcome (a coroutine: ``await invocation(message, ctx)``)."""
@@ -91,7 +98,7 @@ class Invocation:
         path, one coroutine less a message): ``start``, then ``finish`` unless the value is
         already an Outcome, and ``raised`` for an exception out of either."""
         try:
-            returned = await self.start(message, ctx)
+            returned = await self.starter(message, ctx)
             if type(returned) is Outcome:
                 return returned
             return await self.finish(returned, message, ctx, started)

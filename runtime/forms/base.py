@@ -337,9 +337,13 @@ class Form:
         once that claim has committed."""
         if not self.settles_in_claim or self.transactional or len(items) > DEFER_MAX:
             return False
-        if not all(decision.step in self._finishing for _, decision in items):
-            return False
-        if len({d.message.id for d, _ in items}) != len(items):  # one statement, one row once
+        finishing = self._finishing
+        ids = set()
+        for d, decision in items:  # one pass: the group is at most DEFER_MAX
+            if decision.step not in finishing:
+                return False
+            ids.add(d.message.id)
+        if len(ids) != len(items):  # one statement, one row once
             return False
         for d, _ in items:
             d.settled = True

@@ -363,10 +363,16 @@ def _not_held(part: list[tuple[int, Delivery, Decision]], got: Rows) -> list[int
     return [i for i, d, _ in part if d.message.id not in touched]
 
 
+#: JSON text of a ``pairs`` list: ``json.dumps(pairs, default=str)`` (a token the driver gave
+#: as a datetime, as its text), with one encoder kept rather than one made a call, and no
+#: check for circular lists, which the fresh lists of ids and tokens cannot be
+_pairs_json = json.JSONEncoder(default=str, check_circular=False).encode
+
+
 def _pairs(deliveries: Iterable[Delivery]) -> str:
     """The ``pairs`` a ``_many`` statement binds: each row's id and the token its delivery
     holds now (bound inside ``_fenced``, after an extension in flight has moved it)."""
-    return json.dumps([[d.message.id, d.token] for d in deliveries], default=str)
+    return _pairs_json([[d.message.id, d.token] for d in deliveries])
 
 
 class _fenced:
@@ -381,8 +387,8 @@ class _fenced:
         busy: list[asyncio.Lock] | None = None
         for d in deliveries:  # every one marked before the first await
             d.settled = True
-            lock = d.lock_in_use()
-            if lock is not None:
+            lock = d._lock  # made on first use: none, or not locked, means none in flight
+            if lock is not None and lock.locked():
                 if busy is None:
                     busy = []
                 busy.append(lock)
