@@ -254,11 +254,11 @@ def _raw_drain(
 
 
 class Holds:
-    """``--holds``: the seconds each one-trip write transaction took on its connection's
-    thread, by side. ``with Holds() as holds:`` wraps the function each side runs such a
-    transaction with (the runtime's SQLite driver's ``_script_in_transaction``, the raw
-    twin's ``_steps``) and puts them back after; ``holds.side`` names the side whose drain
-    runs now (``warm-up``: not shown)."""
+    """``--holds``: the seconds each one-trip write transaction took, by side. ``with Holds()
+    as holds:`` wraps the functions each side runs such a transaction with (the runtime's
+    SQLite driver's ``_script_in_transaction`` on the connection's thread and ``_script_now``
+    on the event loop's, timed when it ran, the raw twin's ``_steps``) and puts them back
+    after; ``holds.side`` names the side whose drain runs now (``warm-up``: not shown)."""
 
     def __init__(self) -> None:
         self.side = "runtime"
@@ -270,15 +270,24 @@ class Holds:
     def _timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any) -> Any:
             t0 = time.perf_counter()
+            ran = None
             try:
-                return fn(*args)
+                ran = fn(*args)
+                return ran
             finally:
-                self.took[self.side].append(time.perf_counter() - t0)
+                if ran is not None or fn is not inline:  # an inline step not run: none
+                    self.took[self.side].append(time.perf_counter() - t0)
+
+        inline = sqlite_driver._script_now
 
         return timed
 
     def __enter__(self) -> Holds:
-        for owner, name in ((sqlite_driver, "_script_in_transaction"), (OneTripSteps, "_steps")):
+        for owner, name in (
+            (sqlite_driver, "_script_in_transaction"),
+            (sqlite_driver, "_script_now"),
+            (OneTripSteps, "_steps"),
+        ):
             fn = getattr(owner, name)
             self._put_back.append((owner, name, fn))
             setattr(owner, name, self._timed(fn))
@@ -290,7 +299,8 @@ class Holds:
 
     def lines(self) -> list[str]:
         out = [
-            "one-trip write transactions, µs on the connection's thread (waits included):",
+            "one-trip write transactions, µs each (waits included; the runtime's on the event "
+            "loop's thread when nothing was in their way):",
             f"{'side':<8} {'count':>6} {'p50':>6} {'p90':>6} {'p99':>7} {'mean':>6}  past 0.9 ms"
             "  inside",
         ]

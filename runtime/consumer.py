@@ -441,6 +441,7 @@ class Consumer(Generic[P]):
             raise
         if not self.form.keyspace:
             self.form.keyspace = conn.url
+        conn.inline_steps = True  # its claims and settlements are each a moment long
         if self._listen is None and not self._registered:  # woken by enqueues in this process
             register(self.queue.table, conn.url, self._wakeup)
             self._registered = True

@@ -168,6 +168,13 @@ class Connection(abc.ABC):
         self.server_version = (0, 0, 0)
         self._in_transaction = False
         self._closed = False
+        #: a step of several statements in a transaction of its own (``run_script``) may run
+        #: on the event loop's thread when nothing is in its way, rather than on the
+        #: connection's thread (the SQLite driver; the others have no thread to skip). Set by
+        #: a Consumer on its workers' connections, whose claims and settlements are each a
+        #: moment long; a step of a connection's other users may take any time, and would
+        #: hold up the loop for it.
+        self.inline_steps = False
 
     # ----------------------------------------------------------------- state
 

@@ -15,6 +15,18 @@ SQLite's own lock and busy handler decide, as they do between processes. A step 
 statements (``run_script``) opens its transaction, runs and ends it in one trip to the
 connection's thread, a moment long too: it shares the turn as a single write does.
 
+On a consumer's worker connection (``inline_steps``) that step, when nothing is in its way,
+does not go to the thread at all: it runs on the event loop's thread, where it was asked
+for, at once. Nothing is in its way when the
+connection's thread has no call of it still running, the file's writer turn can be shared
+without waiting, and SQLite's write lock is free (its ``BEGIN IMMEDIATE`` runs with a busy
+timeout of 0). Otherwise nothing of it has run, and it goes to the thread, which waits as
+before; so the loop never waits for a lock. What it saves is the hop: a trip to the thread
+costs the loop a wake-up, and the thread, which takes the GIL back after each of SQLite's
+steps, many waits for it while the loop runs handlers. The step's own statements still take
+their time on the loop (a claim and a settlement: tens of µs), and so does a checkpoint that
+its COMMIT may run (SQLite's automatic one, every 1,000 pages of WAL).
+
 The turn is taken and given back on each connection's own thread, around the statement that
 needs it: when one connection's COMMIT ends, the next one's statement starts on its thread at
 once, while the event loop reads the first one's answer (SQLite runs without the GIL), instead
@@ -59,9 +71,11 @@ T = TypeVar("T")
 BUSY_TIMEOUT_MS = 30_000
 #: how long a close whose caller was cancelled is still waited for (aiosqlite's thread ends)
 CLOSE_WAIT_S = 5.0
+#: a connection's busy timeout (set again after a ``BEGIN IMMEDIATE`` that was not to wait)
+_BUSY_TIMEOUT = f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}"
 _PRAGMAS = (
     # busy_timeout first: switching to WAL needs a moment of exclusive access.
-    f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}",
+    _BUSY_TIMEOUT,
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",
 )
@@ -69,6 +83,14 @@ _PRAGMAS = (
 
 # These run on aiosqlite's thread. Each one finishes and closes its cursor before returning,
 # so no statement is left half-stepped holding a read snapshot (and, with it, the WAL) open.
+
+
+def _counted(done: list[int], fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on the connection's thread, counted in ``done`` once it has returned."""
+    try:
+        return fn(*args)
+    finally:
+        done[0] += 1
 
 
 def _run_execute(raw: sqlite3.Connection, sql: str, params: Params) -> int:
@@ -223,6 +245,15 @@ class _FileTurn:
                     raise
                 self._unwait(before)
             self.singles += 1
+
+    def try_share(self) -> bool:
+        """``share`` when it needs no wait; False (nothing held) when a transaction holds the
+        turn or asked for it before."""
+        with self._guard:
+            if self.done < self.issued or self.transaction:
+                return False
+            self.singles += 1
+            return True
 
     def unshare(self) -> None:
         with self._guard:
@@ -410,6 +441,39 @@ def _script_in_transaction(raw: sqlite3.Connection, script: Script, abandoned: l
     """``BEGIN IMMEDIATE``, the script, COMMIT; ROLLBACK on an error, and instead of the
     COMMIT when the caller was cancelled meanwhile."""
     raw.execute("BEGIN IMMEDIATE").close()
+    return _script_to_end(raw, script, abandoned)
+
+
+def _script_now(turn: _WriterTurn, raw: sqlite3.Connection, script: Script) -> Rows | None:
+    """``run_script``'s step of its own transaction, run where it is called (the event loop's
+    thread), when nothing is in its way: the file's writer turn shared at once, SQLite's write
+    lock taken at once. None when either is taken: nothing of it has run, the script is not
+    started, and the caller sends it to the connection's thread."""
+    file = turn.file
+    if not file.try_share():
+        return None
+    try:
+        raw.execute("PRAGMA busy_timeout = 0").close()
+        try:
+            raw.execute("BEGIN IMMEDIATE").close()
+        except raw.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) == _SQLITE_BUSY:
+                return None
+            raise
+        finally:
+            raw.execute(_BUSY_TIMEOUT).close()
+        return _script_to_end(raw, script, [False])
+    finally:
+        file.unshare()
+
+
+#: SQLite's result code for a lock another connection holds
+_SQLITE_BUSY = 5
+
+
+def _script_to_end(raw: sqlite3.Connection, script: Script, abandoned: list[bool]) -> Rows:
+    """The script in the transaction just opened, then COMMIT (ROLLBACK on an error, and
+    instead of the COMMIT when the caller was cancelled meanwhile)."""
     try:
         result = _script(raw, script)
         raw.execute("ROLLBACK" if abandoned[0] else "COMMIT").close()
@@ -473,6 +537,11 @@ class SQLiteConnection(Connection):
         #: runs a function on aiosqlite's thread, one hop of its own queue (its public Cursor
         #: API would cost a hop for execute() and another for each fetch)
         self._on_thread = aiosqlite_caller(db)
+        #: calls sent to the thread, and calls it has finished (each counter written by one
+        #: thread only): equal, the thread runs nothing of this connection's (a cancelled
+        #: caller's call may still run there)
+        self._sent = 0
+        self._done = [0]
         self._close_task: asyncio.Future[None] | None = None
         file = _file_turn(path)
         self._turn = None if file is None else _WriterTurn(file)
@@ -483,20 +552,30 @@ class SQLiteConnection(Connection):
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             self._check_open()
+        self._sent += 1
         try:
-            result: T = await self._on_thread(fn, *args)
+            result: T = await self._on_thread(_counted, self._done, fn, *args)
             return result
-        except _TurnTimeout:
-            raise DatabaseError(
+        except _TurnTimeout as exc:
+            raise self._failure(exc) from None
+        except Exception as exc:
+            failure = self._failure(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+
+    def _failure(self, exc: Exception) -> Exception:
+        """What a failed call raises: ConnectionLost, DatabaseError, or the error itself."""
+        if isinstance(exc, _TurnTimeout):
+            return DatabaseError(
                 f"{self.url}: another connection of this process kept the database's write "
                 f"lock for {BUSY_TIMEOUT_MS / 1000:g} s (a transaction left open?)"
-            ) from None
-        except Exception as exc:
-            if self._closed or self._is_lost(exc) or isinstance(exc, _TurnClosed):
-                raise self._lost(exc) from exc
-            if isinstance(exc, self._sqlite3.Error):
-                raise database_error(exc) from exc
-            raise
+            )
+        if self._closed or self._is_lost(exc) or isinstance(exc, _TurnClosed):
+            return self._lost(exc)
+        if isinstance(exc, self._sqlite3.Error):
+            return database_error(exc)
+        return exc
 
     async def _write(self, fn: Callable[..., T], sql: str, params: Any) -> T:
         """Run a statement; one that writes, outside a transaction, takes the writer turn."""
@@ -597,7 +676,27 @@ class SQLiteConnection(Connection):
 
     async def run_script(self, script: Script) -> Rows:
         """The whole step in one trip to the connection's thread (the writer turn, BEGIN, each
-        statement, COMMIT), where each was a trip of its own."""
+        statement, COMMIT), where each was a trip of its own; or, with ``inline_steps``, in a
+        transaction of its own when nothing is in its way, here on the event loop's thread,
+        with no trip at all."""
+        turn = self._turn
+        if (
+            self.inline_steps
+            and turn is not None
+            and not turn.held
+            and not self._in_transaction
+            and not self._closed
+            and self._sent == self._done[0]
+        ):
+            try:
+                rows = _script_now(turn, self._raw, script)
+            except Exception as exc:
+                failure = self._failure(exc)
+                if failure is exc:
+                    raise
+                raise failure from exc
+            if rows is not None:
+                return rows
         return await self._script_trip(self._call, _run_script, self._turn, self._raw, script)
 
     async def commit(self) -> None:
@@ -735,6 +834,9 @@ async def open_sqlite(
     import sqlite3
 
     kwargs["isolation_level"] = None
+    # the connection's thread runs its statements; a step with nothing in its way runs on the
+    # event loop's thread (run_script), never while the other runs anything of it
+    kwargs["check_same_thread"] = False
     target = path
     if query:
         target, kwargs["uri"] = f"file:{quote(path)}?{query}", True

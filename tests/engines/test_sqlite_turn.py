@@ -8,6 +8,7 @@ ones run real connections on a real file."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 import time
 
@@ -279,14 +280,16 @@ def test_a_stream_of_single_writes_does_not_starve_a_transaction(engine, monkeyp
     run(go())
 
 
+@pytest.mark.parametrize("inline", [False, True], ids=["thread", "inline"])
 @pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
 def test_a_step_of_several_statements_waits_for_an_open_transaction_then_goes_with_the_rest(
-    engine, monkeypatch
+    engine, monkeypatch, inline
 ):
     """A step of several statements (``run_script``: its own transaction, begun and ended in
-    one trip to the connection's thread) waits for a transaction that holds the turn, not
-    for SQLite's busy timeout; then steps from several connections, beside their single
-    writes, all go through, each whole."""
+    one trip to the connection's thread, or on the event loop's with ``inline_steps`` when
+    nothing is in its way) waits for a transaction that holds the turn, not for SQLite's
+    busy timeout, and never on the event loop; then steps from several connections, beside
+    their single writes, all go through, each whole."""
     monkeypatch.setattr(sqlite_driver, "BUSY_TIMEOUT_MS", 3000)
 
     async def go() -> None:
@@ -297,6 +300,8 @@ def test_a_step_of_several_statements_waits_for_an_open_transaction_then_goes_wi
         try:
             await qt.enqueue({"n": 1})
             conns = [await runtime.connect(qt.url) for _ in range(4)]
+            for conn in conns:
+                conn.inline_steps = inline
             tx, stepper = conns[0], conns[1]
             try:
                 await tx.begin()
@@ -320,6 +325,160 @@ def test_a_step_of_several_statements_waits_for_an_open_transaction_then_goes_wi
             rows = await qt.rows()
             assert len(rows) == 1 + 4 * 20
             assert rows[0]["attempt"] == 11 + 4 * 20  # every step bumped it, once
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+# ---------------------------------------------- a worker's step on the event loop's thread
+
+
+async def _with_thread_ident(conn: runtime.Connection) -> Statement:
+    """A statement whose one row is the ident of the thread that runs it."""
+    raw = conn._raw  # type: ignore[attr-defined]
+    await conn._on_thread(raw.create_function, "qgen_test_thread", 0, threading.get_ident)  # type: ignore[attr-defined]
+    return Statement("SELECT qgen_test_thread() AS t", Kind.READS)
+
+
+def _bump_step(qt) -> Statement:
+    table, attempt = qt.q(qt.table), qt.col("attempt")
+    return Statement(f"UPDATE {table} SET {attempt} = {attempt} + 1", Kind.WRITES)
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
+def test_a_workers_step_runs_on_the_event_loops_thread_when_nothing_is_in_its_way(engine):
+    """With ``inline_steps`` (a consumer's worker connection), a step of its own transaction
+    runs where it was asked for, on the event loop's thread, with no trip to the
+    connection's; without it, on the connection's thread. Either way it is whole."""
+
+    async def go() -> None:
+        qt = await make_queue(engine, "lease")
+        try:
+            await qt.enqueue({"n": 1})
+            async with await runtime.connect(qt.url) as conn:
+                where = await _with_thread_ident(conn)
+                loop_thread = threading.get_ident()
+                assert not conn.inline_steps  # a connection's other users: the thread
+                _, rows = await run_rows(conn, (_bump_step(qt), where), {})
+                assert rows[0][0] != loop_thread
+                conn.inline_steps = True
+                _, rows = await run_rows(conn, (_bump_step(qt), where), {})
+                assert rows[0][0] == loop_thread
+                assert not conn.in_transaction
+            assert (await qt.rows())[0]["attempt"] == 3  # each step bumped it, once
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
+def test_a_workers_step_never_waits_for_the_write_lock_on_the_event_loop(engine):
+    """Another connection (another process's, outside the turn) holds SQLite's write lock: a
+    worker's step goes to its connection's thread, which waits there, while the event loop
+    runs on; once the lock is free the step commits, whole, and the connection's busy
+    timeout is what it was."""
+
+    async def go() -> None:
+        qt = await make_queue(engine, "lease")
+        try:
+            await qt.enqueue({"n": 1})
+            path = qt.url.removeprefix("sqlite:///")
+            other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            async with await runtime.connect(qt.url) as conn:
+                conn.inline_steps = True
+                where = await _with_thread_ident(conn)
+                other.execute("BEGIN IMMEDIATE")
+                ticks = 0
+
+                async def ticking() -> None:
+                    nonlocal ticks
+                    while True:
+                        await asyncio.sleep(0.01)
+                        ticks += 1
+
+                ticker = asyncio.ensure_future(ticking())
+                try:
+                    step = asyncio.ensure_future(run_rows(conn, (_bump_step(qt), where), {}))
+                    await asyncio.sleep(0.3)
+                    assert not step.done()  # waiting for the lock, on the connection's thread
+                    assert ticks >= 10, f"the event loop ticked {ticks} times in 0.3 s"
+                    other.execute("COMMIT")
+                    _, rows = await asyncio.wait_for(step, 5)
+                finally:
+                    ticker.cancel()
+                assert rows[0][0] != threading.get_ident()
+                (busy,) = (await conn.fetchrows("PRAGMA busy_timeout"))[1]
+                assert busy == (sqlite_driver.BUSY_TIMEOUT_MS,)
+            other.close()
+            assert (await qt.rows())[0]["attempt"] == 2
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
+def test_a_workers_step_never_runs_beside_a_call_still_running_on_its_thread(engine):
+    """A caller cancelled while its statement runs on the connection's thread leaves it
+    running there: the worker's next step does not run on the event loop beside it, but
+    after it, on the thread."""
+
+    async def go() -> None:
+        qt = await make_queue(engine, "lease")
+        try:
+            await qt.enqueue({"n": 1})
+            async with await runtime.connect(qt.url) as conn:
+                conn.inline_steps = True
+                where = await _with_thread_ident(conn)
+                raw = conn._raw  # type: ignore[attr-defined]
+                ended: list[float] = []
+
+                def pause(seconds: float) -> int:
+                    time.sleep(seconds)
+                    ended.append(time.monotonic())
+                    return 1
+
+                await conn._on_thread(raw.create_function, "qgen_test_pause", 1, pause)  # type: ignore[attr-defined]
+                slow = asyncio.ensure_future(conn.fetchrows("SELECT qgen_test_pause(0.3)"))
+                await asyncio.sleep(0.1)
+                slow.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await slow
+                assert not ended  # it still runs on the thread
+                _, rows = await run_rows(conn, (_bump_step(qt), where), {})
+                assert ended and rows[0][0] != threading.get_ident()
+            assert (await qt.rows())[0]["attempt"] == 2
+        finally:
+            await qt.drop()
+
+    run(go())
+
+
+@pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
+def test_a_consumers_workers_run_their_steps_inline(engine):
+    """A Consumer marks the connections it opens for its workers ``inline_steps``: their
+    claims and settlements are each a moment long."""
+
+    async def go() -> None:
+        qt = await make_queue(engine, "lease")
+        opened: list[runtime.Connection] = []
+
+        async def open_connection() -> runtime.Connection:
+            conn = await runtime.connect(qt.url)
+            opened.append(conn)
+            return conn
+
+        async def handle(message, ctx):
+            return runtime.ack()
+
+        try:
+            for n in range(25):
+                await qt.enqueue({"n": n})
+            counts = await runtime.Consumer(open_connection, qt.queue, handle).drain()
+            assert counts["ack"] == 25
+            assert opened and all(conn.inline_steps for conn in opened)
         finally:
             await qt.drop()
 
