@@ -17,15 +17,14 @@ connection's thread, a moment long too: it shares the turn as a single write doe
 
 On a consumer's worker connection (``inline_steps``) that step, when nothing is in its way,
 does not go to the thread at all: it runs on the event loop's thread, where it was asked
-for, at once. Nothing is in its way when the
-connection's thread has no call of it still running, the file's writer turn can be shared
-without waiting, and SQLite's write lock is free (its ``BEGIN IMMEDIATE`` runs with a busy
-timeout of 0). Otherwise nothing of it has run, and it goes to the thread, which waits as
-before; so the loop never waits for a lock. What it saves is the hop: a trip to the thread
-costs the loop a wake-up, and the thread, which takes the GIL back after each of SQLite's
-steps, many waits for it while the loop runs handlers. The step's own statements still take
-their time on the loop (a claim and a settlement: tens of µs), and so does a checkpoint that
-its COMMIT may run (SQLite's automatic one, every 1,000 pages of WAL).
+for, at once. Nothing is in its way when the connection's thread runs no call of it, the
+file's writer turn can be shared without waiting, and SQLite's write lock is free (its
+``BEGIN IMMEDIATE`` runs with a busy timeout of 0). Otherwise nothing of it has run, and it
+goes to the thread, which waits as before: the loop never waits for a lock. What it saves is
+the trip: the loop's wake-up for the answer, and the thread's waits for the GIL, which it
+takes back after each of SQLite's steps while the loop runs handlers. The step's statements
+take their time on the loop instead (a claim and a settlement: tens of µs), and so does a
+checkpoint its COMMIT may run (SQLite's automatic one, every 1,000 pages of WAL: a few ms).
 
 The turn is taken and given back on each connection's own thread, around the statement that
 needs it: when one connection's COMMIT ends, the next one's statement starts on its thread at

@@ -346,6 +346,20 @@ def _bump_step(qt) -> Statement:
     return Statement(f"UPDATE {table} SET {attempt} = {attempt} + 1", Kind.WRITES)
 
 
+async def _one_worker_step(engine, body) -> None:
+    """``body(qt, conn, where)`` with a lease queue of one row and a worker's connection
+    (``inline_steps``) to it; ``body`` runs one step (``_bump_step``) that must stand, whole."""
+    qt = await make_queue(engine, "lease")
+    try:
+        await qt.enqueue({"n": 1})
+        async with await runtime.connect(qt.url) as conn:
+            conn.inline_steps = True
+            await body(qt, conn, await _with_thread_ident(conn))
+        assert (await qt.rows())[0]["attempt"] == 2
+    finally:
+        await qt.drop()
+
+
 @pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
 def test_a_workers_step_runs_on_the_event_loops_thread_when_nothing_is_in_its_way(engine):
     """With ``inline_steps`` (a consumer's worker connection), a step of its own transaction
@@ -380,43 +394,35 @@ def test_a_workers_step_never_waits_for_the_write_lock_on_the_event_loop(engine)
     runs on; once the lock is free the step commits, whole, and the connection's busy
     timeout is what it was."""
 
-    async def go() -> None:
-        qt = await make_queue(engine, "lease")
+    async def body(qt, conn: runtime.Connection, where: Statement) -> None:
+        other = sqlite3.connect(qt.url.removeprefix("sqlite:///"), isolation_level=None)
         try:
-            await qt.enqueue({"n": 1})
-            path = qt.url.removeprefix("sqlite:///")
-            other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            async with await runtime.connect(qt.url) as conn:
-                conn.inline_steps = True
-                where = await _with_thread_ident(conn)
-                other.execute("BEGIN IMMEDIATE")
-                ticks = 0
+            other.execute("BEGIN IMMEDIATE")
+            ticks = 0
 
-                async def ticking() -> None:
-                    nonlocal ticks
-                    while True:
-                        await asyncio.sleep(0.01)
-                        ticks += 1
+            async def ticking() -> None:
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
 
-                ticker = asyncio.ensure_future(ticking())
-                try:
-                    step = asyncio.ensure_future(run_rows(conn, (_bump_step(qt), where), {}))
-                    await asyncio.sleep(0.3)
-                    assert not step.done()  # waiting for the lock, on the connection's thread
-                    assert ticks >= 10, f"the event loop ticked {ticks} times in 0.3 s"
-                    other.execute("COMMIT")
-                    _, rows = await asyncio.wait_for(step, 5)
-                finally:
-                    ticker.cancel()
-                assert rows[0][0] != threading.get_ident()
-                (busy,) = (await conn.fetchrows("PRAGMA busy_timeout"))[1]
-                assert busy == (sqlite_driver.BUSY_TIMEOUT_MS,)
-            other.close()
-            assert (await qt.rows())[0]["attempt"] == 2
+            ticker = asyncio.ensure_future(ticking())
+            try:
+                step = asyncio.ensure_future(run_rows(conn, (_bump_step(qt), where), {}))
+                await asyncio.sleep(0.3)
+                assert not step.done()  # waiting for the lock, on the connection's thread
+                assert ticks >= 10, f"the event loop ticked {ticks} times in 0.3 s"
+                other.execute("COMMIT")
+                _, rows = await asyncio.wait_for(step, 5)
+            finally:
+                ticker.cancel()
         finally:
-            await qt.drop()
+            other.close()
+        assert rows[0][0] != threading.get_ident()
+        (busy,) = (await conn.fetchrows("PRAGMA busy_timeout"))[1]
+        assert busy == (sqlite_driver.BUSY_TIMEOUT_MS,)
 
-    run(go())
+    run(_one_worker_step(engine, body))
 
 
 @pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
@@ -425,35 +431,26 @@ def test_a_workers_step_never_runs_beside_a_call_still_running_on_its_thread(eng
     running there: the worker's next step does not run on the event loop beside it, but
     after it, on the thread."""
 
-    async def go() -> None:
-        qt = await make_queue(engine, "lease")
-        try:
-            await qt.enqueue({"n": 1})
-            async with await runtime.connect(qt.url) as conn:
-                conn.inline_steps = True
-                where = await _with_thread_ident(conn)
-                raw = conn._raw  # type: ignore[attr-defined]
-                ended: list[float] = []
+    async def body(qt, conn: runtime.Connection, where: Statement) -> None:
+        ended: list[float] = []
 
-                def pause(seconds: float) -> int:
-                    time.sleep(seconds)
-                    ended.append(time.monotonic())
-                    return 1
+        def pause(seconds: float) -> int:
+            time.sleep(seconds)
+            ended.append(time.monotonic())
+            return 1
 
-                await conn._on_thread(raw.create_function, "qgen_test_pause", 1, pause)  # type: ignore[attr-defined]
-                slow = asyncio.ensure_future(conn.fetchrows("SELECT qgen_test_pause(0.3)"))
-                await asyncio.sleep(0.1)
-                slow.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await slow
-                assert not ended  # it still runs on the thread
-                _, rows = await run_rows(conn, (_bump_step(qt), where), {})
-                assert ended and rows[0][0] != threading.get_ident()
-            assert (await qt.rows())[0]["attempt"] == 2
-        finally:
-            await qt.drop()
+        raw = conn._raw  # type: ignore[attr-defined]
+        await conn._on_thread(raw.create_function, "qgen_test_pause", 1, pause)  # type: ignore[attr-defined]
+        slow = asyncio.ensure_future(conn.fetchrows("SELECT qgen_test_pause(0.3)"))
+        await asyncio.sleep(0.1)
+        slow.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+        assert not ended  # it still runs on the thread
+        _, rows = await run_rows(conn, (_bump_step(qt), where), {})
+        assert ended and rows[0][0] != threading.get_ident()
 
-    run(go())
+    run(_one_worker_step(engine, body))
 
 
 @pytest.mark.parametrize("engine", engine_params("sqlite"), indirect=True)
