@@ -268,6 +268,9 @@ class Holds:
         self._put_back: list[tuple[object, str, object]] = []
 
     def _timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        #: the runtime's step on the event loop's thread answers None when it did not run
+        may_not_run = fn is sqlite_driver._script_now
+
         def timed(*args: Any) -> Any:
             t0 = time.perf_counter()
             ran = None
@@ -275,10 +278,8 @@ class Holds:
                 ran = fn(*args)
                 return ran
             finally:
-                if ran is not None or fn is not inline:  # an inline step not run: none
+                if ran is not None or not may_not_run:
                     self.took[self.side].append(time.perf_counter() - t0)
-
-        inline = sqlite_driver._script_now
 
         return timed
 
